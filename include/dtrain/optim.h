@@ -1,0 +1,87 @@
+/*
+ * optim.h - optimizers and learning-rate schedules.
+ *
+ * An optimizer updates a set of parameters (a whole model, or the partition that one
+ * parameter server holds) from their gradients. Its state (slots such as Adam's m and v, and
+ * the step count) is exposed by name so that checkpoints can save and restore it exactly.
+ *
+ * L2 weight decay adds weight_decay * w to the gradient of every parameter whose `decay`
+ * flag is set (kernels, not biases), before the update rule.
+ *
+ * Threading: dt_optim_step splits its element loops over the pool (which may be NULL).
+ */
+#ifndef DTRAIN_OPTIM_H
+#define DTRAIN_OPTIM_H
+
+#include <stdint.h>
+
+#include "dtrain/err.h"
+#include "dtrain/nn.h"
+#include "dtrain/threadpool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dt_optim_kind {
+    DT_OPTIM_SGD = 0,
+    DT_OPTIM_MOMENTUM, /* v = mu*v + g; w -= lr*v  (nesterov: w -= lr*(g + mu*v)) */
+    DT_OPTIM_ADAM,     /* bias-corrected, as in Kingma & Ba */
+    DT_OPTIM_ADAGRAD,  /* a += g^2; w -= lr*g/(sqrt(a)+eps) */
+} dt_optim_kind;
+
+typedef enum dt_sched_kind {
+    DT_SCHED_CONSTANT = 0,
+    DT_SCHED_STEP,   /* lr * gamma^floor(step / step_size) */
+    DT_SCHED_COSINE, /* min_lr + (lr-min_lr)*(1+cos(pi*min(step,total)/total))/2 */
+} dt_sched_kind;
+
+typedef struct dt_sched_conf {
+    dt_sched_kind kind;
+    int64_t step_size;   /* step */
+    float gamma;         /* step (default 0.1) */
+    int64_t total_steps; /* cosine; 0 = the whole training run (the trainer fills it in) */
+    float min_lr;        /* cosine */
+} dt_sched_conf;
+
+typedef struct dt_optim_conf {
+    dt_optim_kind kind;
+    float learning_rate;
+    float momentum;  /* momentum (default 0.9) */
+    int nesterov;    /* momentum */
+    float beta1;     /* adam (default 0.9) */
+    float beta2;     /* adam (default 0.999) */
+    float epsilon;   /* adam (default 1e-7, as Keras), adagrad (default 1e-7) */
+    float initial_accumulator; /* adagrad (default 0.1, as Keras) */
+    float weight_decay;        /* L2 coefficient (default 0) */
+    dt_sched_conf schedule;
+} dt_optim_conf;
+
+/* Fill the defaults named above into the zero fields of conf (learning_rate: 0.01 for SGD and
+ * momentum, 0.001 for Adam and Adagrad). */
+void dt_optim_conf_defaults(dt_optim_conf *conf);
+
+typedef struct dt_optim dt_optim;
+
+/* An optimizer over params[0..n) (not owned; they must outlive it). Validates conf
+ * (DT_ERR_ARG naming the field). */
+dt_err dt_optim_init(dt_optim **out, const dt_optim_conf *conf, dt_param *const *params, int n);
+void dt_optim_free(dt_optim *o);
+
+/* The learning rate the schedule gives at a step. */
+float dt_optim_lr_at(const dt_optim_conf *conf, int64_t step);
+
+/* Apply one update from the params' grads; the step count then increments. */
+void dt_optim_step(dt_optim *o, dt_pool *pool);
+int64_t dt_optim_steps(const dt_optim *o);
+void dt_optim_set_steps(dt_optim *o, int64_t steps);
+
+/* Named state tensors, e.g. "dense_1/kernel/m" (owned by the optimizer). */
+int dt_optim_num_slots(const dt_optim *o);
+const char *dt_optim_slot_name(const dt_optim *o, int i);
+dt_tensor *dt_optim_slot(dt_optim *o, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
