@@ -70,19 +70,19 @@ typedef struct dt_layer_conf {
     int64_t kernel[2]; /* conv2d, maxpool2d: {h, w} */
     int64_t stride[2]; /* conv2d (default 1), maxpool2d (default = kernel) */
     dt_padding padding;
-    float rate;         /* dropout: fraction of units dropped while training */
-    int no_bias;        /* dense, conv2d */
+    float rate;  /* dropout: fraction of units dropped while training */
+    int no_bias; /* dense, conv2d */
     dt_init kernel_init;
     dt_init bias_init;
-    int line;           /* line in the spec file, for error messages (0 = unknown) */
+    int line; /* line in the spec file, for error messages (0 = unknown) */
 } dt_layer_conf;
 
 /* A trainable tensor and its gradient, both owned by the model. */
 typedef struct dt_param {
-    char name[64];   /* "<layer>/kernel", "<layer>/bias" */
+    char name[64]; /* "<layer>/kernel", "<layer>/bias" */
     dt_tensor value;
     dt_tensor grad;
-    int decay;       /* 1 when L2 weight decay applies (kernels), 0 for biases */
+    int decay; /* 1 when L2 weight decay applies (kernels), 0 for biases */
 } dt_param;
 
 typedef struct dt_model dt_model;

@@ -47,11 +47,11 @@ typedef struct dt_sched_conf {
 typedef struct dt_optim_conf {
     dt_optim_kind kind;
     float learning_rate;
-    float momentum;  /* momentum (default 0.9) */
-    int nesterov;    /* momentum */
-    float beta1;     /* adam (default 0.9) */
-    float beta2;     /* adam (default 0.999) */
-    float epsilon;   /* adam (default 1e-7, as Keras), adagrad (default 1e-7) */
+    float momentum;            /* momentum (default 0.9) */
+    int nesterov;              /* momentum */
+    float beta1;               /* adam (default 0.9) */
+    float beta2;               /* adam (default 0.999) */
+    float epsilon;             /* adam (default 1e-7, as Keras), adagrad (default 1e-7) */
     float initial_accumulator; /* adagrad (default 0.1, as Keras) */
     float weight_decay;        /* L2 coefficient (default 0) */
     dt_sched_conf schedule;

@@ -69,23 +69,23 @@ typedef struct dt_spec {
     uint64_t seed;          /* default 0 */
 
     dt_data_source train;
-    int has_eval;            /* 0: eval comes from a split of train */
+    int has_eval; /* 0: eval comes from a split of train */
     dt_data_source eval;
-    double eval_fraction;    /* used when !has_eval (default 0.2) */
+    double eval_fraction; /* used when !has_eval (default 0.2) */
     dt_norm_kind norm;
-    float scale, shift;      /* DT_NORM_SCALE, DT_NORM_MEAN_STD (scale default 1) */
-    float mean, std;         /* DT_NORM_MEAN_STD */
-    int shuffle;             /* default 1 */
+    float scale, shift; /* DT_NORM_SCALE, DT_NORM_MEAN_STD (scale default 1) */
+    float mean, std;    /* DT_NORM_MEAN_STD */
+    int shuffle;        /* default 1 */
 
-    dt_shape input;          /* per-sample input shape; ndim 0 = taken from the data */
-    dt_layer_conf *layers;   /* owned */
+    dt_shape input;        /* per-sample input shape; ndim 0 = taken from the data */
+    dt_layer_conf *layers; /* owned */
     int nlayers;
     dt_loss_kind loss;
     dt_optim_conf optimizer; /* defaults filled in */
 
-    int64_t batch_size;      /* default 32 */
-    int64_t epochs;          /* default 1 */
-    int threads;             /* 0 = all online CPUs */
+    int64_t batch_size;             /* default 32 */
+    int64_t epochs;                 /* default 1 */
+    int threads;                    /* 0 = all online CPUs */
     int64_t checkpoint_every_steps; /* 0 = only at the end of each epoch */
     int checkpoint_keep;            /* default 3 */
 } dt_spec;

@@ -20,20 +20,20 @@ extern "C" {
 #endif
 
 typedef struct dt_train_opts {
-    const char *job_dir;   /* required */
-    int64_t epochs;        /* > 0 overrides the spec */
-    int threads;           /* > 0 overrides the spec */
+    const char *job_dir; /* required */
+    int64_t epochs;      /* > 0 overrides the spec */
+    int threads;         /* > 0 overrides the spec */
     int has_seed;
-    uint64_t seed;         /* overrides the spec when has_seed */
-    int64_t max_steps;     /* > 0: stop after this many steps (tests of resume) */
-    int progress_bar;      /* 1: redraw one line (a TTY); 0: plain lines */
-    FILE *log;             /* progress output (stderr when NULL) */
-    FILE *loss_log;        /* optional: one "step loss" line per step, %.9g */
+    uint64_t seed;     /* overrides the spec when has_seed */
+    int64_t max_steps; /* > 0: stop after this many steps (tests of resume) */
+    int progress_bar;  /* 1: redraw one line (a TTY); 0: plain lines */
+    FILE *log;         /* progress output (stderr when NULL) */
+    FILE *loss_log;    /* optional: one "step loss" line per step, %.9g */
 } dt_train_opts;
 
 typedef struct dt_train_result {
     double eval_accuracy, eval_loss;
-    double train_loss;     /* mean over the last epoch */
+    double train_loss; /* mean over the last epoch */
     int64_t steps, samples;
     double samples_per_sec, wall_seconds;
     int64_t epochs_done;

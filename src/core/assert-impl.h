@@ -5,9 +5,9 @@
 
 _Noreturn void dt__abort(const char *file, int line, const char *expr);
 
-#define DT_ASSERT(x)                                                                           \
-    do {                                                                                       \
-        if (!(x)) dt__abort(__FILE__, __LINE__, #x);                                           \
+#define DT_ASSERT(x)                                                                               \
+    do {                                                                                           \
+        if (!(x)) dt__abort(__FILE__, __LINE__, #x);                                               \
     } while (0)
 
 #endif

@@ -43,7 +43,8 @@ static void sum_kernel(void *arg, int ith, int nth) {
     int64_t lo, hi;
     dt_split(j->n, ith, nth, &lo, &hi);
     long long s = 0;
-    for (int64_t i = lo; i < hi; i++) s += j->v[i];
+    for (int64_t i = lo; i < hi; i++)
+        s += j->v[i];
     j->partial[ith] = s;
     atomic_fetch_add(&j->calls, 1);
 }
@@ -52,7 +53,8 @@ static void test_pool_runs_every_share_once(void) {
     enum { N = 100003 };
     static int v[N];
     long long want = 0;
-    for (int i = 0; i < N; i++) want += v[i] = i % 7;
+    for (int i = 0; i < N; i++)
+        want += v[i] = i % 7;
     for (int nth = 1; nth <= 4; nth++) {
         dt_pool *p = NULL;
         DT_CHECK_OK(dt_pool_init(&p, nth));
@@ -60,7 +62,8 @@ static void test_pool_runs_every_share_once(void) {
             struct sum_job j = {.v = v, .n = N};
             dt_pool_run(p, sum_kernel, &j);
             long long got = 0;
-            for (int t = 0; t < nth; t++) got += j.partial[t];
+            for (int t = 0; t < nth; t++)
+                got += j.partial[t];
             DT_CHECK(got == want);
             DT_CHECK(atomic_load(&j.calls) == nth);
         }
@@ -91,7 +94,8 @@ static void test_rng_reproducible_and_uniform(void) {
     dt_rng a, b;
     dt_rng_seed(&a, 42);
     dt_rng_seed(&b, 42);
-    for (int i = 0; i < 100; i++) DT_CHECK(dt_rng_u64(&a) == dt_rng_u64(&b));
+    for (int i = 0; i < 100; i++)
+        DT_CHECK(dt_rng_u64(&a) == dt_rng_u64(&b));
     dt_rng_seed2(&a, 42, 1);
     dt_rng_seed2(&b, 42, 2);
     DT_CHECK(dt_rng_u64(&a) != dt_rng_u64(&b));
@@ -106,11 +110,14 @@ static void test_rng_reproducible_and_uniform(void) {
     DT_CHECK_NEAR(sum / 100000, 0.0, 0.02);
     DT_CHECK_NEAR(sq / 100000, 1.0, 0.02);
     int64_t idx[50];
-    for (int i = 0; i < 50; i++) idx[i] = i;
+    for (int i = 0; i < 50; i++)
+        idx[i] = i;
     dt_rng_shuffle(&a, idx, 50);
     int seen[50] = {0};
-    for (int i = 0; i < 50; i++) seen[idx[i]]++;
-    for (int i = 0; i < 50; i++) DT_CHECK(seen[i] == 1);
+    for (int i = 0; i < 50; i++)
+        seen[idx[i]]++;
+    for (int i = 0; i < 50; i++)
+        DT_CHECK(seen[i] == 1);
 }
 
 static void test_err_messages(void) {

@@ -18,9 +18,9 @@ void dt__blas_init(void);
 const char *dt__blas_name(void);
 
 /* trans_a / trans_b: 0 = as stored, 1 = transposed. A is M x K after op, B is K x N. */
-void dt__gemm(dt_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-              float *c, int64_t ldc);
+void dt__gemm(dt_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc);
 
 /* The same on the calling thread only (for kernels already split by (ith, nth)). */
 void dt__gemm_st(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,

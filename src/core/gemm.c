@@ -45,8 +45,8 @@ void dt__gemm_st(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, floa
                  int64_t ldc) {
     if (m <= 0 || n <= 0) return;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-                b, (int)ldb, beta, c, (int)ldc);
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+                (int)ldb, beta, c, (int)ldc);
 }
 
 struct gemm_job {
@@ -66,8 +66,8 @@ static void gemm_kernel(void *arg, int ith, int nth) {
         dt_split(j->m, ith, nth, &lo, &hi);
         /* row r of op(A): A + r*lda when not transposed, A + r when transposed */
         const float *a = j->trans_a ? j->a + lo : j->a + lo * j->lda;
-        dt__gemm_st(j->trans_a, j->trans_b, hi - lo, j->n, j->k, j->alpha, a, j->lda, j->b,
-                    j->ldb, j->beta, j->c + lo * j->ldc, j->ldc);
+        dt__gemm_st(j->trans_a, j->trans_b, hi - lo, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
+                    j->beta, j->c + lo * j->ldc, j->ldc);
     } else {
         int64_t blocks = (j->n + COL_ALIGN - 1) / COL_ALIGN, lo, hi;
         dt_split(blocks, ith, nth, &lo, &hi);
@@ -76,21 +76,21 @@ static void gemm_kernel(void *arg, int ith, int nth) {
         if (lo >= hi) return;
         /* column c of op(B): B + c when not transposed, B + c*ldb when transposed */
         const float *b = j->trans_b ? j->b + lo * j->ldb : j->b + lo;
-        dt__gemm_st(j->trans_a, j->trans_b, j->m, hi - lo, j->k, j->alpha, j->a, j->lda, b,
-                    j->ldb, j->beta, j->c + lo, j->ldc);
+        dt__gemm_st(j->trans_a, j->trans_b, j->m, hi - lo, j->k, j->alpha, j->a, j->lda, b, j->ldb,
+                    j->beta, j->c + lo, j->ldc);
     }
 }
 
-void dt__gemm(dt_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-              float *c, int64_t ldc) {
+void dt__gemm(dt_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc) {
     dt__blas_init();
     int nth = dt_pool_size(pool);
     if (nth == 1 || m * n * k < 32 * 32 * 32) {
         dt__gemm_st(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    struct gemm_job j = {trans_a, trans_b, m,   n,   k,   alpha, beta,
-                         a,       b,       c,   lda, ldb, ldc,   m >= (int64_t)nth * MIN_ROWS};
+    struct gemm_job j = {trans_a, trans_b, m, n,   k,   alpha, beta,
+                         a,       b,       c, lda, ldb, ldc,   m >= (int64_t)nth * MIN_ROWS};
     dt_pool_run(pool, gemm_kernel, &j);
 }

@@ -12,7 +12,8 @@ static uint64_t splitmix64(uint64_t *x) {
 
 void dt_rng_seed(dt_rng *r, uint64_t seed) {
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
 }
 
 void dt_rng_seed2(dt_rng *r, uint64_t seed, uint64_t stream) {
@@ -50,7 +51,8 @@ float dt_rng_normal(dt_rng *r) {
 uint64_t dt_rng_below(dt_rng *r, uint64_t n) {
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
-    do x = dt_rng_u64(r);
+    do
+        x = dt_rng_u64(r);
     while (x >= limit);
     return x % n;
 }

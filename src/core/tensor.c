@@ -20,7 +20,8 @@ struct dt_arena {
 
 int64_t dt_shape_numel(const dt_shape *s) {
     int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++) n *= s->dim[i];
+    for (int i = 0; i < s->ndim; i++)
+        n *= s->dim[i];
     return n;
 }
 
@@ -33,7 +34,8 @@ dt_shape dt_shape_make(int ndim, const int64_t *dims) {
     dt_shape s = {0};
     DT_ASSERT(ndim >= 0 && ndim <= DT_MAX_DIMS);
     s.ndim = ndim;
-    for (int i = 0; i < ndim; i++) s.dim[i] = dims[i];
+    for (int i = 0; i < ndim; i++)
+        s.dim[i] = dims[i];
     return s;
 }
 
@@ -48,8 +50,8 @@ char *dt_shape_str(const dt_shape *s, char *buf, size_t len) {
     size_t off = 0;
     off += (size_t)snprintf(buf + off, len - off, "[");
     for (int i = 0; i < s->ndim && off < len; i++)
-        off += (size_t)snprintf(buf + off, len - off, "%s%lld", i ? ", " : "",
-                                (long long)s->dim[i]);
+        off +=
+            (size_t)snprintf(buf + off, len - off, "%s%lld", i ? ", " : "", (long long)s->dim[i]);
     if (off < len) snprintf(buf + off, len - off, "]");
     return buf;
 }

@@ -117,7 +117,8 @@ void dt_pool_free(dt_pool *p) {
     atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 1; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
+    for (int i = 1; i < p->nthreads; i++)
+        pthread_join(p->threads[i], NULL);
     free(p->threads);
     pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->wake);
@@ -149,7 +150,8 @@ void dt_pool_run(dt_pool *p, dt_task_fn fn, void *arg) {
             continue;
         }
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done, &p->mu);
+        while (atomic_load(&p->pending) != 0)
+            pthread_cond_wait(&p->done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
 }

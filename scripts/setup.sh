@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# setup.sh - install what dtrain needs from Debian (only what is missing) and build it.
+#
+#   bash scripts/setup.sh [release|asan|all]    (default: release)
+#
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
+          zlib1g-dev dataset-fashion-mnist)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+build() { # dir, cmake args...
+    local dir=$1; shift
+    cmake -S . -B "$dir" "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs" >/dev/null || cmake --build "$dir" -j1
+}
+case "${1:-release}" in
+    release) build build -DCMAKE_BUILD_TYPE=Release ;;
+    asan) build build-asan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=ON ;;
+    all) build build -DCMAKE_BUILD_TYPE=Release
+         build build-asan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=ON ;;
+    *) echo "usage: setup.sh [release|asan|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# test.sh - install, build and run the whole test suite: once optimized (including the
+# acceptance runs that train real models to their accuracy targets) and once under
+# AddressSanitizer + UndefinedBehaviorSanitizer (everything but the acceptance runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh all
+status=0
+echo "== optimized build =="
+(cd build && ctest --output-on-failure --timeout 1200) || status=1
+echo "== ASan + UBSan build =="
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure) || status=1
+exit $status

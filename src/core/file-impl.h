@@ -1,0 +1,19 @@
+/* file-impl.h - small file-system helpers shared by the modules that write job files. */
+#ifndef DTRAIN_FILE_IMPL_H
+#define DTRAIN_FILE_IMPL_H
+
+#include <stddef.h>
+
+#include "dtrain/err.h"
+
+/* mkdir -p: create path and its missing parents (mode 0755). */
+dt_err dt__mkdirs(const char *path);
+
+/* Write len bytes to path atomically: a temporary file in the same directory, fsync, rename
+ * over path, fsync of the directory. On error path is unchanged and no temporary remains. */
+dt_err dt__write_file_atomic(const char *path, const void *data, size_t len);
+
+/* Read a whole file into a malloc'd, NUL-terminated buffer (*len excludes the NUL). */
+dt_err dt__read_file(const char *path, char **data, size_t *len);
+
+#endif

@@ -1,0 +1,35 @@
+/* result.c - JOB_DIR/result.json, the outcome of a training run (docs/CLI.md). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/file-impl.h"
+#include "core/gemm-impl.h"
+#include "train/train-impl.h"
+
+dt_err dt__write_result(const char *job_dir, const char *status, const char *message,
+                        const dt_spec *spec, const dt_train_result *r, int threads, uint64_t seed) {
+    json_t *root =
+        json_pack("{s:s, s:s, s:{s:f, s:f}, s:{s:I, s:I, s:I, s:f, s:f, s:f}, s:i, s:s, s:s}",
+                  "status", status, "name", spec->name, "eval", "accuracy", r->eval_accuracy,
+                  "loss", r->eval_loss, "train", "steps", (json_int_t)r->steps, "samples",
+                  (json_int_t)r->samples, "epochs", (json_int_t)r->epochs_done, "samples_per_sec",
+                  r->samples_per_sec, "wall_seconds", r->wall_seconds, "loss", r->train_loss,
+                  "threads", threads, "blas", dt__blas_name(), "spec", spec->path);
+    if (!root) return dt_err_set(DT_ERR_NOMEM, "result.json: out of memory");
+    char seedbuf[32];
+    snprintf(seedbuf, sizeof seedbuf, "%llu", (unsigned long long)seed);
+    json_object_set_new(root, "seed", json_string(seedbuf));
+    if (message) json_object_set_new(root, "message", json_string(message));
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(root);
+    if (!text) return dt_err_set(DT_ERR_NOMEM, "result.json: out of memory");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/result.json", job_dir);
+    size_t n = strlen(text);
+    text[n] = '\n'; /* json_dumps' NUL becomes the final newline */
+    dt_err e = dt__write_file_atomic(path, text, n + 1);
+    free(text);
+    return e;
+}
