@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/file-impl.h"
 #include "core/gemm-impl.h"
@@ -21,6 +22,9 @@ dt_err dt__write_result(const char *job_dir, const char *status, const char *mes
     char seedbuf[32];
     snprintf(seedbuf, sizeof seedbuf, "%llu", (unsigned long long)seed);
     json_object_set_new(root, "seed", json_string(seedbuf));
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss is in KiB on Linux */
+        json_object_set_new(root, "peak_rss_mb", json_real((double)ru.ru_maxrss / 1024.0));
     if (message) json_object_set_new(root, "message", json_string(message));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(root);

@@ -1,0 +1,39 @@
+# lib.sh - helpers for the shell tests (sourced). Each test runs the real binary on real files.
+set -u
+DTRAIN=${DTRAIN_BIN:?DTRAIN_BIN must point at the dtrain binary}
+SRC=${DT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+TMP=$(mktemp -d /tmp/dtrain-sh-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+PASSED=0
+FAILED=0
+
+fail() { echo "FAIL: $*" >&2; FAILED=$((FAILED + 1)); }
+pass() { echo "ok   $*"; PASSED=$((PASSED + 1)); }
+
+# expect_exit CODE NAME -- CMD...: run CMD, check its exit code; its stderr is in $TMP/err.
+expect_exit() {
+    local want=$1 name=$2; shift 3
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "$name: exit $got, want $want; stderr: $(head -c 600 "$TMP/err")"
+        return 1
+    fi
+    return 0
+}
+
+# expect_err_has NAME TEXT: the last command's stderr contains TEXT.
+expect_err_has() {
+    if grep -qF -- "$2" "$TMP/err"; then pass "$1"; else fail "$1: stderr lacks '$2': $(head -c 600 "$TMP/err")"; fi
+}
+
+# json_num FILE KEY: the first number that follows "KEY": in FILE.
+json_num() { grep -o "\"$2\": *-\?[0-9.eE+-]*" "$1" | head -1 | sed 's/.*: *//'; }
+
+# ge A B: A >= B (floats).
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
+
+finish() {
+    echo "$PASSED passed, $FAILED failed"
+    [ "$FAILED" -eq 0 ]
+}
