@@ -51,7 +51,8 @@ static dt_err build_model(struct run *r, const dt_shape *input) {
     int bad = s->nlayers - 1;
     for (int n = 1; n < s->nlayers; n++) {
         dt_model *m = NULL;
-        dt_err e2 = dt_model_init(&m, input, s->layers, n, s->loss, 1, NULL);
+        /* mse accepts any output shape, so only the layers themselves can fail here */
+        dt_err e2 = dt_model_init(&m, input, s->layers, n, DT_LOSS_MSE, 1, NULL);
         dt_model_free(m);
         if (e2) {
             bad = n - 1;
