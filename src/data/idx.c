@@ -65,6 +65,10 @@ static dt_err idx_read(idx_file *f, void *buf, size_t len, size_t *got, const ch
                                   strerror(errno));
             if (zerr == Z_MEM_ERROR)
                 return dt_err_set(DT_ERR_NOMEM, "%s: zlib out of memory %s", f->path, at);
+            /* zlib's message is "<path>: <what>": keep only <what> */
+            size_t plen = strlen(f->path);
+            if (zmsg && !strncmp(zmsg, f->path, plen) && !strncmp(zmsg + plen, ": ", 2))
+                zmsg += plen + 2;
             return dt_err_set(DT_ERR_FORMAT, "%s: corrupt gzip data %s: %s", f->path, at,
                               zmsg && *zmsg ? zmsg : "unknown zlib error");
         }
@@ -177,8 +181,10 @@ static dt_err idx_read_images(idx_file *f, float *x, unsigned char *buf) {
     while (done < total) {
         size_t want = total - done < DT_IDX_CHUNK ? (size_t)(total - done) : DT_IDX_CHUNK;
         char at[96];
-        snprintf(at, sizeof at, "near image %llu of %llu",
-                 (unsigned long long)(done / f->record_bytes), (unsigned long long)f->count);
+        snprintf(at, sizeof at, "in images %llu to %llu of %llu",
+                 (unsigned long long)(done / f->record_bytes),
+                 (unsigned long long)((done + want - 1) / f->record_bytes),
+                 (unsigned long long)f->count);
         size_t got;
         dt_err err = idx_read(f, buf, want, &got, at);
         if (err) return err;
@@ -200,8 +206,8 @@ static dt_err idx_read_labels(idx_file *f, int32_t *labels, unsigned char *buf, 
     while (done < f->count) {
         size_t want = f->count - done < DT_IDX_CHUNK ? (size_t)(f->count - done) : DT_IDX_CHUNK;
         char at[96];
-        snprintf(at, sizeof at, "near label %llu of %llu", (unsigned long long)done,
-                 (unsigned long long)f->count);
+        snprintf(at, sizeof at, "in labels %llu to %llu of %llu", (unsigned long long)done,
+                 (unsigned long long)(done + want - 1), (unsigned long long)f->count);
         size_t got;
         dt_err err = idx_read(f, buf, want, &got, at);
         if (err) return err;
