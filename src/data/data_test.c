@@ -559,6 +559,7 @@ static void test_csv_empty(void) {
     const char *nope = tmp_path("missing.csv");
     DT_CHECK_ERR(dt_dataset_load_csv(&d, nope, NULL), DT_ERR_IO, nope);
     DT_CHECK(strstr(dt_errmsg(), "No such file"));
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, dt_test_tmpdir(), NULL), DT_ERR_IO, dt_test_tmpdir());
     DT_CHECK(d == NULL);
 }
 
@@ -896,6 +897,23 @@ static void test_standardize_and_scale(void) {
     ok = ok && d->x[0] == x0 * 2.0f + 1.0f;
     dt_dataset_scale(d, 1.0f / 255.0f, 0.0f);
     ok = ok && fabsf(d->x[0] - (x0 * 2.0f + 1.0f) / 255.0f) < 1e-6f;
+    dt_dataset_free(d);
+    DT_CHECK(ok);
+
+    /* wide samples (statistics in several blocks of features): compare with a direct sum */
+    enum { W = 2500, M = 40 };
+    s = dt_shape_make(1, (int64_t[]){W});
+    DT_CHECK_OK(dt_dataset_synthetic(&d, M, &s, 3, 12));
+    float *wm = malloc(W * sizeof(float)), *ws = malloc(W * sizeof(float));
+    dt_dataset_feature_stats(d, wm, ws);
+    for (int j = 0; ok && j < W; j += 97) {
+        double sum = 0, sq = 0;
+        for (int i = 0; i < M; i++) sum += d->x[i * W + j];
+        for (int i = 0; i < M; i++) sq += (d->x[i * W + j] - sum / M) * (d->x[i * W + j] - sum / M);
+        ok = fabs(wm[j] - sum / M) < 1e-6 && fabs(ws[j] - sqrt(sq / M)) < 1e-6;
+    }
+    free(wm);
+    free(ws);
     dt_dataset_free(d);
     DT_CHECK(ok);
 }

@@ -76,31 +76,35 @@ void dt_dataset_scale(dt_dataset *d, float scale, float shift) {
     for (int64_t i = 0; i < total; i++) x[i] = x[i] * scale + shift;
 }
 
+/* Features per block of dt_dataset_feature_stats: its double accumulators live on the stack
+ * (16 KiB), so the statistics never allocate; wider samples take several passes. */
+#define DT_STATS_BLOCK 1024
+
 void dt_dataset_feature_stats(const dt_dataset *d, float *mean, float *std) {
     int64_t row = dt_dataset_row(d);
-    double *sum = calloc((size_t)row, sizeof(double));
-    double *sq = calloc((size_t)row, sizeof(double));
-    DT_ASSERT(sum && sq); /* row doubles: tiny next to the dataset itself */
-    /* two passes (mean, then squared deviations): no catastrophic cancellation */
-    for (int64_t i = 0; i < d->n; i++) {
-        const float *x = d->x + i * row;
-        for (int64_t j = 0; j < row; j++) sum[j] += x[j];
-    }
-    for (int64_t j = 0; j < row; j++) sum[j] = d->n > 0 ? sum[j] / (double)d->n : 0.0;
-    for (int64_t i = 0; i < d->n; i++) {
-        const float *x = d->x + i * row;
-        for (int64_t j = 0; j < row; j++) {
-            double dev = x[j] - sum[j];
-            sq[j] += dev * dev;
+    double sum[DT_STATS_BLOCK], sq[DT_STATS_BLOCK];
+    for (int64_t j0 = 0; j0 < row; j0 += DT_STATS_BLOCK) {
+        int64_t nb = row - j0 < DT_STATS_BLOCK ? row - j0 : DT_STATS_BLOCK;
+        for (int64_t j = 0; j < nb; j++) sum[j] = sq[j] = 0.0;
+        /* two passes (mean, then squared deviations): no catastrophic cancellation */
+        for (int64_t i = 0; i < d->n; i++) {
+            const float *x = d->x + i * row + j0;
+            for (int64_t j = 0; j < nb; j++) sum[j] += x[j];
+        }
+        for (int64_t j = 0; j < nb; j++) sum[j] = d->n > 0 ? sum[j] / (double)d->n : 0.0;
+        for (int64_t i = 0; i < d->n; i++) {
+            const float *x = d->x + i * row + j0;
+            for (int64_t j = 0; j < nb; j++) {
+                double dev = x[j] - sum[j];
+                sq[j] += dev * dev;
+            }
+        }
+        for (int64_t j = 0; j < nb; j++) {
+            double sd = d->n > 0 ? sqrt(sq[j] / (double)d->n) : 0.0;
+            mean[j0 + j] = (float)sum[j];
+            std[j0 + j] = sd < 1e-12 ? 1.0f : (float)sd;
         }
     }
-    for (int64_t j = 0; j < row; j++) {
-        double sd = d->n > 0 ? sqrt(sq[j] / (double)d->n) : 0.0;
-        mean[j] = (float)sum[j];
-        std[j] = sd < 1e-12 ? 1.0f : (float)sd;
-    }
-    free(sum);
-    free(sq);
 }
 
 void dt_dataset_standardize(dt_dataset *d, const float *mean, const float *std) {
