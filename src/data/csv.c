@@ -44,10 +44,10 @@ typedef struct csv_reader {
     size_t text_len, text_cap;
     size_t *text_off; /* n offsets into text */
 
-    int all_int;          /* every class label so far is a non-negative integer */
-    long long big_line;   /* first line whose integer label is >= DT_DATA_MAX_CLASSES, or 0 */
-    int big_field;        /* its field number (1-based) */
-    long big_value;       /* and its value */
+    int all_int;        /* every class label so far is a non-negative integer */
+    long long big_line; /* first line whose integer label is >= DT_DATA_MAX_CLASSES, or 0 */
+    int big_field;      /* its field number (1-based) */
+    long big_value;     /* and its value */
 } csv_reader;
 
 static dt_err csv_nomem(const csv_reader *r) {
@@ -79,8 +79,7 @@ static int csv_parse_class_int(const char *s, long *out) {
 
 static dt_err csv_bad_number(const csv_reader *r, int field, const char *s, int how) {
     return dt_err_set(DT_ERR_FORMAT, "%s:%lld: field %d: '%.64s%s' is not a %snumber", r->path,
-                      r->line, field + 1, s, strlen(s) > 64 ? "..." : "",
-                      how < 0 ? "finite " : "");
+                      r->line, field + 1, s, strlen(s) > 64 ? "..." : "", how < 0 ? "finite " : "");
 }
 
 /* Split line (already stripped of its line ending) into r->fields; returns the count or -1
@@ -92,13 +91,15 @@ static int csv_split(csv_reader *r, char *line, dt_err *err) {
         char *end = strchr(p, r->delim);
         if (end) *end = '\0';
         /* trim */
-        while (*p && strchr(r->trim, *p)) p++;
+        while (*p && strchr(r->trim, *p))
+            p++;
         size_t len = strlen(p);
-        while (len > 0 && strchr(r->trim, p[len - 1])) p[--len] = '\0';
+        while (len > 0 && strchr(r->trim, p[len - 1]))
+            p[--len] = '\0';
         if (count == r->fields_cap) {
             if (r->fields_cap >= DT_CSV_MAX_FIELDS) {
-                *err = dt_err_set(DT_ERR_FORMAT, "%s:%lld: more than %d fields", r->path,
-                                  r->line, DT_CSV_MAX_FIELDS);
+                *err = dt_err_set(DT_ERR_FORMAT, "%s:%lld: more than %d fields", r->path, r->line,
+                                  DT_CSV_MAX_FIELDS);
                 return -1;
             }
             int cap = r->fields_cap ? r->fields_cap * 2 : 16;
@@ -143,7 +144,8 @@ static dt_err csv_add_label_text(csv_reader *r, const char *s) {
     size_t len = strlen(s) + 1;
     if (r->text_len + len > r->text_cap) {
         size_t cap = r->text_cap ? r->text_cap : 4096;
-        while (cap < r->text_len + len) cap *= 2;
+        while (cap < r->text_len + len)
+            cap *= 2;
         char *t = realloc(r->text, cap);
         if (!t) return csv_nomem(r);
         r->text = t;
@@ -168,7 +170,8 @@ static dt_err csv_row(csv_reader *r, char *line) {
                               r->path, r->line, count, count == 1 ? "" : "s", r->delim);
         r->label_col = r->label_opt < 0 ? count - 1 : r->label_opt;
         if (r->label_col >= count)
-            return dt_err_set(DT_ERR_ARG, "%s:%lld: label column %d does not exist: the row has "
+            return dt_err_set(DT_ERR_ARG,
+                              "%s:%lld: label column %d does not exist: the row has "
                               "%d fields (columns 0 to %d)",
                               r->path, r->line, r->label_col, count, count - 1);
         r->nfields = count;
@@ -190,8 +193,8 @@ static dt_err csv_row(csv_reader *r, char *line) {
         if (ok != 1) return csv_bad_number(r, r->label_col, label, ok);
     } else {
         if (!*label)
-            return dt_err_set(DT_ERR_FORMAT, "%s:%lld: field %d: the class label is empty",
-                              r->path, r->line, r->label_col + 1);
+            return dt_err_set(DT_ERR_FORMAT, "%s:%lld: field %d: the class label is empty", r->path,
+                              r->line, r->label_col + 1);
         long v;
         if (!csv_parse_class_int(label, &v)) {
             r->all_int = 0;
@@ -234,7 +237,8 @@ static dt_err csv_resolve_classes(csv_reader *r, dt_dataset *d) {
     dt_err err = DT_OK;
     const char **sorted = malloc((size_t)r->n * sizeof *sorted);
     if (!sorted) return csv_nomem(r);
-    for (int64_t i = 0; i < r->n; i++) sorted[i] = r->text + r->text_off[i];
+    for (int64_t i = 0; i < r->n; i++)
+        sorted[i] = r->text + r->text_off[i];
     qsort(sorted, (size_t)r->n, sizeof *sorted, csv_strcmp);
     int64_t k = 0;
     for (int64_t i = 0; i < r->n; i++)
@@ -294,13 +298,17 @@ dt_err dt_dataset_load_csv(dt_dataset **out, const char *path, const dt_csv_opts
     while ((len = getline(&line, &line_cap, f)) >= 0) {
         r.line++;
         if (strlen(line) != (size_t)len) {
-            err = dt_err_set(DT_ERR_FORMAT, "%s:%lld: the line contains a NUL byte (not a text "
-                             "file?)", path, r.line);
+            err = dt_err_set(DT_ERR_FORMAT,
+                             "%s:%lld: the line contains a NUL byte (not a text "
+                             "file?)",
+                             path, r.line);
             goto end;
         }
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
         const char *p = line;
-        while (*p && isspace((unsigned char)*p)) p++;
+        while (*p && isspace((unsigned char)*p))
+            p++;
         if (!*p) continue; /* blank */
         if (header_pending) {
             header_pending = 0;

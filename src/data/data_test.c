@@ -69,7 +69,8 @@ static unsigned char *idx_images(uint32_t magic, uint32_t count, uint32_t rows, 
     put_be32(b + 8, rows);
     put_be32(b + 12, cols);
     for (size_t i = 0; i < count; i++)
-        for (size_t j = 0; j < (size_t)rows * cols; j++) b[16 + i * rows * cols + j] = pixel(i, j);
+        for (size_t j = 0; j < (size_t)rows * cols; j++)
+            b[16 + i * rows * cols + j] = pixel(i, j);
     *len = 16 + px;
     return b;
 }
@@ -80,7 +81,8 @@ static unsigned char *idx_labels(uint32_t magic, uint32_t count, const unsigned 
     unsigned char *b = malloc(8 + count);
     put_be32(b, magic);
     put_be32(b + 4, count);
-    for (size_t i = 0; i < count; i++) b[8 + i] = lab[i % nlab];
+    for (size_t i = 0; i < count; i++)
+        b[8 + i] = lab[i % nlab];
     *len = 8 + count;
     return b;
 }
@@ -286,7 +288,8 @@ static const char *write_big_gz(const char *name, size_t *gzlen, unsigned char *
     /* make the pixels less compressible */
     dt_rng r;
     dt_rng_seed(&r, 7);
-    for (size_t i = 16; i < len; i++) b[i] = (unsigned char)(b[i] ^ (dt_rng_u64(&r) & 0x0f));
+    for (size_t i = 16; i < len; i++)
+        b[i] = (unsigned char)(b[i] ^ (dt_rng_u64(&r) & 0x0f));
     const char *p = write_gz(name, b, len);
     free(b);
     *gzbytes = slurp(p, gzlen);
@@ -356,8 +359,8 @@ static void test_idx_corrupt_gz(void) {
     const char *fp = tmp_path("flushed.idx.gz");
     gzFile w = gzopen(fp, "wb");
     size_t split = 16 + 100 * 784;
-    int wrote = w && gzwrite(w, img, (unsigned)split) == (int)split &&
-                gzflush(w, Z_FULL_FLUSH) == Z_OK;
+    int wrote =
+        w && gzwrite(w, img, (unsigned)split) == (int)split && gzflush(w, Z_FULL_FLUSH) == Z_OK;
     struct stat st;
     wrote = wrote && stat(fp, &st) == 0;
     wrote = wrote && gzwrite(w, img + split, (unsigned)(len - split)) == (int)(len - split);
@@ -432,8 +435,10 @@ static void check_fashion(const char *images, const char *labels, int64_t n, int
     int hist[10] = {0}, bad = 0;
     float lo = 1e9f, hi = -1e9f;
     for (int64_t i = 0; i < d->n; i++) {
-        if (d->labels[i] < 0 || d->labels[i] >= 10) bad++;
-        else hist[d->labels[i]]++;
+        if (d->labels[i] < 0 || d->labels[i] >= 10)
+            bad++;
+        else
+            hist[d->labels[i]]++;
     }
     for (int64_t i = 0; i < d->n * 784; i++) {
         if (d->x[i] < lo) lo = d->x[i];
@@ -441,7 +446,8 @@ static void check_fashion(const char *images, const char *labels, int64_t n, int
     }
     int ok = d->n == n && d->num_classes == 10 && d->sample.ndim == 3 && d->sample.dim[0] == 28 &&
              d->sample.dim[1] == 28 && d->sample.dim[2] == 1 && !bad && lo == 0.0f && hi == 255.0f;
-    for (int c = 0; c < 10; c++) ok = ok && hist[c] == per_class;
+    for (int c = 0; c < 10; c++)
+        ok = ok && hist[c] == per_class;
     dt_dataset_free(d);
     DT_CHECK(ok);
 }
@@ -513,18 +519,24 @@ static void test_csv_bad_number(void) {
     const dt_csv_opts o = {.label_column = -1};
     dt_dataset *d = NULL;
     const char *p = write_text("badnum.csv", "1,2,a\n\n3,abc,b\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT, "badnum.csv:3: field 2: 'abc' is not a number");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT,
+                 "badnum.csv:3: field 2: 'abc' is not a number");
     DT_CHECK(strstr(dt_errmsg(), p));
     p = write_text("partial.csv", "1,2,a\n3,4x,b\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT, "partial.csv:2: field 2: '4x' is not a number");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT,
+                 "partial.csv:2: field 2: '4x' is not a number");
     p = write_text("emptyfield.csv", "1,2,a\n3,,b\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT, "emptyfield.csv:2: field 2: '' is not a number");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT,
+                 "emptyfield.csv:2: field 2: '' is not a number");
     p = write_text("inf.csv", "1,2,a\ninf,4,b\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT, "inf.csv:2: field 1: 'inf' is not a finite number");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT,
+                 "inf.csv:2: field 1: 'inf' is not a finite number");
     p = write_text("nan.csv", "1,nan,a\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT, "nan.csv:1: field 2: 'nan' is not a finite number");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT,
+                 "nan.csv:1: field 2: 'nan' is not a finite number");
     p = write_text("overflow.csv", "1,1e999,a\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT, "field 2: '1e999' is not a finite number");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &o), DT_ERR_FORMAT,
+                 "field 2: '1e999' is not a finite number");
     /* label column first: the feature numbering still follows the file's columns */
     p = write_text("first.csv", "a;1;2\nb;3;zz\n");
     DT_CHECK_ERR(dt_dataset_load_csv(&d, p, &(dt_csv_opts){.label_column = 0, .delimiter = ';'}),
@@ -535,9 +547,11 @@ static void test_csv_bad_number(void) {
 static void test_csv_field_count(void) {
     dt_dataset *d = NULL;
     const char *p = write_text("fields.csv", "1,2,3,4,a\n1,2,3,4,b\n\n1,2,3,a\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, NULL), DT_ERR_FORMAT, "fields.csv:4: expected 5 fields, got 4");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, NULL), DT_ERR_FORMAT,
+                 "fields.csv:4: expected 5 fields, got 4");
     p = write_text("more.csv", "1,2,a\n1,2,3,a\n");
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, NULL), DT_ERR_FORMAT, "more.csv:2: expected 3 fields, got 4");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, NULL), DT_ERR_FORMAT,
+                 "more.csv:2: expected 3 fields, got 4");
     p = write_text("onefield.csv", "1\n2\n");
     DT_CHECK_ERR(dt_dataset_load_csv(&d, p, NULL), DT_ERR_FORMAT,
                  "onefield.csv:1: a row needs a label and at least one feature, got 1 field");
@@ -578,7 +592,8 @@ static void test_csv_header(void) {
 }
 
 static void test_csv_crlf_and_spaces(void) {
-    const char *p = write_text("crlf.csv", "1.5 , 2,\tcat \r\n  \r\n\r\n-3e2,  4.25 ,dog\r\n7,8,cat");
+    const char *p =
+        write_text("crlf.csv", "1.5 , 2,\tcat \r\n  \r\n\r\n-3e2,  4.25 ,dog\r\n7,8,cat");
     dt_dataset *d = NULL;
     DT_CHECK_OK(dt_dataset_load_csv(&d, p, NULL));
     int ok = d->n == 3 && d->x[0] == 1.5f && d->x[1] == 2.0f && d->x[2] == -300.0f &&
@@ -634,10 +649,10 @@ static void test_csv_integer_labels(void) {
 static void test_csv_regression(void) {
     const char *p = write_text("reg.csv", "x1,x2,y\n1,2,0.5\n3,4,-1e-3\n");
     dt_dataset *d = NULL;
-    DT_CHECK_OK(dt_dataset_load_csv(&d, p, &(dt_csv_opts){.label_column = 2, .header = 1, .regression = 1}));
+    DT_CHECK_OK(dt_dataset_load_csv(
+        &d, p, &(dt_csv_opts){.label_column = 2, .header = 1, .regression = 1}));
     int ok = d->n == 2 && !d->labels && d->targets && d->target_dim == 1 && d->num_classes == 0 &&
-             !d->class_names && d->targets[0] == 0.5f && d->targets[1] == -1e-3f &&
-             d->x[2] == 3.0f;
+             !d->class_names && d->targets[0] == 0.5f && d->targets[1] == -1e-3f && d->x[2] == 3.0f;
     dt_dataset_free(d);
     d = NULL;
     DT_CHECK(ok);
@@ -665,7 +680,8 @@ static void test_csv_long_line_and_nul(void) {
     size_t cap = 2 * (size_t)F * 8 + 64, off = 0;
     char *text = malloc(cap);
     for (int r = 0; r < 2; r++) {
-        for (int j = 0; j < F; j++) off += (size_t)snprintf(text + off, cap - off, "%d.5,", j % 100);
+        for (int j = 0; j < F; j++)
+            off += (size_t)snprintf(text + off, cap - off, "%d.5,", j % 100);
         off += (size_t)snprintf(text + off, cap - off, "%s\n", r ? "b" : "a");
     }
     const char *p = dt_test_write_file("long.csv", text, off);
@@ -677,7 +693,8 @@ static void test_csv_long_line_and_nul(void) {
     d = NULL;
     DT_CHECK(ok);
     p = dt_test_write_file("nul.csv", "1,2,a\n1,\0,b\n", 12);
-    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, NULL), DT_ERR_FORMAT, "nul.csv:2: the line contains a NUL byte");
+    DT_CHECK_ERR(dt_dataset_load_csv(&d, p, NULL), DT_ERR_FORMAT,
+                 "nul.csv:2: the line contains a NUL byte");
     DT_CHECK(d == NULL);
 }
 
@@ -693,8 +710,10 @@ static void test_synthetic_deterministic(void) {
                !memcmp(a->labels, b->labels, 500 * sizeof(int32_t));
     int differ = memcmp(a->x, c->x, 500 * 20 * sizeof(float)) != 0;
     int range = a->num_classes == 10 && !a->targets && !a->class_names && a->n == 500;
-    for (int64_t i = 0; i < 500 * 20; i++) range = range && a->x[i] >= 0.0f && a->x[i] < 1.0f;
-    for (int64_t i = 0; i < 500; i++) range = range && a->labels[i] >= 0 && a->labels[i] < 10;
+    for (int64_t i = 0; i < 500 * 20; i++)
+        range = range && a->x[i] >= 0.0f && a->x[i] < 1.0f;
+    for (int64_t i = 0; i < 500; i++)
+        range = range && a->labels[i] >= 0 && a->labels[i] < 10;
     dt_dataset_free(a);
     dt_dataset_free(b);
     dt_dataset_free(c);
@@ -712,12 +731,14 @@ static void test_synthetic_balanced_and_learnable(void) {
     double cent[K][F] = {{0}};
     for (int i = 0; i < N; i++) {
         count[d->labels[i]]++;
-        for (int j = 0; j < F; j++) cent[d->labels[i]][j] += d->x[i * F + j];
+        for (int j = 0; j < F; j++)
+            cent[d->labels[i]][j] += d->x[i * F + j];
     }
     int balanced = 1;
     for (int k = 0; k < K; k++) {
         balanced = balanced && count[k] >= N / K / 2 && count[k] <= N / K * 2;
-        for (int j = 0; j < F; j++) cent[k][j] /= count[k] ? count[k] : 1;
+        for (int j = 0; j < F; j++)
+            cent[k][j] /= count[k] ? count[k] : 1;
     }
     /* learnable: even a nearest-centroid rule does far better than chance (0.1) */
     int right = 0;
@@ -766,7 +787,8 @@ static dt_dataset *numbered(int64_t n) {
     dt_shape s = dt_shape_make(1, (int64_t[]){3});
     dt_dataset *d = NULL;
     if (dt_dataset_synthetic(&d, n, &s, 4, 9)) exit(2);
-    for (int64_t i = 0; i < n; i++) d->x[i * 3] = (float)i;
+    for (int64_t i = 0; i < n; i++)
+        d->x[i * 3] = (float)i;
     return d;
 }
 
@@ -792,11 +814,13 @@ static void test_split(void) {
         seen[id]++;
         carried = carried && p->labels[k] == d->labels[id] && p->x[k * 3 + 2] == d->x[id * 3 + 2];
     }
-    for (int i = 0; i < 101; i++) ok = ok && seen[i] == 1; /* disjoint and covering */
+    for (int i = 0; i < 101; i++)
+        ok = ok && seen[i] == 1; /* disjoint and covering */
     int repro = !memcmp(tr->x, tr2->x, 81 * 3 * sizeof(float)) &&
                 !memcmp(ev->x, ev2->x, 20 * 3 * sizeof(float));
     int shuffled = 0;
-    for (int64_t i = 0; i < tr->n; i++) shuffled += tr->x[i * 3] != (float)i;
+    for (int64_t i = 0; i < tr->n; i++)
+        shuffled += tr->x[i * 3] != (float)i;
     int unchanged = !memcmp(before, d->x, 101 * 3 * sizeof(float)) && d->n == 101;
     dt_dataset_free(tr);
     dt_dataset_free(ev);
@@ -810,11 +834,13 @@ static void test_split(void) {
     DT_CHECK(unchanged);
 
     tr = ev = NULL;
-    DT_CHECK_ERR(dt_dataset_split(d, 0.0, 1, &tr, &ev), DT_ERR_ARG, "eval fraction 0 is not in (0, 1)");
+    DT_CHECK_ERR(dt_dataset_split(d, 0.0, 1, &tr, &ev), DT_ERR_ARG,
+                 "eval fraction 0 is not in (0, 1)");
     DT_CHECK_ERR(dt_dataset_split(d, 1.0, 1, &tr, &ev), DT_ERR_ARG, "not in (0, 1)");
     DT_CHECK_ERR(dt_dataset_split(d, -0.5, 1, &tr, &ev), DT_ERR_ARG, "not in (0, 1)");
     DT_CHECK_ERR(dt_dataset_split(d, NAN, 1, &tr, &ev), DT_ERR_ARG, "not in (0, 1)");
-    DT_CHECK_ERR(dt_dataset_split(d, 0.001, 1, &tr, &ev), DT_ERR_ARG, "leaves 101 for training and 0");
+    DT_CHECK_ERR(dt_dataset_split(d, 0.001, 1, &tr, &ev), DT_ERR_ARG,
+                 "leaves 101 for training and 0");
     DT_CHECK_ERR(dt_dataset_split(d, 0.999, 1, &tr, &ev), DT_ERR_ARG, "leaves 0 for training");
     dt_dataset_free(d);
     DT_CHECK(tr == NULL && ev == NULL);
@@ -826,7 +852,8 @@ static void test_split_keeps_names_and_targets(void) {
     dt_dataset *tr = NULL, *ev = NULL;
     DT_CHECK_OK(dt_dataset_split(d, 0.2, 3, &tr, &ev));
     int ok = tr->n == 120 && ev->n == 30 && tr->class_names && ev->class_names &&
-             !strcmp(ev->class_names[2], "Iris-virginica") && tr->class_names[0] != d->class_names[0];
+             !strcmp(ev->class_names[2], "Iris-virginica") &&
+             tr->class_names[0] != d->class_names[0];
     dt_dataset_free(tr);
     dt_dataset_free(ev);
     dt_dataset_free(d);
@@ -848,8 +875,10 @@ static int is_permutation(const int64_t *idx, int64_t n) {
     char *seen = calloc((size_t)n, 1);
     int ok = 1;
     for (int64_t i = 0; i < n; i++) {
-        if (idx[i] < 0 || idx[i] >= n || seen[idx[i]]) ok = 0;
-        else seen[idx[i]] = 1;
+        if (idx[i] < 0 || idx[i] >= n || seen[idx[i]])
+            ok = 0;
+        else
+            seen[idx[i]] = 1;
     }
     free(seen);
     return ok;
@@ -866,12 +895,14 @@ static void test_epoch_order(void) {
     DT_CHECK(memcmp(a, b, sizeof a) != 0);
     DT_CHECK(!memcmp(a, c, sizeof a));
     int moved = 0;
-    for (int i = 0; i < N; i++) moved += a[i] != i;
+    for (int i = 0; i < N; i++)
+        moved += a[i] != i;
     DT_CHECK(moved > N / 2);
     dt_epoch_order(c, N, 6, 0, 1);
     DT_CHECK(memcmp(a, c, sizeof a) != 0);
     dt_epoch_order(c, N, 5, 3, 0);
-    for (int i = 0; i < N; i++) DT_CHECK(c[i] == i);
+    for (int i = 0; i < N; i++)
+        DT_CHECK(c[i] == i);
     dt_epoch_order(c, 0, 5, 0, 1); /* n = 0: nothing to do */
 }
 
@@ -881,7 +912,7 @@ static void test_standardize_and_scale(void) {
     DT_CHECK_OK(dt_dataset_synthetic(&d, 2000, &s, 3, 11));
     for (int64_t i = 0; i < d->n; i++) {
         d->x[i * 5 + 1] = d->x[i * 5 + 1] * 1000.0f + 5000.0f; /* large offset and scale */
-        d->x[i * 5 + 4] = 7.0f;                               /* constant */
+        d->x[i * 5 + 4] = 7.0f;                                /* constant */
     }
     float mean[5], std[5];
     dt_dataset_feature_stats(d, mean, std);
@@ -890,7 +921,8 @@ static void test_standardize_and_scale(void) {
     dt_dataset_standardize(d, mean, std);
     float m2[5], s2[5];
     dt_dataset_feature_stats(d, m2, s2);
-    for (int j = 0; j < 4; j++) ok = ok && fabsf(m2[j]) < 1e-5f && fabsf(s2[j] - 1.0f) < 1e-4f;
+    for (int j = 0; j < 4; j++)
+        ok = ok && fabsf(m2[j]) < 1e-5f && fabsf(s2[j] - 1.0f) < 1e-4f;
     ok = ok && m2[4] == 0.0f && s2[4] == 1.0f; /* the constant feature becomes 0 */
     float x0 = d->x[0];
     dt_dataset_scale(d, 2.0f, 1.0f);
@@ -908,8 +940,10 @@ static void test_standardize_and_scale(void) {
     dt_dataset_feature_stats(d, wm, ws);
     for (int j = 0; ok && j < W; j += 97) {
         double sum = 0, sq = 0;
-        for (int i = 0; i < M; i++) sum += d->x[i * W + j];
-        for (int i = 0; i < M; i++) sq += (d->x[i * W + j] - sum / M) * (d->x[i * W + j] - sum / M);
+        for (int i = 0; i < M; i++)
+            sum += d->x[i * W + j];
+        for (int i = 0; i < M; i++)
+            sq += (d->x[i * W + j] - sum / M) * (d->x[i * W + j] - sum / M);
         ok = fabs(wm[j] - sum / M) < 1e-6 && fabs(ws[j] - sqrt(sq / M)) < 1e-6;
     }
     free(wm);
@@ -946,12 +980,11 @@ static void test_gather(void) {
 
 DT_TEST_MAIN(DT_T(test_idx_raw_roundtrip), DT_T(test_idx_gz_roundtrip), DT_T(test_idx_missing_file),
              DT_T(test_idx_wrong_magic), DT_T(test_idx_bad_dims), DT_T(test_idx_truncated_header),
-             DT_T(test_idx_truncated_raw), DT_T(test_idx_truncated_gz),
-             DT_T(test_idx_corrupt_gz), DT_T(test_idx_trailing_bytes),
-             DT_T(test_idx_count_mismatch), DT_T(test_fashion_mnist), DT_T(test_csv_iris),
-             DT_T(test_csv_bad_number), DT_T(test_csv_field_count), DT_T(test_csv_empty),
-             DT_T(test_csv_header), DT_T(test_csv_crlf_and_spaces), DT_T(test_csv_integer_labels),
-             DT_T(test_csv_regression), DT_T(test_csv_bad_options),
+             DT_T(test_idx_truncated_raw), DT_T(test_idx_truncated_gz), DT_T(test_idx_corrupt_gz),
+             DT_T(test_idx_trailing_bytes), DT_T(test_idx_count_mismatch), DT_T(test_fashion_mnist),
+             DT_T(test_csv_iris), DT_T(test_csv_bad_number), DT_T(test_csv_field_count),
+             DT_T(test_csv_empty), DT_T(test_csv_header), DT_T(test_csv_crlf_and_spaces),
+             DT_T(test_csv_integer_labels), DT_T(test_csv_regression), DT_T(test_csv_bad_options),
              DT_T(test_csv_long_line_and_nul), DT_T(test_synthetic_deterministic),
              DT_T(test_synthetic_balanced_and_learnable), DT_T(test_synthetic_bad_args),
              DT_T(test_split), DT_T(test_split_keeps_names_and_targets), DT_T(test_epoch_order),

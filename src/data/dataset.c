@@ -57,7 +57,8 @@ nomem:
 void dt_dataset_free(dt_dataset *d) {
     if (!d) return;
     if (d->class_names) {
-        for (int i = 0; i < d->num_classes; i++) free(d->class_names[i]);
+        for (int i = 0; i < d->num_classes; i++)
+            free(d->class_names[i]);
         free(d->class_names);
     }
     free(d->x);
@@ -73,7 +74,8 @@ int64_t dt_dataset_row(const dt_dataset *d) {
 void dt_dataset_scale(dt_dataset *d, float scale, float shift) {
     int64_t total = d->n * dt_dataset_row(d);
     float *x = d->x;
-    for (int64_t i = 0; i < total; i++) x[i] = x[i] * scale + shift;
+    for (int64_t i = 0; i < total; i++)
+        x[i] = x[i] * scale + shift;
 }
 
 /* Features per block of dt_dataset_feature_stats: its double accumulators live on the stack
@@ -85,13 +87,16 @@ void dt_dataset_feature_stats(const dt_dataset *d, float *mean, float *std) {
     double sum[DT_STATS_BLOCK], sq[DT_STATS_BLOCK];
     for (int64_t j0 = 0; j0 < row; j0 += DT_STATS_BLOCK) {
         int64_t nb = row - j0 < DT_STATS_BLOCK ? row - j0 : DT_STATS_BLOCK;
-        for (int64_t j = 0; j < nb; j++) sum[j] = sq[j] = 0.0;
+        for (int64_t j = 0; j < nb; j++)
+            sum[j] = sq[j] = 0.0;
         /* two passes (mean, then squared deviations): no catastrophic cancellation */
         for (int64_t i = 0; i < d->n; i++) {
             const float *x = d->x + i * row + j0;
-            for (int64_t j = 0; j < nb; j++) sum[j] += x[j];
+            for (int64_t j = 0; j < nb; j++)
+                sum[j] += x[j];
         }
-        for (int64_t j = 0; j < nb; j++) sum[j] = d->n > 0 ? sum[j] / (double)d->n : 0.0;
+        for (int64_t j = 0; j < nb; j++)
+            sum[j] = d->n > 0 ? sum[j] / (double)d->n : 0.0;
         for (int64_t i = 0; i < d->n; i++) {
             const float *x = d->x + i * row + j0;
             for (int64_t j = 0; j < nb; j++) {
@@ -111,7 +116,8 @@ void dt_dataset_standardize(dt_dataset *d, const float *mean, const float *std) 
     int64_t row = dt_dataset_row(d);
     for (int64_t i = 0; i < d->n; i++) {
         float *x = d->x + i * row;
-        for (int64_t j = 0; j < row; j++) x[j] = (x[j] - mean[j]) / std[j];
+        for (int64_t j = 0; j < row; j++)
+            x[j] = (x[j] - mean[j]) / std[j];
     }
 }
 
@@ -149,8 +155,10 @@ dt_err dt_dataset_split(const dt_dataset *d, double eval_fraction, uint64_t seed
                           "training and %lld for evaluation; both need at least one",
                           eval_fraction, (long long)d->n, (long long)n_train, (long long)n_eval);
     int64_t *idx = malloc((size_t)d->n * sizeof *idx);
-    if (!idx) return dt_err_set(DT_ERR_NOMEM, "split: cannot allocate %lld indices", (long long)d->n);
-    for (int64_t i = 0; i < d->n; i++) idx[i] = i;
+    if (!idx)
+        return dt_err_set(DT_ERR_NOMEM, "split: cannot allocate %lld indices", (long long)d->n);
+    for (int64_t i = 0; i < d->n; i++)
+        idx[i] = i;
     dt_rng r;
     dt_rng_seed2(&r, seed, DT_SPLIT_STREAM);
     dt_rng_shuffle(&r, idx, d->n);
@@ -171,7 +179,8 @@ end:
 }
 
 void dt_epoch_order(int64_t *idx, int64_t n, uint64_t seed, int64_t epoch, int shuffle) {
-    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    for (int64_t i = 0; i < n; i++)
+        idx[i] = i;
     if (!shuffle) return;
     dt_rng r;
     dt_rng_seed2(&r, seed, (uint64_t)epoch);

@@ -61,8 +61,7 @@ static dt_err idx_read(idx_file *f, void *buf, size_t len, size_t *got, const ch
         /* Z_BUF_ERROR: a gzip stream that ends early; the caller sees a short count */
         if (r < 0 || (zerr != Z_OK && zerr != Z_BUF_ERROR)) {
             if (zerr == Z_ERRNO)
-                return dt_err_set(DT_ERR_IO, "%s: read error %s: %s", f->path, at,
-                                  strerror(errno));
+                return dt_err_set(DT_ERR_IO, "%s: read error %s: %s", f->path, at, strerror(errno));
             if (zerr == Z_MEM_ERROR)
                 return dt_err_set(DT_ERR_NOMEM, "%s: zlib out of memory %s", f->path, at);
             /* zlib's message is "<path>: <what>": keep only <what> */
@@ -108,8 +107,9 @@ static dt_err idx_open(idx_file *f, const char *path, const char *what, int ndim
     dt_err err = idx_read(f, hdr, 4, &got, "in the header");
     if (err) return err;
     if (got < 4)
-        return dt_err_set(DT_ERR_FORMAT, "%s: file ends inside the IDX header (%zu of 4 magic bytes)%s",
-                          path, got, idx_trunc_note(f));
+        return dt_err_set(DT_ERR_FORMAT,
+                          "%s: file ends inside the IDX header (%zu of 4 magic bytes)%s", path, got,
+                          idx_trunc_note(f));
     uint32_t magic = be32(hdr);
     uint32_t want = DT_IDX_UBYTE << 8 | (uint32_t)ndims;
     if (magic != want) {
@@ -122,8 +122,9 @@ static dt_err idx_open(idx_file *f, const char *path, const char *what, int ndim
         else
             snprintf(why, sizeof why, "%u dimensions instead of %d", (unsigned)(magic & 0xff),
                      ndims);
-        return dt_err_set(DT_ERR_FORMAT, "%s: expected an IDX %s file (magic 0x%08x), got 0x%08x: %s",
-                          path, what, (unsigned)want, (unsigned)magic, why);
+        return dt_err_set(DT_ERR_FORMAT,
+                          "%s: expected an IDX %s file (magic 0x%08x), got 0x%08x: %s", path, what,
+                          (unsigned)want, (unsigned)magic, why);
     }
 
     size_t hlen = 4 * (size_t)ndims;
@@ -188,12 +189,12 @@ static dt_err idx_read_images(idx_file *f, float *x, unsigned char *buf) {
         size_t got;
         dt_err err = idx_read(f, buf, want, &got, at);
         if (err) return err;
-        for (size_t i = 0; i < got; i++) x[done + i] = (float)buf[i];
+        for (size_t i = 0; i < got; i++)
+            x[done + i] = (float)buf[i];
         done += got;
         if (got < want)
-            return dt_err_set(DT_ERR_FORMAT,
-                              "%s: file ends early: it ends at image %llu of %llu%s", f->path,
-                              (unsigned long long)(done / f->record_bytes),
+            return dt_err_set(DT_ERR_FORMAT, "%s: file ends early: it ends at image %llu of %llu%s",
+                              f->path, (unsigned long long)(done / f->record_bytes),
                               (unsigned long long)f->count, idx_trunc_note(f));
     }
     return idx_expect_end(f);
@@ -217,10 +218,9 @@ static dt_err idx_read_labels(idx_file *f, int32_t *labels, unsigned char *buf, 
         }
         done += got;
         if (got < want)
-            return dt_err_set(DT_ERR_FORMAT,
-                              "%s: file ends early: it ends at label %llu of %llu%s", f->path,
-                              (unsigned long long)done,
-                              (unsigned long long)f->count, idx_trunc_note(f));
+            return dt_err_set(DT_ERR_FORMAT, "%s: file ends early: it ends at label %llu of %llu%s",
+                              f->path, (unsigned long long)done, (unsigned long long)f->count,
+                              idx_trunc_note(f));
     }
     *max_label = max;
     return idx_expect_end(f);
@@ -236,8 +236,7 @@ dt_err dt_dataset_load_idx(dt_dataset **out, const char *images_path, const char
     if (err) goto end;
     if (img.count != lab.count) {
         err = dt_err_set(DT_ERR_FORMAT, "%s has %llu images but %s has %llu labels", images_path,
-                         (unsigned long long)img.count, labels_path,
-                         (unsigned long long)lab.count);
+                         (unsigned long long)img.count, labels_path, (unsigned long long)lab.count);
         goto end;
     }
     dt_shape sample = dt_shape_make(3, (int64_t[]){img.dims[1], img.dims[2], 1});

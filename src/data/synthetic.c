@@ -23,9 +23,11 @@
 
 dt_err dt_dataset_synthetic(dt_dataset **out, int64_t n, const dt_shape *sample, int num_classes,
                             uint64_t seed) {
-    if (n < 1) return dt_err_set(DT_ERR_ARG, "synthetic dataset: n = %lld, need at least 1", (long long)n);
+    if (n < 1)
+        return dt_err_set(DT_ERR_ARG, "synthetic dataset: n = %lld, need at least 1", (long long)n);
     if (sample->ndim < 1 || sample->ndim > DT_MAX_DIMS)
-        return dt_err_set(DT_ERR_ARG, "synthetic dataset: a sample needs 1 to %d dimensions, got %d",
+        return dt_err_set(DT_ERR_ARG,
+                          "synthetic dataset: a sample needs 1 to %d dimensions, got %d",
                           DT_MAX_DIMS, sample->ndim);
     for (int i = 0; i < sample->ndim; i++)
         if (sample->dim[i] < 1 || sample->dim[i] > INT32_MAX) {
@@ -57,22 +59,27 @@ dt_err dt_dataset_synthetic(dt_dataset **out, int64_t n, const dt_shape *sample,
     dt_rng rp, rx;
     dt_rng_seed2(&rp, seed, DT_SYNTH_STREAM_P);
     dt_rng_seed2(&rx, seed, DT_SYNTH_STREAM_X);
-    for (int64_t i = 0; i < row * num_classes; i++) proj[i] = dt_rng_normal(&rp);
+    for (int64_t i = 0; i < row * num_classes; i++)
+        proj[i] = dt_rng_normal(&rp);
     for (int j = 0; j < num_classes; j++) {
         double norm = 0;
-        for (int64_t i = 0; i < row; i++) norm += proj[i * num_classes + j] * proj[i * num_classes + j];
+        for (int64_t i = 0; i < row; i++)
+            norm += proj[i * num_classes + j] * proj[i * num_classes + j];
         norm = norm > 0 ? 1.0 / sqrt(norm) : 1.0;
-        for (int64_t i = 0; i < row; i++) proj[i * num_classes + j] *= norm;
+        for (int64_t i = 0; i < row; i++)
+            proj[i * num_classes + j] *= norm;
     }
 
     for (int64_t s = 0; s < n; s++) {
         float *x = d->x + s * row;
-        for (int j = 0; j < num_classes; j++) score[j] = 0;
+        for (int j = 0; j < num_classes; j++)
+            score[j] = 0;
         for (int64_t i = 0; i < row; i++) {
             x[i] = dt_rng_uniform(&rx);
             double c = (double)x[i] - 0.5;
             const double *p = proj + i * num_classes;
-            for (int j = 0; j < num_classes; j++) score[j] += c * p[j];
+            for (int j = 0; j < num_classes; j++)
+                score[j] += c * p[j];
         }
         int best = 0;
         for (int j = 1; j < num_classes; j++)
