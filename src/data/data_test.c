@@ -179,7 +179,7 @@ static void test_idx_wrong_magic(void) {
     DT_CHECK(strstr(dt_errmsg(), bad));
     /* images and labels swapped: the dimension count is wrong for both roles */
     DT_CHECK_ERR(dt_dataset_load_idx(&d, lp, ip), DT_ERR_FORMAT,
-                 "expected an IDX image file (magic 0x00000803), got 0x00000801: 1 dimensions "
+                 "expected an IDX image file (magic 0x00000803), got 0x00000801: 1 dimension "
                  "instead of 3");
     DT_CHECK(strstr(dt_errmsg(), lp));
     DT_CHECK_ERR(dt_dataset_load_idx(&d, ip, ip), DT_ERR_FORMAT,

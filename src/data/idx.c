@@ -120,8 +120,8 @@ static dt_err idx_open(idx_file *f, const char *path, const char *what, int ndim
             snprintf(why, sizeof why, "element type 0x%02x is not unsigned bytes (0x08)",
                      (unsigned)(magic >> 8 & 0xff));
         else
-            snprintf(why, sizeof why, "%u dimensions instead of %d", (unsigned)(magic & 0xff),
-                     ndims);
+            snprintf(why, sizeof why, "%u dimension%s instead of %d", (unsigned)(magic & 0xff),
+                     (magic & 0xff) == 1 ? "" : "s", ndims);
         return dt_err_set(DT_ERR_FORMAT,
                           "%s: expected an IDX %s file (magic 0x%08x), got 0x%08x: %s", path, what,
                           (unsigned)want, (unsigned)magic, why);
