@@ -1,0 +1,202 @@
+/*
+ * dataset.c - the in-memory dataset: allocation, freeing, scaling, standardization,
+ * splitting, epoch orders and batch gathering.
+ *
+ * Design: a dataset is a few flat malloc'd arrays (x, labels or targets, class names), so
+ * a batch is a gather of whole rows and a split is two gathers. Everything random here is
+ * derived from a seed through dt_rng_seed2, never from carried state: the split uses a
+ * fixed stream (DT_SPLIT_STREAM), epoch e uses stream e, so any epoch's order can be
+ * recomputed after a restart from the seed alone. Statistics accumulate in double so that
+ * 60000 x 784 features do not lose precision in float sums.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/assert-impl.h"
+#include "data/data-impl.h"
+#include "dtrain/rng.h"
+
+/* The rng stream of dt_dataset_split ("split" in ASCII); epochs use streams 0, 1, 2, ... */
+#define DT_SPLIT_STREAM 0x73706c6974ULL
+
+dt_err dt__dataset_alloc(dt_dataset **out, int64_t n, const dt_shape *sample, int with_labels,
+                         int target_dim) {
+    DT_ASSERT(n >= 0 && target_dim >= 0);
+    int64_t row = dt_shape_numel(sample);
+    if (row <= 0 || (n > 0 && row > INT64_MAX / (int64_t)sizeof(float) / n))
+        return dt_err_set(DT_ERR_ARG, "dataset of %lld samples of %lld features is too large",
+                          (long long)n, (long long)row);
+    if (target_dim > 0 && n > INT64_MAX / (int64_t)sizeof(float) / target_dim)
+        return dt_err_set(DT_ERR_ARG, "dataset of %lld targets of %d values is too large",
+                          (long long)n, target_dim);
+    dt_dataset *d = calloc(1, sizeof *d);
+    if (!d) goto nomem;
+    d->n = n;
+    d->sample = *sample;
+    d->target_dim = target_dim;
+    /* +1: never malloc(0), so NULL always means failure */
+    d->x = malloc((size_t)(n * row) * sizeof(float) + 1);
+    if (!d->x) goto nomem;
+    if (with_labels) {
+        d->labels = calloc((size_t)n + 1, sizeof(int32_t));
+        if (!d->labels) goto nomem;
+    }
+    if (target_dim > 0) {
+        d->targets = calloc((size_t)(n * target_dim) + 1, sizeof(float));
+        if (!d->targets) goto nomem;
+    }
+    *out = d;
+    return DT_OK;
+nomem:
+    dt_dataset_free(d);
+    return dt_err_set(DT_ERR_NOMEM, "cannot allocate a dataset of %lld samples of %lld features",
+                      (long long)n, (long long)row);
+}
+
+void dt_dataset_free(dt_dataset *d) {
+    if (!d) return;
+    if (d->class_names) {
+        for (int i = 0; i < d->num_classes; i++)
+            free(d->class_names[i]);
+        free(d->class_names);
+    }
+    free(d->x);
+    free(d->labels);
+    free(d->targets);
+    free(d);
+}
+
+int64_t dt_dataset_row(const dt_dataset *d) {
+    return dt_shape_numel(&d->sample);
+}
+
+void dt_dataset_scale(dt_dataset *d, float scale, float shift) {
+    int64_t total = d->n * dt_dataset_row(d);
+    float *x = d->x;
+    for (int64_t i = 0; i < total; i++)
+        x[i] = x[i] * scale + shift;
+}
+
+/* Features per block of dt_dataset_feature_stats: its double accumulators live on the stack
+ * (16 KiB), so the statistics never allocate; wider samples take several passes. */
+#define DT_STATS_BLOCK 1024
+
+void dt_dataset_feature_stats(const dt_dataset *d, float *mean, float *std) {
+    int64_t row = dt_dataset_row(d);
+    double sum[DT_STATS_BLOCK], sq[DT_STATS_BLOCK];
+    for (int64_t j0 = 0; j0 < row; j0 += DT_STATS_BLOCK) {
+        int64_t nb = row - j0 < DT_STATS_BLOCK ? row - j0 : DT_STATS_BLOCK;
+        for (int64_t j = 0; j < nb; j++)
+            sum[j] = sq[j] = 0.0;
+        /* two passes (mean, then squared deviations): no catastrophic cancellation */
+        for (int64_t i = 0; i < d->n; i++) {
+            const float *x = d->x + i * row + j0;
+            for (int64_t j = 0; j < nb; j++)
+                sum[j] += x[j];
+        }
+        for (int64_t j = 0; j < nb; j++)
+            sum[j] = d->n > 0 ? sum[j] / (double)d->n : 0.0;
+        for (int64_t i = 0; i < d->n; i++) {
+            const float *x = d->x + i * row + j0;
+            for (int64_t j = 0; j < nb; j++) {
+                double dev = x[j] - sum[j];
+                sq[j] += dev * dev;
+            }
+        }
+        for (int64_t j = 0; j < nb; j++) {
+            double sd = d->n > 0 ? sqrt(sq[j] / (double)d->n) : 0.0;
+            mean[j0 + j] = (float)sum[j];
+            std[j0 + j] = sd < 1e-12 ? 1.0f : (float)sd;
+        }
+    }
+}
+
+void dt_dataset_standardize(dt_dataset *d, const float *mean, const float *std) {
+    int64_t row = dt_dataset_row(d);
+    for (int64_t i = 0; i < d->n; i++) {
+        float *x = d->x + i * row;
+        for (int64_t j = 0; j < row; j++)
+            x[j] = (x[j] - mean[j]) / std[j];
+    }
+}
+
+/* A new dataset holding d's samples idx[0..count), with copies of the class names. */
+static dt_err dataset_subset(const dt_dataset *d, const int64_t *idx, int64_t count,
+                             dt_dataset **out) {
+    dt_dataset *s = NULL;
+    dt_err err = dt__dataset_alloc(&s, count, &d->sample, d->labels != NULL, d->target_dim);
+    if (err) return err;
+    s->num_classes = d->num_classes;
+    dt_dataset_gather(d, idx, count, s->x, s->labels, s->targets);
+    if (d->class_names) {
+        /* calloc: a partly filled table is freed correctly by dt_dataset_free */
+        s->class_names = calloc((size_t)d->num_classes, sizeof(char *));
+        if (!s->class_names) goto nomem;
+        for (int i = 0; i < d->num_classes; i++)
+            if (!(s->class_names[i] = strdup(d->class_names[i]))) goto nomem;
+    }
+    *out = s;
+    return DT_OK;
+nomem:
+    dt_dataset_free(s);
+    return dt_err_set(DT_ERR_NOMEM, "cannot copy %d class names", d->num_classes);
+}
+
+dt_err dt_dataset_split(const dt_dataset *d, double eval_fraction, uint64_t seed,
+                        dt_dataset **train, dt_dataset **eval) {
+    if (!(eval_fraction > 0.0 && eval_fraction < 1.0))
+        return dt_err_set(DT_ERR_ARG, "split: eval fraction %g is not in (0, 1)", eval_fraction);
+    int64_t n_eval = llround((double)d->n * eval_fraction);
+    int64_t n_train = d->n - n_eval;
+    if (n_eval < 1 || n_train < 1)
+        return dt_err_set(DT_ERR_ARG,
+                          "split: an eval fraction of %g of %lld samples leaves %lld for "
+                          "training and %lld for evaluation; both need at least one",
+                          eval_fraction, (long long)d->n, (long long)n_train, (long long)n_eval);
+    int64_t *idx = malloc((size_t)d->n * sizeof *idx);
+    if (!idx)
+        return dt_err_set(DT_ERR_NOMEM, "split: cannot allocate %lld indices", (long long)d->n);
+    for (int64_t i = 0; i < d->n; i++)
+        idx[i] = i;
+    dt_rng r;
+    dt_rng_seed2(&r, seed, DT_SPLIT_STREAM);
+    dt_rng_shuffle(&r, idx, d->n);
+
+    dt_dataset *tr = NULL, *ev = NULL;
+    dt_err err = dataset_subset(d, idx, n_train, &tr);
+    if (err) goto end;
+    err = dataset_subset(d, idx + n_train, n_eval, &ev);
+    if (err) goto end;
+    *train = tr;
+    *eval = ev;
+    tr = ev = NULL;
+end:
+    dt_dataset_free(ev);
+    dt_dataset_free(tr);
+    free(idx);
+    return err;
+}
+
+void dt_epoch_order(int64_t *idx, int64_t n, uint64_t seed, int64_t epoch, int shuffle) {
+    for (int64_t i = 0; i < n; i++)
+        idx[i] = i;
+    if (!shuffle) return;
+    dt_rng r;
+    dt_rng_seed2(&r, seed, (uint64_t)epoch);
+    dt_rng_shuffle(&r, idx, n);
+}
+
+void dt_dataset_gather(const dt_dataset *d, const int64_t *idx, int64_t count, float *x_out,
+                       int32_t *labels_out, float *targets_out) {
+    int64_t row = dt_dataset_row(d);
+    int64_t td = d->target_dim;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t k = idx[i];
+        DT_ASSERT(k >= 0 && k < d->n);
+        memcpy(x_out + i * row, d->x + k * row, (size_t)row * sizeof(float));
+        if (labels_out && d->labels) labels_out[i] = d->labels[k];
+        if (targets_out && d->targets)
+            memcpy(targets_out + i * td, d->targets + k * td, (size_t)td * sizeof(float));
+    }
+}
