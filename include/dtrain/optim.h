@@ -26,7 +26,10 @@ extern "C" {
 typedef enum dt_optim_kind {
     DT_OPTIM_SGD = 0,
     DT_OPTIM_MOMENTUM, /* v = mu*v + g; w -= lr*v  (nesterov: w -= lr*(g + mu*v)) */
-    DT_OPTIM_ADAM,     /* bias-corrected, as in Kingma & Ba */
+    DT_OPTIM_ADAM,     /* bias-corrected, as in Kingma & Ba and PyTorch: m = b1*m + (1-b1)*g;
+                        * v = b2*v + (1-b2)*g^2; w -= lr * m_hat / (sqrt(v_hat) + eps) with
+                        * m_hat = m/(1-b1^t), v_hat = v/(1-b2^t), t = step + 1 (eps outside
+                        * the root; Keras' default eps 1e-7) */
     DT_OPTIM_ADAGRAD,  /* a += g^2; w -= lr*g/(sqrt(a)+eps) */
 } dt_optim_kind;
 
