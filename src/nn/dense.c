@@ -186,13 +186,17 @@ static void dense_backward(dt__layer *l, dt__layer_step *s) {
         .act = act,
     };
     dt__blas_init();
-    if (dt_pool_size(s->pool) == 1 || s->batch * in * out < SMALL_WORK)
+    int small = dt_pool_size(s->pool) == 1 || s->batch * in * out < SMALL_WORK;
+    if (small)
         dense_bwd_kernel(&j, 0, 1);
     else
         dt_pool_run(s->pool, dense_bwd_kernel, &j);
-    if (s->dx.data)
-        dt__gemm(s->pool, 0, 1, s->batch, in, out, 1.0f, j.dz, out, l->params[0].value.data, out,
-                 0.0f, s->dx.data, in);
+    if (!s->dx.data) return;
+    const float *w = l->params[0].value.data;
+    if (small)
+        dt__gemm_st(0, 1, s->batch, in, out, 1.0f, j.dz, out, w, out, 0.0f, s->dx.data, in);
+    else
+        dt__gemm(s->pool, 0, 1, s->batch, in, out, 1.0f, j.dz, out, w, out, 0.0f, s->dx.data, in);
 }
 
 const dt__layer_ops dt__dense_ops = {

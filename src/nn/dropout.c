@@ -6,7 +6,8 @@
  * backward, which multiplies dy by the same mask. The mask is drawn in parallel yet
  * independently of the thread count: forward takes one 64-bit word from the step's rng and
  * derives from it a stream per sample (dt_rng_seed2(word, sample)). Each training forward
- * therefore advances the caller's rng by exactly one draw, which keeps resumed runs exact.
+ * therefore advances the caller's rng by exactly one draw (none at rate 0, where the layer is
+ * the identity), which keeps resumed runs exact.
  */
 #include <string.h>
 
@@ -66,7 +67,7 @@ static void mul_kernel(void *arg, int ith, int nth) {
 
 static void dropout_forward(dt__layer *l, dt__layer_step *s) {
     int64_t n = dt_tensor_numel(&s->x);
-    if (!s->training) {
+    if (!s->training || l->conf.rate == 0.0f) {
         if (s->y.data != s->x.data) memcpy(s->y.data, s->x.data, (size_t)n * sizeof(float));
         return;
     }
@@ -88,10 +89,9 @@ static void dropout_forward(dt__layer *l, dt__layer_step *s) {
 }
 
 static void dropout_backward(dt__layer *l, dt__layer_step *s) {
-    (void)l;
     if (!s->dx.data) return;
     int64_t n = dt_tensor_numel(&s->dy);
-    if (!s->training) {
+    if (!s->training || l->conf.rate == 0.0f) {
         if (s->dx.data != s->dy.data) memcpy(s->dx.data, s->dy.data, (size_t)n * sizeof(float));
         return;
     }

@@ -286,6 +286,13 @@ static void test_dropout_mask_forward_backward(void) {
     DT_CHECK(!memcmp(y->data, x, sizeof x));
     /* training needs an rng */
     DT_CHECK_ERR(dt_model_forward(m, x, B, 1, NULL, &y), DT_ERR_ARG, "rng");
+    /* ... unless the rate is 0: then dropout is the identity */
+    dt_model *m0 = NULL;
+    dt_layer_conf zero[] = {{.kind = DT_LAYER_DROPOUT}};
+    DT_CHECK_OK(dt_model_init(&m0, &in, zero, 1, DT_LOSS_MSE, B, NULL));
+    DT_CHECK_OK(dt_model_forward(m0, x, B, 1, NULL, &y));
+    DT_CHECK(!memcmp(y->data, x, sizeof x));
+    dt_model_free(m0);
     dt_model_free(m2);
     dt_pool_free(pool);
     dt_model_free(m);
