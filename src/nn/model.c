@@ -173,6 +173,7 @@ static dt_err setup_layers(dt_model *m) {
         }
         dt_err err = l->ops->setup(l);
         if (err) return dt_err_wrap(err, "layer %d (%s)", i, name);
+        DT_ASSERT(l->out.ndim >= 0 && l->out.ndim <= DT_MAX_DIMS);
         int64_t row = checked_numel(&l->out, DT_MAX_DIMS - 1);
         if (row < 0 || row > MAX_FLOATS / m->max_batch)
             return dt_err_set(DT_ERR_SHAPE,
@@ -288,6 +289,9 @@ dt_err dt_model_init(dt_model **out, const dt_shape *input, const dt_layer_conf 
     if (max_batch <= 0 || max_batch > MAX_FLOATS)
         return dt_err_set(DT_ERR_ARG, "model: max batch size %lld is not in [1, %lld]",
                           (long long)max_batch, (long long)MAX_FLOATS);
+    if (input->ndim < 1 || input->ndim > DT_MAX_DIMS - 1)
+        return dt_err_set(DT_ERR_SHAPE, "model: input shape has %d dimensions, not 1 to %d",
+                          input->ndim, DT_MAX_DIMS - 1);
     int64_t in_row = checked_numel(input, DT_MAX_DIMS - 1);
     if (in_row < 0 || in_row > MAX_FLOATS / max_batch)
         return dt_err_set(DT_ERR_SHAPE,

@@ -527,8 +527,11 @@ static void test_build_errors(void) {
     dt_layer_conf ok[] = {{.kind = DT_LAYER_DENSE, .units = 2}};
     DT_CHECK_ERR(dt_model_init(&m, &flat, ok, 1, (dt_loss_kind)5, 8, NULL), DT_ERR_SPEC, "loss");
     DT_CHECK_ERR(dt_model_init(&m, &flat, ok, 1, DT_LOSS_MSE, 0, NULL), DT_ERR_ARG, "max batch");
-    dt_shape shapes[] = {
-        {.ndim = 0}, SHAPE(3, 0), SHAPE(-2), SHAPE(2, 2, 2, 2), SHAPE(INT32_MAX, INT32_MAX)};
+    dt_shape dims[] = {{.ndim = 0}, {.ndim = -1}, {.ndim = 9}, SHAPE(2, 2, 2, 2)};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        DT_CHECK_ERR(dt_model_init(&m, &dims[i], ok, 1, DT_LOSS_MSE, 8, NULL), DT_ERR_SHAPE,
+                     "dimensions, not 1 to 3");
+    dt_shape shapes[] = {SHAPE(3, 0), SHAPE(-2), SHAPE(INT32_MAX, INT32_MAX)};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         DT_CHECK_ERR(dt_model_init(&m, &shapes[i], ok, 1, DT_LOSS_MSE, 8, NULL), DT_ERR_SHAPE,
                      "input shape");
