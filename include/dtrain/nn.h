@@ -123,11 +123,20 @@ dt_err dt_model_forward(dt_model *m, const float *x, int64_t batch, int training
 dt_err dt_model_loss(dt_model *m, const int32_t *labels, const float *targets, double *loss,
                      int64_t *correct);
 
-/* Backward pass of the last forward/loss: overwrites every parameter's grad. */
+/* Backward pass of the last forward/loss: overwrites every parameter's grad. It reads the
+ * forward's x again, so x must stay valid until then. */
 void dt_model_backward(dt_model *m);
 
+/* Ask backward to also compute the gradient w.r.t. the model's input (off by default; costs
+ * one more product in the first layer). For gradient checks and input attribution. */
+void dt_model_want_input_grad(dt_model *m, int on);
+/* The gradient of the loss w.r.t. the input of the last forward (batch * numel(input)
+ * floats) as computed by the last backward, or NULL when not asked for. */
+const float *dt_model_input_grad(const dt_model *m);
+
 /* Inference: forward (training=0) and, for softmax-cross-entropy models, softmax of the
- * logits. out gets batch * numel(output) floats. */
+ * logits. out gets batch * numel(output) floats. batch may exceed max_batch (it runs in
+ * chunks). Overwrites the model's activations: dt_model_loss needs a new forward after it. */
 dt_err dt_model_predict(dt_model *m, const float *x, int64_t batch, float *out);
 
 /* ---- losses as functions (used by the model; exposed for tests and other runtimes) ---- */
