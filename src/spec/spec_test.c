@@ -9,6 +9,8 @@
 #include "spec/yaml_doc-impl.h"
 #include "testing/dt_test.h"
 
+#define MAX_LAYERS_FOR_TEST 4096 /* MAX_LAYERS in spec.c */
+
 static const char BASE[] = "# a training spec for tests\n"
                            "apiVersion: dtrain/v1\n"
                            "kind: TrainJob\n"
@@ -746,6 +748,65 @@ static void test_err_files(void) {
     DT_CHECK_ERR(dt_spec_load(&sp, longpath), DT_ERR_ARG, "path too long");
 }
 
+/* Every prefix of BASE, and many random one-byte mutations of it, either load or fail with
+ * one DT_ERR_SPEC message that starts with "t.yaml:" (and, under ASan, never misbehave). */
+static int parse_or_clean_error(const char *text, size_t len) {
+    dt_spec *sp = NULL;
+    dt_err_clear();
+    dt_err e = dt_spec_parse(&sp, text, len, "t.yaml");
+    if (e == DT_OK) {
+        int ok = sp != NULL && sp->nlayers > 0 && sp->layers != NULL;
+        dt_spec_free(sp);
+        return ok;
+    }
+    if (e != DT_ERR_SPEC || sp != NULL || strncmp(dt_errmsg(), "t.yaml:", 7)) {
+        fprintf(stderr, "%.*s\n-> %s: %s\n", (int)len, text, dt_strerror(e), dt_errmsg());
+        return 0;
+    }
+    return 1;
+}
+
+static void test_fuzz_prefixes_and_mutations(void) {
+    size_t n = strlen(BASE);
+    for (size_t len = 0; len <= n; len++) DT_CHECK(parse_or_clean_error(BASE, len));
+    static const char alphabet[] = " :-[]{},#&*!|>'\"%@`\t\n\r0aZ.?~\\\0\xff";
+    char buf[sizeof BASE + 1];
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (int it = 0; it < 5000; it++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        size_t pos = (size_t)(r % n), len = n;
+        char c = alphabet[(r >> 32) % (sizeof alphabet - 1)];
+        memcpy(buf, BASE, n);
+        switch ((r >> 48) % 3) {
+        case 0: buf[pos] = c; break;                                         /* replace */
+        case 1: memmove(buf + pos, buf + pos + 1, n - pos - 1), len--; break; /* delete */
+        default: memmove(buf + pos + 1, buf + pos, n - pos), buf[pos] = c, len++; /* insert */
+        }
+        DT_CHECK(parse_or_clean_error(buf, len));
+    }
+}
+
+/* Deep nesting and large lists are errors, not crashes. */
+static void test_deep_and_large(void) {
+    enum { DEPTH = 20000 };
+    static char deep[2 * DEPTH + 256];
+    int o = snprintf(deep, sizeof deep, "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: "
+                                        "{name: a}\nspec: {seed: ");
+    for (int i = 0; i < DEPTH; i++) deep[o++] = '[';
+    for (int i = 0; i < DEPTH; i++) deep[o++] = ']';
+    deep[o++] = '}';
+    deep[o] = '\0';
+    DT_CHECK(spec_fails(deep, "spec:", "spec.seed: expected a non-negative integer, got a list"));
+
+    enum { N = MAX_LAYERS_FOR_TEST + 1 };
+    static char many[N * 24 + 512];
+    o = snprintf(many, sizeof many, "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: {name: "
+                                    "a}\nspec:\n  data: {train: {format: csv, path: x}}\n"
+                                    "  model:\n    layers:\n");
+    for (int i = 0; i < N; i++) o += snprintf(many + o, sizeof many - (size_t)o, "    - {type: flatten}\n");
+    DT_CHECK(spec_fails(many, "    - {", "spec.model.layers: expected at most 4096 layers"));
+}
+
 /* ---- the yaml_doc layer on its own ---- */
 
 static void test_yaml_doc_stream(void) {
@@ -876,4 +937,5 @@ DT_TEST_MAIN(DT_T(test_base_fixture), DT_T(test_defaults), DT_T(test_every_field
              DT_T(test_yaml_forms), DT_T(test_err_unknown_keys), DT_T(test_err_wrong_types),
              DT_T(test_err_missing_fields), DT_T(test_err_bad_values), DT_T(test_err_names),
              DT_T(test_err_structure), DT_T(test_err_optimizer_rules), DT_T(test_err_eval_rules),
-             DT_T(test_err_files), DT_T(test_yaml_doc_stream), DT_T(test_yaml_doc_scalars))
+             DT_T(test_err_files), DT_T(test_fuzz_prefixes_and_mutations), DT_T(test_deep_and_large),
+             DT_T(test_yaml_doc_stream), DT_T(test_yaml_doc_scalars))
