@@ -305,6 +305,8 @@ static void test_examples_load(void) {
     DT_CHECK(sp->layers[1].units == 256 && sp->layers[1].activation == DT_ACT_RELU);
     DT_CHECK(sp->layers[2].units == 128 && sp->layers[3].units == 10);
     DT_CHECK(sp->optimizer.kind == DT_OPTIM_ADAM && sp->optimizer.learning_rate == 0.001f);
+    DT_CHECK(sp->optimizer.schedule.kind == DT_SCHED_COSINE);
+    DT_CHECK(sp->optimizer.schedule.total_steps == 0 && sp->optimizer.schedule.min_lr == 0.0f);
     DT_CHECK(sp->batch_size == 64 && sp->epochs == 10);
     dt_spec_free(sp);
 
