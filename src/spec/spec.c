@@ -6,7 +6,7 @@
  * mapping's keys against the allowed ones and then reads its fields with the typed
  * accessors of yaml_doc-impl.h, which format every error as "FILE:LINE: FIELD.PATH: ...".
  * Layer kinds are a designated-initializer table (type name, kind, allowed keys, parser),
- * and the optimizer's per-type keys are a table too, so adding a kind is one entry.
+ * and the optimizer's per-type keys are a table too, so adding a kind is a row in each table.
  *
  * Defaults: the dt_spec is zeroed, then given the documented defaults before reading; the
  * optimizer's defaults come from dt_optim_conf_defaults, applied as soon as the type is
@@ -101,8 +101,8 @@ static dt_err get_path(const dt__yval *v, const char *base_dir, char *dst) {
     size_t b = strlen(base_dir);
     int slash = base_dir[b - 1] != '/';
     if (b + (size_t)slash + n >= DT_PATH_MAX)
-        return dt__yerr(v, "path too long once resolved against '%s' (at most %d bytes)",
-                        base_dir, DT_PATH_MAX - 1);
+        return dt__yerr(v, "path too long once resolved against '%s' (at most %d bytes)", base_dir,
+                        DT_PATH_MAX - 1);
     memcpy(dst, base_dir, b);
     if (slash) dst[b] = '/';
     memcpy(dst + b + (size_t)slash, s, n + 1);
@@ -157,7 +157,7 @@ static dt_err parse_source(const dt__yval *m, const char *base_dir, dt_data_sour
     int fmt = 0;
     memset(src, 0, sizeof *src);
     src->label_column = -1;
-    src->line = m->line;
+    src->line = m->decl_line; /* the line of its key (train:, eval:) */
     if ((e = dt__yexpect_map(m)) || (e = dt__ymap_require(m, "format", &v)) ||
         (e = dt__yget_enum(&v, data_formats, &fmt)) ||
         (e = dt__ymap_check_keys(m, keys[fmt], data_formats[fmt].name)))
@@ -206,8 +206,10 @@ static dt_err parse_normalize(dt_spec *sp, const dt__yval *v) {
     }
     if (!dt__yval_is_map(v)) {
         char got[80];
-        return dt__yerr(v, "expected 'standard' or a mapping {scale, shift} or {mean, std, scale}, "
-                           "got %s", dt__yval_describe(v, got, sizeof got));
+        return dt__yerr(v,
+                        "expected 'standard' or a mapping {scale, shift} or {mean, std, scale}, "
+                        "got %s",
+                        dt__yval_describe(v, got, sizeof got));
     }
     if ((e = dt__ymap_check_keys(v, keys, NULL))) return e;
     if (dt__ymap_size(v) == 0)
@@ -235,8 +237,8 @@ static dt_err parse_normalize(dt_spec *sp, const dt__yval *v) {
 }
 
 static dt_err parse_data(dt_spec *sp, const dt__yval *spec, const char *base_dir) {
-    static const char *const keys[] = {"train", "eval", "eval_fraction", "normalize", "shuffle",
-                                       NULL};
+    static const char *const keys[] = {"train",     "eval",    "eval_fraction",
+                                       "normalize", "shuffle", NULL};
     dt__yval m, v, frac;
     dt_err e;
     if ((e = get_map(spec, "data", 1, &m)) || (e = dt__ymap_check_keys(&m, keys, NULL)) ||
@@ -246,8 +248,9 @@ static dt_err parse_data(dt_spec *sp, const dt__yval *spec, const char *base_dir
     if (dt__ymap_get(&m, "eval", &v)) {
         if ((e = parse_source(&v, base_dir, &sp->eval))) return e;
         if (has_frac)
-            return dt__yerr(&frac, "not allowed together with spec.data.eval (at line %d): "
-                                   "the eval set is given, so nothing is held out of train",
+            return dt__yerr(&frac,
+                            "not allowed together with spec.data.eval (at line %d): "
+                            "the eval set is given, so nothing is held out of train",
                             v.decl_line);
         sp->has_eval = 1;
         sp->eval_fraction = 0;
@@ -260,15 +263,20 @@ static dt_err parse_data(dt_spec *sp, const dt__yval *spec, const char *base_dir
 
 /* ---- model ---- */
 
-static const dt__yenum activations[] = {
-    {"relu", DT_ACT_RELU},       {"tanh", DT_ACT_TANH}, {"sigmoid", DT_ACT_SIGMOID},
-    {"softmax", DT_ACT_SOFTMAX}, {"linear", DT_ACT_NONE}, {"none", DT_ACT_NONE},
-    {NULL, 0}};
+static const dt__yenum activations[] = {{"relu", DT_ACT_RELU},
+                                        {"tanh", DT_ACT_TANH},
+                                        {"sigmoid", DT_ACT_SIGMOID},
+                                        {"softmax", DT_ACT_SOFTMAX},
+                                        {"linear", DT_ACT_NONE},
+                                        {"none", DT_ACT_NONE},
+                                        {NULL, 0}};
 
-static const dt__yenum initializers[] = {
-    {"glorot_uniform", DT_INIT_GLOROT_UNIFORM}, {"glorot_normal", DT_INIT_GLOROT_NORMAL},
-    {"he_uniform", DT_INIT_HE_UNIFORM},         {"he_normal", DT_INIT_HE_NORMAL},
-    {"zeros", DT_INIT_ZEROS},                   {NULL, 0}};
+static const dt__yenum initializers[] = {{"glorot_uniform", DT_INIT_GLOROT_UNIFORM},
+                                         {"glorot_normal", DT_INIT_GLOROT_NORMAL},
+                                         {"he_uniform", DT_INIT_HE_UNIFORM},
+                                         {"he_normal", DT_INIT_HE_NORMAL},
+                                         {"zeros", DT_INIT_ZEROS},
+                                         {NULL, 0}};
 
 static const dt__yenum paddings[] = {
     {"valid", DT_PADDING_VALID}, {"same", DT_PADDING_SAME}, {NULL, 0}};
@@ -319,8 +327,9 @@ static dt_err parse_conv2d(const dt__yval *m, dt_layer_conf *l) {
     l->stride[0] = l->stride[1] = 1;
     if ((e = dt__ymap_require(m, "filters", &v)) ||
         (e = dt__yget_i64(&v, 1, MAX_DIM, &l->filters)) ||
-        (e = dt__ymap_require(m, "kernel_size", &v)) || (e = opt_pair(m, "kernel_size", l->kernel)) ||
-        (e = opt_pair(m, "strides", l->stride)) || (e = opt_enum(m, "padding", paddings, &pad)))
+        (e = dt__ymap_require(m, "kernel_size", &v)) ||
+        (e = opt_pair(m, "kernel_size", l->kernel)) || (e = opt_pair(m, "strides", l->stride)) ||
+        (e = opt_enum(m, "padding", paddings, &pad)))
         return e;
     l->padding = (dt_padding)pad;
     return parse_bias_and_init(m, l);
@@ -369,14 +378,15 @@ typedef struct layer_schema {
     dt_err (*parse)(const dt__yval *m, dt_layer_conf *l);
 } layer_schema;
 
-static const char *const dense_keys[] = {"type",       "name",     "units",
-                                         "activation", "use_bias", "kernel_initializer",
-                                         "bias_initializer", NULL};
-static const char *const conv2d_keys[] = {"type",     "name",       "filters",  "kernel_size",
-                                          "strides",  "padding",    "activation", "use_bias",
-                                          "kernel_initializer", "bias_initializer", NULL};
-static const char *const maxpool2d_keys[] = {"type", "name", "pool_size", "strides", "padding",
-                                             NULL};
+static const char *const dense_keys[] = {
+    "type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
+    NULL};
+static const char *const conv2d_keys[] = {
+    "type",    "name",       "filters",  "kernel_size",        "strides",
+    "padding", "activation", "use_bias", "kernel_initializer", "bias_initializer",
+    NULL};
+static const char *const maxpool2d_keys[] = {"type",    "name",    "pool_size",
+                                             "strides", "padding", NULL};
 static const char *const flatten_keys[] = {"type", "name", NULL};
 static const char *const dropout_keys[] = {"type", "name", "rate", NULL};
 static const char *const activation_keys[] = {"type", "name", "activation", NULL};
@@ -387,15 +397,18 @@ static const layer_schema layer_schemas[] = {
     [DT_LAYER_MAXPOOL2D] = {.type = "maxpool2d", .keys = maxpool2d_keys, .parse = parse_maxpool2d},
     [DT_LAYER_FLATTEN] = {.type = "flatten", .keys = flatten_keys, .parse = parse_flatten},
     [DT_LAYER_DROPOUT] = {.type = "dropout", .keys = dropout_keys, .parse = parse_dropout},
-    [DT_LAYER_ACTIVATION] = {.type = "activation", .keys = activation_keys,
+    [DT_LAYER_ACTIVATION] = {.type = "activation",
+                             .keys = activation_keys,
                              .parse = parse_activation},
 };
 
-static const dt__yenum layer_types[] = {
-    {"dense", DT_LAYER_DENSE},         {"conv2d", DT_LAYER_CONV2D},
-    {"maxpool2d", DT_LAYER_MAXPOOL2D}, {"flatten", DT_LAYER_FLATTEN},
-    {"dropout", DT_LAYER_DROPOUT},     {"activation", DT_LAYER_ACTIVATION},
-    {NULL, 0}};
+static const dt__yenum layer_types[] = {{"dense", DT_LAYER_DENSE},
+                                        {"conv2d", DT_LAYER_CONV2D},
+                                        {"maxpool2d", DT_LAYER_MAXPOOL2D},
+                                        {"flatten", DT_LAYER_FLATTEN},
+                                        {"dropout", DT_LAYER_DROPOUT},
+                                        {"activation", DT_LAYER_ACTIVATION},
+                                        {NULL, 0}};
 
 /* [A-Za-z0-9_]{1,31} */
 static int is_layer_name(const char *s) {
@@ -433,8 +446,10 @@ static dt_err parse_layer(const dt__yval *m, dt_layer_conf *layers, int i) {
                             dt__yval_describe(&v, got, sizeof got));
         for (int j = 0; j < i; j++)
             if (!strcmp(layers[j].name, name))
-                return dt__yerr(&v, "duplicate layer name '%s' (also used by layers[%d] at "
-                                    "line %d)", name, j, layers[j].line);
+                return dt__yerr(&v,
+                                "duplicate layer name '%s' (also used by layers[%d] at "
+                                "line %d)",
+                                name, j, layers[j].line);
         memcpy(l->name, name, strlen(name) + 1);
     }
     return ls->parse(m, l);
@@ -444,8 +459,7 @@ static dt_err parse_model(dt_spec *sp, const dt__yval *spec) {
     static const char *const keys[] = {"input", "layers", NULL};
     dt__yval m, v;
     dt_err e;
-    if ((e = get_map(spec, "model", 1, &m)) || (e = dt__ymap_check_keys(&m, keys, NULL)))
-        return e;
+    if ((e = get_map(spec, "model", 1, &m)) || (e = dt__ymap_check_keys(&m, keys, NULL))) return e;
     if (dt__ymap_get(&m, "input", &v)) {
         int64_t dims[DT_MAX_DIMS];
         int n;
@@ -460,8 +474,7 @@ static dt_err parse_model(dt_spec *sp, const dt__yval *spec) {
                                             : dt__yval_describe(&v, got, sizeof got));
     }
     int n = dt__yseq_size(&v);
-    if (n > MAX_LAYERS)
-        return dt__yerr(&v, "expected at most %d layers, got %d", MAX_LAYERS, n);
+    if (n > MAX_LAYERS) return dt__yerr(&v, "expected at most %d layers, got %d", MAX_LAYERS, n);
     sp->layers = calloc((size_t)n, sizeof *sp->layers);
     if (!sp->layers) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", sp->path);
     sp->nlayers = n;
@@ -495,17 +508,16 @@ static const char *const optim_keys[][8] = {
                            "schedule"},
     [DT_OPTIM_ADAM] = {"type", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay",
                        "schedule"},
-    [DT_OPTIM_ADAGRAD] = {"type", "learning_rate", "initial_accumulator", "epsilon",
-                          "weight_decay", "schedule"},
+    [DT_OPTIM_ADAGRAD] = {"type", "learning_rate", "initial_accumulator", "epsilon", "weight_decay",
+                          "schedule"},
 };
 
 /* Keys that belong to some optimizer types only, and which. */
 static const struct {
     const char *key, *types;
 } optim_specific[] = {
-    {"momentum", "momentum"},         {"nesterov", "momentum"}, {"beta1", "adam"},
-    {"beta2", "adam"},                {"epsilon", "adam and adagrad"},
-    {"initial_accumulator", "adagrad"},
+    {"momentum", "momentum"}, {"nesterov", "momentum"},        {"beta1", "adam"},
+    {"beta2", "adam"},        {"epsilon", "adam and adagrad"}, {"initial_accumulator", "adagrad"},
 };
 
 static dt_err parse_schedule(const dt__yval *m, dt_sched_conf *s, float learning_rate) {
@@ -622,7 +634,7 @@ static dt_err expect_string(const dt__yval *root, const char *key, const char *w
 
 static dt_err parse_doc(dt_spec *sp, dt__ydoc *doc, const char *base_dir) {
     static const char *const top_keys[] = {"apiVersion", "kind", "metadata", "spec", NULL};
-    static const char *const spec_keys[] = {"seed", "data",      "model",    "loss",
+    static const char *const spec_keys[] = {"seed",      "data",     "model", "loss",
                                             "optimizer", "training", NULL};
     dt__yval root, spec, v;
     dt_err e;
@@ -630,8 +642,10 @@ static dt_err parse_doc(dt_spec *sp, dt__ydoc *doc, const char *base_dir) {
     dt__ydoc_root(doc, "", &root);
     if (!dt__yval_is_map(&root)) {
         char got[80];
-        return dt__yerr(&root, "expected a mapping with apiVersion, kind, metadata and spec, "
-                               "got %s", dt__yval_describe(&root, got, sizeof got));
+        return dt__yerr(&root,
+                        "expected a mapping with apiVersion, kind, metadata and spec, "
+                        "got %s",
+                        dt__yval_describe(&root, got, sizeof got));
     }
     if ((e = dt__ymap_check_keys(&root, top_keys, NULL)) ||
         (e = expect_string(&root, "apiVersion", API_VERSION)) ||
@@ -667,8 +681,10 @@ static dt_err spec_from_stream(dt_spec **out, dt__ystream *s, const char *path,
     dt_err e;
     if ((e = dt__ystream_next(s, &doc))) goto fail;
     if (!doc) {
-        e = dt_err_set(DT_ERR_SPEC, "%s:1: the spec is empty (expected a mapping with "
-                                    "apiVersion, kind, metadata and spec)", path);
+        e = dt_err_set(DT_ERR_SPEC,
+                       "%s:1: the spec is empty (expected a mapping with "
+                       "apiVersion, kind, metadata and spec)",
+                       path);
         goto fail;
     }
     if (!(sp = calloc(1, sizeof *sp))) {

@@ -57,7 +57,8 @@ static int line_of(const char *text, const char *needle) {
         exit(2);
     }
     int line = 1;
-    for (const char *q = text; q < p; q++) line += *q == '\n';
+    for (const char *q = text; q < p; q++)
+        line += *q == '\n';
     return line;
 }
 
@@ -295,9 +296,10 @@ static void test_examples_load(void) {
     DT_CHECK_OK(dt_spec_load(&sp, DT_SOURCE_DIR "/examples/fashion_mnist_mlp.yaml"));
     DT_CHECK(!strcmp(sp->name, "fashion-mnist-mlp"));
     DT_CHECK(sp->train.format == DT_DATA_IDX && sp->has_eval);
-    DT_CHECK(!strcmp(sp->train.images,
-                     "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
-    DT_CHECK(!strcmp(sp->eval.labels, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"));
+    DT_CHECK(
+        !strcmp(sp->train.images, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+    DT_CHECK(
+        !strcmp(sp->eval.labels, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"));
     DT_CHECK(sp->norm == DT_NORM_SCALE);
     DT_CHECK_NEAR(sp->scale, 1.0 / 255, 1e-9);
     DT_CHECK(sp->input.ndim == 3 && sp->input.dim[0] == 28);
@@ -317,7 +319,8 @@ static void test_examples_load(void) {
                                           DT_LAYER_MAXPOOL2D, DT_LAYER_FLATTEN,   DT_LAYER_DENSE,
                                           DT_LAYER_DROPOUT,   DT_LAYER_DENSE};
     DT_CHECK(sp->nlayers == 8);
-    for (int i = 0; i < 8; i++) DT_CHECK(sp->layers[i].kind == kinds[i]);
+    for (int i = 0; i < 8; i++)
+        DT_CHECK(sp->layers[i].kind == kinds[i]);
     DT_CHECK(sp->layers[0].filters == 32 && sp->layers[0].kernel[0] == 5);
     DT_CHECK(sp->layers[0].kernel[1] == 5 && sp->layers[0].padding == DT_PADDING_SAME);
     DT_CHECK(sp->layers[0].stride[0] == 1 && sp->layers[0].activation == DT_ACT_RELU);
@@ -396,8 +399,8 @@ static void test_yaml_forms(void) {
     dt_spec_free(sp);
 
     /* anchors and aliases */
-    sp = parse_ok(edit(BASE, "      - {type: dense, units: 3}\n",
-                       "      - &last {type: dense, units: 3}\n"));
+    sp = parse_ok(
+        edit(BASE, "      - {type: dense, units: 3}\n", "      - &last {type: dense, units: 3}\n"));
     DT_CHECK(sp && sp->nlayers == 3);
     dt_spec_free(sp);
 
@@ -469,15 +472,16 @@ static void test_err_wrong_types(void) {
                      "spec.optimizer.learning_rate: expected a positive number, got 'fast'");
     CHECK_EDIT_FAILS("learning_rate: 0.01", "learning_rate: 1e39", "learning_rate",
                      "spec.optimizer.learning_rate: 1e+39 is too large for a 32-bit float");
-    CHECK_EDIT_FAILS("rate: 0.5", "rate: 1", "rate:",
-                     "spec.model.layers[1].rate: expected a number in [0, 1), got '1'");
+    CHECK_EDIT_FAILS("rate: 0.5", "rate: 1",
+                     "rate:", "spec.model.layers[1].rate: expected a number in [0, 1), got '1'");
     CHECK_EDIT_FAILS("    normalize:", "    shuffle: yes\n    normalize:", "shuffle",
                      "spec.data.shuffle: expected true or false, got 'yes'");
-    CHECK_EDIT_FAILS("name: test-job", "name: {first: a}", "name:",
-                     "metadata.name: expected a string, got a mapping");
-    CHECK_EDIT_FAILS("  data:\n    train: {format: synthetic, samples: 100, shape: [4], classes: 3}\n"
-                     "    eval_fraction: 0.25\n    normalize: {scale: 2, shift: -1}\n",
-                     "  data: [1]\n", "  data:", "spec.data: expected a mapping, got a list");
+    CHECK_EDIT_FAILS("name: test-job", "name: {first: a}",
+                     "name:", "metadata.name: expected a string, got a mapping");
+    CHECK_EDIT_FAILS(
+        "  data:\n    train: {format: synthetic, samples: 100, shape: [4], classes: 3}\n"
+        "    eval_fraction: 0.25\n    normalize: {scale: 2, shift: -1}\n",
+        "  data: [1]\n", "  data:", "spec.data: expected a mapping, got a list");
     CHECK_EDIT_FAILS("      - type: dropout\n        rate: 0.5\n", "      - dropout\n", "- dropout",
                      "spec.model.layers[1]: expected a mapping, got 'dropout'");
     CHECK_EDIT_FAILS("    input: [4]", "    input: [4, 0]", "input",
@@ -515,24 +519,24 @@ static void test_err_missing_fields(void) {
                      "      - {type: dense, name: fc1, units: 8, activation: relu}\n"
                      "      - type: dropout\n        rate: 0.5\n      - {type: dense, units: 3}\n",
                      "    input: [4]\n", "  model:", "spec.model.layers: required field missing");
-    CHECK_EDIT_FAILS("    type: adam\n", "", "  optimizer:",
-                     "spec.optimizer.type: required field missing");
-    CHECK_EDIT_FAILS("  optimizer:\n    type: adam\n    learning_rate: 0.01\n", "", "spec:",
-                     "spec.optimizer: required field missing");
+    CHECK_EDIT_FAILS("    type: adam\n", "",
+                     "  optimizer:", "spec.optimizer.type: required field missing");
+    CHECK_EDIT_FAILS("  optimizer:\n    type: adam\n    learning_rate: 0.01\n", "",
+                     "spec:", "spec.optimizer: required field missing");
     CHECK_EDIT_FAILS("{type: dense, units: 3}", "{units: 3}", "units: 3",
                      "spec.model.layers[2].type: required field missing");
     CHECK_EDIT_FAILS("{type: dense, units: 3}", "{type: dense}", "type: dense}",
                      "spec.model.layers[2].units: required field missing");
     CHECK_EDIT_FAILS("        rate: 0.5\n", "", "type: dropout",
                      "spec.model.layers[1].rate: required field missing");
-    CHECK_EDIT_FAILS("{format: synthetic, samples: 100,", "{format: synthetic,", "train:",
-                     "spec.data.train.samples: required field missing");
+    CHECK_EDIT_FAILS("{format: synthetic, samples: 100,", "{format: synthetic,",
+                     "train:", "spec.data.train.samples: required field missing");
     CHECK_EDIT_FAILS("{format: synthetic, samples: 100, shape: [4], classes: 3}",
-                     "{format: idx, images: a.gz}", "train:",
-                     "spec.data.train.labels: required field missing");
+                     "{format: idx, images: a.gz}",
+                     "train:", "spec.data.train.labels: required field missing");
     CHECK_EDIT_FAILS("train: {format: synthetic, samples: 100, shape: [4], classes: 3}",
-                     "train: {path: a.csv}", "train:",
-                     "spec.data.train.format: required field missing");
+                     "train: {path: a.csv}",
+                     "train:", "spec.data.train.format: required field missing");
     CHECK_EDIT_FAILS("    train: {format: synthetic, samples: 100, shape: [4], classes: 3}\n", "",
                      "  data:", "spec.data.train: required field missing");
     CHECK_EDIT_FAILS("    learning_rate: 0.01\n", "    schedule: {type: step}\n", "schedule",
@@ -575,11 +579,10 @@ static void test_err_bad_values(void) {
     CHECK_EDIT_FAILS("normalize: {scale: 2, shift: -1}", "normalize: {}", "normalize",
                      "spec.data.normalize: expected {scale, shift} or {mean, std, scale}, got an "
                      "empty mapping");
-    CHECK_EDIT_FAILS("normalize: {scale: 2, shift: -1}", "normalize: {mean: 1, std: 0}", "normalize",
-                     "spec.data.normalize.std: expected a positive number, got '0'");
+    CHECK_EDIT_FAILS("normalize: {scale: 2, shift: -1}", "normalize: {mean: 1, std: 0}",
+                     "normalize", "spec.data.normalize.std: expected a positive number, got '0'");
     CHECK_EDIT_FAILS("normalize: {scale: 2, shift: -1}", "normalize: {mean: 1, std: 2, shift: 1}",
-                     "normalize",
-                     "spec.data.normalize.shift: not used with mean and std");
+                     "normalize", "spec.data.normalize.shift: not used with mean and std");
     CHECK_EDIT_FAILS("normalize: {scale: 2, shift: -1}", "normalize: {scale: 0}", "normalize",
                      "spec.data.normalize.scale: expected a non-zero number, got 0");
     CHECK_EDIT_FAILS("    learning_rate: 0.01\n",
@@ -588,11 +591,11 @@ static void test_err_bad_values(void) {
     CHECK_EDIT_FAILS("classes: 3", "classes: 1", "classes",
                      "spec.data.train.classes: expected an integer >= 2, got '1'");
     CHECK_EDIT_FAILS("{format: synthetic, samples: 100, shape: [4], classes: 3}",
-                     "{format: csv, path: ''}", "train:",
-                     "spec.data.train.path: expected a path, got an empty string");
+                     "{format: csv, path: ''}",
+                     "train:", "spec.data.train.path: expected a path, got an empty string");
     CHECK_EDIT_FAILS("{format: synthetic, samples: 100, shape: [4], classes: 3}",
-                     "{format: csv, path: x.csv, label_column: -2}", "train:",
-                     "spec.data.train.label_column: expected an integer >= -1, got '-2'");
+                     "{format: csv, path: x.csv, label_column: -2}",
+                     "train:", "spec.data.train.label_column: expected an integer >= -1, got '-2'");
     CHECK_EDIT_FAILS("    epochs: 2\n", "    epochs: 2\n    checkpoint: {keep: 0}\n", "keep",
                      "spec.training.checkpoint.keep: expected a positive integer, got '0'");
 }
@@ -653,14 +656,15 @@ static void test_err_structure(void) {
     DT_CHECK(spec_fails("# nothing but a comment\n\n", "#", "the spec is empty"));
     DT_CHECK(spec_fails("- a\n- b\n", "- a",
                         "expected a mapping with apiVersion, kind, metadata and spec, got a list"));
-    DT_CHECK(spec_fails("---\n~\n", "~", "expected a mapping with apiVersion, kind, metadata and "
-                                        "spec, got nothing"));
+    DT_CHECK(spec_fails("---\n~\n", "~",
+                        "expected a mapping with apiVersion, kind, metadata and "
+                        "spec, got nothing"));
     DT_CHECK(spec_fails("# c\njust text\n", "just",
                         "expected a mapping with apiVersion, kind, metadata and spec, got 'just "
                         "text'"));
     /* NUL inside a quoted string */
-    CHECK_EDIT_FAILS("name: test-job", "name: \"te\\0st\"", "name:",
-                     "metadata.name: a string must not contain a NUL character");
+    CHECK_EDIT_FAILS("name: test-job", "name: \"te\\0st\"",
+                     "name:", "metadata.name: a string must not contain a NUL character");
     /* a cyclic alias is walked no further than the schema asks */
     CHECK_EDIT_FAILS("    layers:\n      - {type: dense, name: fc1, units: 8, activation: relu}\n"
                      "      - type: dropout\n        rate: 0.5\n      - {type: dense, units: 3}\n",
@@ -670,8 +674,9 @@ static void test_err_structure(void) {
 
 static void test_err_optimizer_rules(void) {
     CHECK_EDIT_FAILS("    learning_rate: 0.01\n", "    learning_rate: 0.01\n    momentum: 0.9\n",
-                     "momentum", "spec.optimizer.momentum: not used by optimizer type adam (only "
-                                 "by momentum)");
+                     "momentum",
+                     "spec.optimizer.momentum: not used by optimizer type adam (only "
+                     "by momentum)");
     CHECK_EDIT_FAILS("    type: adam\n", "    type: sgd\n    nesterov: true\n", "nesterov",
                      "spec.optimizer.nesterov: not used by optimizer type sgd (only by momentum)");
     CHECK_EDIT_FAILS("    type: adam\n", "    type: momentum\n    beta1: 0.5\n", "beta1",
@@ -704,8 +709,8 @@ static void test_err_eval_rules(void) {
     CHECK_EDIT_FAILS("    eval_fraction: 0.25\n",
                      "    eval_fraction: 0.25\n    eval: {format: csv, path: e.csv}\n",
                      "eval_fraction", "spec.data.eval_fraction: not allowed together");
-    CHECK_EDIT_FAILS("    eval_fraction: 0.25\n", "    eval: {format: csv}\n", "eval:",
-                     "spec.data.eval.path: required field missing");
+    CHECK_EDIT_FAILS("    eval_fraction: 0.25\n", "    eval: {format: csv}\n",
+                     "eval:", "spec.data.eval.path: required field missing");
 }
 
 static void test_err_files(void) {
@@ -770,7 +775,8 @@ static int parse_or_clean_error(const char *text, size_t len) {
 
 static void test_fuzz_prefixes_and_mutations(void) {
     size_t n = strlen(BASE);
-    for (size_t len = 0; len <= n; len++) DT_CHECK(parse_or_clean_error(BASE, len));
+    for (size_t len = 0; len <= n; len++)
+        DT_CHECK(parse_or_clean_error(BASE, len));
     static const char alphabet[] = " :-[]{},#&*!|>'\"%@`\t\n\r0aZ.?~\\\0\xff";
     char buf[sizeof BASE + 1];
     uint64_t r = 0x9E3779B97F4A7C15ull;
@@ -780,9 +786,14 @@ static void test_fuzz_prefixes_and_mutations(void) {
         char c = alphabet[(r >> 32) % (sizeof alphabet - 1)];
         memcpy(buf, BASE, n);
         switch ((r >> 48) % 3) {
-        case 0: buf[pos] = c; break;                                         /* replace */
-        case 1: memmove(buf + pos, buf + pos + 1, n - pos - 1), len--; break; /* delete */
-        default: memmove(buf + pos + 1, buf + pos, n - pos), buf[pos] = c, len++; /* insert */
+        case 0:
+            buf[pos] = c;
+            break; /* replace */
+        case 1:
+            memmove(buf + pos, buf + pos + 1, n - pos - 1), len--;
+            break; /* delete */
+        default:
+            memmove(buf + pos + 1, buf + pos, n - pos), buf[pos] = c, len++; /* insert */
         }
         DT_CHECK(parse_or_clean_error(buf, len));
     }
@@ -792,20 +803,25 @@ static void test_fuzz_prefixes_and_mutations(void) {
 static void test_deep_and_large(void) {
     enum { DEPTH = 20000 };
     static char deep[2 * DEPTH + 256];
-    int o = snprintf(deep, sizeof deep, "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: "
-                                        "{name: a}\nspec: {seed: ");
-    for (int i = 0; i < DEPTH; i++) deep[o++] = '[';
-    for (int i = 0; i < DEPTH; i++) deep[o++] = ']';
+    int o = snprintf(deep, sizeof deep,
+                     "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: "
+                     "{name: a}\nspec: {seed: ");
+    for (int i = 0; i < DEPTH; i++)
+        deep[o++] = '[';
+    for (int i = 0; i < DEPTH; i++)
+        deep[o++] = ']';
     deep[o++] = '}';
     deep[o] = '\0';
     DT_CHECK(spec_fails(deep, "spec:", "spec.seed: expected a non-negative integer, got a list"));
 
     enum { N = MAX_LAYERS_FOR_TEST + 1 };
     static char many[N * 24 + 512];
-    o = snprintf(many, sizeof many, "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: {name: "
-                                    "a}\nspec:\n  data: {train: {format: csv, path: x}}\n"
-                                    "  model:\n    layers:\n");
-    for (int i = 0; i < N; i++) o += snprintf(many + o, sizeof many - (size_t)o, "    - {type: flatten}\n");
+    o = snprintf(many, sizeof many,
+                 "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: {name: "
+                 "a}\nspec:\n  data: {train: {format: csv, path: x}}\n"
+                 "  model:\n    layers:\n");
+    for (int i = 0; i < N; i++)
+        o += snprintf(many + o, sizeof many - (size_t)o, "    - {type: flatten}\n");
     DT_CHECK(spec_fails(many, "    - {", "spec.model.layers: expected at most 4096 layers"));
 }
 
@@ -886,14 +902,15 @@ static void test_yaml_doc_stream(void) {
 }
 
 static void test_yaml_doc_scalars(void) {
-    static const char text[] = "big: 18446744073709551616\n"
-                               "f: -1.5e-3\n"
-                               "g: .5\n"
-                               "h: 1e\n"
-                               "inf: .inf\n"
-                               "b: False\n"
-                               "long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
-                               "ctl: \"a\\tb\"\n";
+    static const char text[] =
+        "big: 18446744073709551616\n"
+        "f: -1.5e-3\n"
+        "g: .5\n"
+        "h: 1e\n"
+        "inf: .inf\n"
+        "b: False\n"
+        "long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+        "ctl: \"a\\tb\"\n";
     dt__ystream *s = NULL;
     dt__ydoc *d = NULL;
     dt__yval root, v;
@@ -939,5 +956,5 @@ DT_TEST_MAIN(DT_T(test_base_fixture), DT_T(test_defaults), DT_T(test_every_field
              DT_T(test_yaml_forms), DT_T(test_err_unknown_keys), DT_T(test_err_wrong_types),
              DT_T(test_err_missing_fields), DT_T(test_err_bad_values), DT_T(test_err_names),
              DT_T(test_err_structure), DT_T(test_err_optimizer_rules), DT_T(test_err_eval_rules),
-             DT_T(test_err_files), DT_T(test_fuzz_prefixes_and_mutations), DT_T(test_deep_and_large),
-             DT_T(test_yaml_doc_stream), DT_T(test_yaml_doc_scalars))
+             DT_T(test_err_files), DT_T(test_fuzz_prefixes_and_mutations),
+             DT_T(test_deep_and_large), DT_T(test_yaml_doc_stream), DT_T(test_yaml_doc_scalars))

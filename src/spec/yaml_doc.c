@@ -30,10 +30,10 @@ struct dt__ystream {
     yaml_parser_t parser;
     unsigned char *buf; /* the whole input (owned) */
     size_t len;
-    char *name;         /* for messages (owned) */
-    int ndocs;          /* documents handed out so far */
-    int done;           /* end of stream reached */
-    dt_err err;         /* sticky error after a failed load */
+    char *name; /* for messages (owned) */
+    int ndocs;  /* documents handed out so far */
+    int done;   /* end of stream reached */
+    dt_err err; /* sticky error after a failed load */
     char errmsg[ERRMSG_MAX];
 };
 
@@ -95,7 +95,8 @@ static const char *quote_text(const unsigned char *s, size_t len, char *buf, siz
     int cut = 0;
     if (show > SHOW) {
         show = SHOW;
-        while (show > 0 && (s[show] & 0xC0) == 0x80) show--;
+        while (show > 0 && (s[show] & 0xC0) == 0x80)
+            show--;
         cut = 1;
     }
     if (cap < SHOW + 8) { /* callers pass >= 64; be safe anyway */
@@ -103,7 +104,8 @@ static const char *quote_text(const unsigned char *s, size_t len, char *buf, siz
         return buf;
     }
     buf[o++] = '\'';
-    for (size_t i = 0; i < show; i++) buf[o++] = (s[i] < 0x20 || s[i] == 0x7f) ? '?' : (char)s[i];
+    for (size_t i = 0; i < show; i++)
+        buf[o++] = (s[i] < 0x20 || s[i] == 0x7f) ? '?' : (char)s[i];
     if (cut) {
         memcpy(buf + o, "...", 3);
         o += 3;
@@ -154,8 +156,7 @@ dt_err dt__ystream_open_file(dt__ystream **out, const char *path) {
     for (;;) {
         if (len == cap) {
             if (cap >= DT__YFILE_MAX) {
-                e = dt_err_set(DT_ERR_IO, "%s: file is larger than %d bytes", path,
-                               DT__YFILE_MAX);
+                e = dt_err_set(DT_ERR_IO, "%s: file is larger than %d bytes", path, DT__YFILE_MAX);
                 goto fail;
             }
             size_t ncap = cap ? cap * 2 : 4096;
@@ -207,7 +208,8 @@ static dt_err stream_fail(dt__ystream *s) {
         if (p->error == YAML_READER_ERROR) { /* only a byte offset is known */
             size_t off = p->problem_offset < s->len ? p->problem_offset : s->len;
             line = 1;
-            for (size_t i = 0; i < off; i++) line += s->buf[i] == '\n';
+            for (size_t i = 0; i < off; i++)
+                line += s->buf[i] == '\n';
         } else {
             line = p->problem_mark.line + 1;
         }
@@ -216,8 +218,8 @@ static dt_err stream_fail(dt__ystream *s) {
             s->err = dt_err_set(DT_ERR_SPEC, "%s:%zu: YAML syntax error: %s (%s at line %zu)",
                                 s->name, line, problem, p->context, p->context_mark.line + 1);
         else
-            s->err = dt_err_set(DT_ERR_SPEC, "%s:%zu: YAML syntax error: %s", s->name, line,
-                                problem);
+            s->err =
+                dt_err_set(DT_ERR_SPEC, "%s:%zu: YAML syntax error: %s", s->name, line, problem);
     }
     snprintf(s->errmsg, sizeof s->errmsg, "%s", dt_errmsg());
     return s->err;
@@ -297,10 +299,14 @@ dt_err dt__yerr_line(const dt__yval *v, int line, const char *fmt, ...) {
 
 const char *dt__yval_describe(const dt__yval *v, char *buf, size_t len) {
     const yaml_node_t *n = v->node;
-    if (!n || scalar_is_null(n)) snprintf(buf, len, "nothing");
-    else if (n->type == YAML_SEQUENCE_NODE) snprintf(buf, len, "a list");
-    else if (n->type == YAML_MAPPING_NODE) snprintf(buf, len, "a mapping");
-    else quote_text(n->data.scalar.value, n->data.scalar.length, buf, len);
+    if (!n || scalar_is_null(n))
+        snprintf(buf, len, "nothing");
+    else if (n->type == YAML_SEQUENCE_NODE)
+        snprintf(buf, len, "a list");
+    else if (n->type == YAML_MAPPING_NODE)
+        snprintf(buf, len, "a mapping");
+    else
+        quote_text(n->data.scalar.value, n->data.scalar.length, buf, len);
     return buf;
 }
 
@@ -363,8 +369,10 @@ void dt__ymap_entry(const dt__yval *m, int i, const char **key, int *key_line, d
     if (key) *key = ks;
     if (key_line) *key_line = kl;
     child(m, v, kl, val);
-    if (ks) path_join(val->path, m->path, ".", ks, strlen(ks));
-    else path_join(val->path, m->path, ".", "?", 1);
+    if (ks)
+        path_join(val->path, m->path, ".", ks, strlen(ks));
+    else
+        path_join(val->path, m->path, ".", "?", 1);
 }
 
 int dt__ymap_get(const dt__yval *m, const char *key, dt__yval *out) {
@@ -478,10 +486,14 @@ static int is_decimal_int(const char *s) {
 }
 
 static void describe_int(char *buf, size_t len, int64_t lo) {
-    if (lo == 1) snprintf(buf, len, "a positive integer");
-    else if (lo == 0) snprintf(buf, len, "a non-negative integer");
-    else if (lo == INT64_MIN) snprintf(buf, len, "an integer");
-    else snprintf(buf, len, "an integer >= %lld", (long long)lo);
+    if (lo == 1)
+        snprintf(buf, len, "a positive integer");
+    else if (lo == 0)
+        snprintf(buf, len, "a non-negative integer");
+    else if (lo == INT64_MIN)
+        snprintf(buf, len, "an integer");
+    else
+        snprintf(buf, len, "an integer >= %lld", (long long)lo);
 }
 
 dt_err dt__yget_i64(const dt__yval *v, int64_t lo, int64_t hi, int64_t *out) {
@@ -522,28 +534,35 @@ dt_err dt__yget_u64(const dt__yval *v, uint64_t *out) {
 static int is_decimal_number(const char *s) {
     int digits = 0;
     if (*s == '+' || *s == '-') s++;
-    for (; *s >= '0' && *s <= '9'; s++) digits++;
+    for (; *s >= '0' && *s <= '9'; s++)
+        digits++;
     if (*s == '.')
-        for (s++; *s >= '0' && *s <= '9'; s++) digits++;
+        for (s++; *s >= '0' && *s <= '9'; s++)
+            digits++;
     if (!digits) return 0;
     if (*s == 'e' || *s == 'E') {
         s++;
         if (*s == '+' || *s == '-') s++;
         if (!(*s >= '0' && *s <= '9')) return 0;
-        while (*s >= '0' && *s <= '9') s++;
+        while (*s >= '0' && *s <= '9')
+            s++;
     }
     return *s == '\0';
 }
 
 static void describe_range(char *buf, size_t len, dt__yrange r) {
     int has_lo = isfinite(r.lo), has_hi = isfinite(r.hi);
-    if (!has_lo && !has_hi) snprintf(buf, len, "a number");
+    if (!has_lo && !has_hi)
+        snprintf(buf, len, "a number");
     else if (has_lo && has_hi)
         snprintf(buf, len, "a number in %c%g, %g%c", r.lo_open ? '(' : '[', r.lo, r.hi,
                  r.hi_open ? ')' : ']');
-    else if (has_lo && r.lo == 0) snprintf(buf, len, r.lo_open ? "a positive number" : "a non-negative number");
-    else if (has_lo) snprintf(buf, len, "a number %s %g", r.lo_open ? ">" : ">=", r.lo);
-    else snprintf(buf, len, "a number %s %g", r.hi_open ? "<" : "<=", r.hi);
+    else if (has_lo && r.lo == 0)
+        snprintf(buf, len, r.lo_open ? "a positive number" : "a non-negative number");
+    else if (has_lo)
+        snprintf(buf, len, "a number %s %g", r.lo_open ? ">" : ">=", r.lo);
+    else
+        snprintf(buf, len, "a number %s %g", r.hi_open ? "<" : "<=", r.hi);
 }
 
 dt_err dt__yget_f64(const dt__yval *v, dt__yrange r, double *out) {
@@ -591,12 +610,18 @@ dt_err dt__yget_enum(const dt__yval *v, const dt__yenum *table, int *out) {
 dt_err dt__yget_i64_list(const dt__yval *v, int min_n, int max_n, int64_t lo, int64_t hi,
                          int64_t *out, int *n) {
     char items[64], what[160];
-    if (lo == 1) snprintf(items, sizeof items, "positive integers");
-    else if (lo == 0) snprintf(items, sizeof items, "non-negative integers");
-    else if (lo == INT64_MIN) snprintf(items, sizeof items, "integers");
-    else snprintf(items, sizeof items, "integers >= %lld", (long long)lo);
-    if (min_n == max_n) snprintf(what, sizeof what, "a list of %d %s", min_n, items);
-    else snprintf(what, sizeof what, "a list of %d to %d %s", min_n, max_n, items);
+    if (lo == 1)
+        snprintf(items, sizeof items, "positive integers");
+    else if (lo == 0)
+        snprintf(items, sizeof items, "non-negative integers");
+    else if (lo == INT64_MIN)
+        snprintf(items, sizeof items, "integers");
+    else
+        snprintf(items, sizeof items, "integers >= %lld", (long long)lo);
+    if (min_n == max_n)
+        snprintf(what, sizeof what, "a list of %d %s", min_n, items);
+    else
+        snprintf(what, sizeof what, "a list of %d to %d %s", min_n, max_n, items);
     if (!dt__yval_is_seq(v)) return expected(v, what);
     int count = dt__yseq_size(v);
     if (count < min_n || count > max_n)
