@@ -416,30 +416,34 @@ static void test_yaml_forms(void) {
 
 static void test_err_unknown_keys(void) {
     CHECK_EDIT_FAILS("kind: TrainJob\n", "kind: TrainJob\nstatus: {}\n", "status",
-                     "unknown key 'status' (allowed: apiVersion, kind, metadata, spec)");
-    CHECK_EDIT_FAILS("  seed: 7\n", "  seed: 7\n  replicas: 2\n", "replicas",
-                     "spec: unknown key 'replicas' (allowed: seed, data, model, loss, optimizer, "
-                     "training)");
-    CHECK_EDIT_FAILS("units: 8", "unit: 8", "unit:",
-                     "spec.model.layers[0]: unknown key 'unit' for dense (allowed: type, name, "
-                     "units, activation, use_bias, kernel_initializer, bias_initializer)");
-    CHECK_EDIT_FAILS("        rate: 0.5\n", "        rate: 0.5\n        units: 4\n", "units: 4",
-                     "spec.model.layers[1]: unknown key 'units' for dropout (allowed: type, name, "
-                     "rate)");
+                     "status: unknown key 'status' (allowed: apiVersion, kind, metadata, spec)");
+    CHECK_EDIT_FAILS(
+        "  seed: 7\n", "  seed: 7\n  replicas: 2\n", "replicas",
+        "spec.replicas: unknown key 'replicas' (allowed: seed, data, model, loss, optimizer, "
+        "training)");
+    CHECK_EDIT_FAILS(
+        "units: 8", "unit: 8", "unit:",
+        "spec.model.layers[0].unit: unknown key 'unit' for dense (allowed: type, name, "
+        "units, activation, use_bias, kernel_initializer, bias_initializer)");
+    CHECK_EDIT_FAILS(
+        "        rate: 0.5\n", "        rate: 0.5\n        units: 4\n", "units: 4",
+        "spec.model.layers[1].units: unknown key 'units' for dropout (allowed: type, name, "
+        "rate)");
     CHECK_EDIT_FAILS("  name: test-job\n", "  name: test-job\n  labels: {a: b}\n", "labels",
-                     "metadata: unknown key 'labels' (allowed: name)");
+                     "metadata.labels: unknown key 'labels' (allowed: name)");
     CHECK_EDIT_FAILS("eval_fraction: 0.25", "eval_fractoin: 0.25", "eval_fractoin",
-                     "spec.data: unknown key 'eval_fractoin'");
+                     "spec.data.eval_fractoin: unknown key 'eval_fractoin'");
     CHECK_EDIT_FAILS("classes: 3}", "classes: 3, path: x}", "train:",
-                     "spec.data.train: unknown key 'path' for synthetic (allowed: format, "
+                     "spec.data.train.path: unknown key 'path' for synthetic (allowed: format, "
                      "samples, shape, classes)");
-    CHECK_EDIT_FAILS("    epochs: 2\n", "    epochs: 2\n    checkpoint: {every: 1}\n", "every",
-                     "spec.training.checkpoint: unknown key 'every' (allowed: every_steps, keep)");
+    CHECK_EDIT_FAILS(
+        "    epochs: 2\n", "    epochs: 2\n    checkpoint: {every: 1}\n", "every",
+        "spec.training.checkpoint.every: unknown key 'every' (allowed: every_steps, keep)");
     CHECK_EDIT_FAILS("learning_rate: 0.01", "lr: 0.01", "lr:",
-                     "spec.optimizer: unknown key 'lr' for adam (allowed: type, learning_rate, "
+                     "spec.optimizer.lr: unknown key 'lr' for adam (allowed: type, learning_rate, "
                      "beta1, beta2, epsilon, weight_decay, schedule)");
     CHECK_EDIT_FAILS("  seed: 7\n", "  seed: 7\n  seed: 8\n", "seed: 8",
-                     "spec: duplicate key 'seed' (first at line 7)");
+                     "spec.seed: duplicate key 'seed' (first at line 7)");
     CHECK_EDIT_FAILS("    epochs: 2\n", "    epochs: 2\n    [a]: 1\n", "[a]",
                      "spec.training: a key must be a plain string, got a list");
 }
@@ -514,7 +518,7 @@ static void test_err_missing_fields(void) {
     CHECK_EDIT_FAILS("metadata:\n  name: test-job\n", "", "apiVersion",
                      "metadata: required field missing");
     CHECK_EDIT_FAILS("    layers:\n", "    layerz:\n", "layerz",
-                     "spec.model: unknown key 'layerz'");
+                     "spec.model.layerz: unknown key 'layerz'");
     CHECK_EDIT_FAILS("    input: [4]\n    layers:\n"
                      "      - {type: dense, name: fc1, units: 8, activation: relu}\n"
                      "      - type: dropout\n        rate: 0.5\n      - {type: dense, units: 3}\n",
@@ -692,12 +696,13 @@ static void test_err_optimizer_rules(void) {
                      "spec.optimizer.momentum: expected a number in (0, 1), got '1'");
     CHECK_EDIT_FAILS("    learning_rate: 0.01\n", "    learning_rate: 0.01\n    beta2: 0\n",
                      "beta2", "spec.optimizer.beta2: expected a number in (0, 1), got '0'");
-    CHECK_EDIT_FAILS("    learning_rate: 0.01\n",
-                     "    learning_rate: 0.01\n    schedule: {type: step, step_size: 10, "
-                     "min_lr: 0}\n",
-                     "schedule",
-                     "spec.optimizer.schedule: unknown key 'min_lr' for step schedule (allowed: "
-                     "type, step_size, gamma)");
+    CHECK_EDIT_FAILS(
+        "    learning_rate: 0.01\n",
+        "    learning_rate: 0.01\n    schedule: {type: step, step_size: 10, "
+        "min_lr: 0}\n",
+        "schedule",
+        "spec.optimizer.schedule.min_lr: unknown key 'min_lr' for step schedule (allowed: "
+        "type, step_size, gamma)");
 }
 
 static void test_err_eval_rules(void) {

@@ -113,9 +113,10 @@ int dt__ymap_get(const dt__yval *m, const char *key, dt__yval *out);
 /* The same, but an absent key is an error "M.KEY: required field missing" at the line of
  * the mapping's declaration. */
 dt_err dt__ymap_require(const dt__yval *m, const char *key, dt__yval *out);
-/* Every key must be a scalar, appear once and be in allowed (NULL-terminated). Otherwise
- * "M: unknown key 'k' for WHAT (allowed: a, b, c)" (" for WHAT" left out when what is NULL),
- * "M: duplicate key 'k'" or "M: keys must be strings", at the key's line. */
+/* Every key must be a scalar, appear once and be in allowed (NULL-terminated). Otherwise,
+ * at the key's line, "M.k: unknown key 'k' for WHAT (allowed: a, b, c)" (" for WHAT" left
+ * out when what is NULL), "M.k: duplicate key 'k' (first at line N)", or "M: a key must be
+ * a plain string, got a list". */
 dt_err dt__ymap_check_keys(const dt__yval *m, const char *const *allowed, const char *what);
 
 /* ---- sequences ---- */

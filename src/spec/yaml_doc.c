@@ -72,7 +72,10 @@ static void path_join(char *dst, const char *parent, const char *sep, const char
         n += sl;
     }
     if (keylen > cap - n) keylen = cap - n;
-    memcpy(dst + n, key, keylen);
+    for (size_t i = 0; i < keylen; i++) { /* keep messages on one printable line */
+        unsigned char c = (unsigned char)key[i];
+        dst[n + i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
     n += keylen;
     dst[n] = '\0';
 }
@@ -408,14 +411,15 @@ dt_err dt__ymap_check_keys(const dt__yval *m, const char *const *allowed, const 
                                  k->type == YAML_MAPPING_NODE ? "a mapping" : "a list");
         const char *ks = (const char *)k->data.scalar.value;
         size_t kl = k->data.scalar.length;
+        dt__yval kv = {.doc = m->doc, .line = node_line(k), .decl_line = node_line(k)};
+        path_join(kv.path, m->path, ".", ks, kl); /* errors name the key's own path */
         quote_text(k->data.scalar.value, kl, q, sizeof q);
         for (int j = 0; j < i; j++) {
             yaml_node_t *o =
                 yaml_document_get_node(&m->doc->doc, m->node->data.mapping.pairs.start[j].key);
             if (o->type == YAML_SCALAR_NODE && o->data.scalar.length == kl &&
                 !memcmp(o->data.scalar.value, ks, kl))
-                return dt__yerr_line(m, node_line(k), "duplicate key %s (first at line %d)", q,
-                                     node_line(o));
+                return dt__yerr(&kv, "duplicate key %s (first at line %d)", q, node_line(o));
         }
         int ok = 0;
         for (const char *const *a = allowed; *a && !ok; a++)
@@ -429,8 +433,8 @@ dt_err dt__ymap_check_keys(const dt__yval *m, const char *const *allowed, const 
             if (w < 0 || (size_t)w >= sizeof list - o) break;
             o += (size_t)w;
         }
-        return dt__yerr_line(m, node_line(k), "unknown key %s%s%s (allowed: %s)", q,
-                             what ? " for " : "", what ? what : "", list);
+        return dt__yerr(&kv, "unknown key %s%s%s (allowed: %s)", q, what ? " for " : "",
+                        what ? what : "", list);
     }
     return DT_OK;
 }
