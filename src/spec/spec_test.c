@@ -332,6 +332,25 @@ static void test_examples_load(void) {
     dt_spec_free(sp);
 }
 
+/* The example in docs/SPEC.md is a valid spec. */
+static void test_doc_example_loads(void) {
+    static char doc[65536];
+    FILE *f = fopen(DT_SOURCE_DIR "/docs/SPEC.md", "rb");
+    DT_CHECK(f != NULL);
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    char *start = strstr(doc, "```yaml\n");
+    DT_CHECK(start != NULL);
+    start += strlen("```yaml\n");
+    char *end = strstr(start, "```");
+    DT_CHECK(end != NULL);
+    dt_spec *sp = NULL;
+    DT_CHECK_OK(dt_spec_parse(&sp, start, (size_t)(end - start), "SPEC.md"));
+    DT_CHECK(!strcmp(sp->name, "fashion-mnist-mlp") && sp->nlayers == 4);
+    dt_spec_free(sp);
+}
+
 /* dt_spec_load resolves relative paths against the spec's directory, keeps absolute ones;
  * dt_spec_parse keeps both as written. */
 static void test_relative_paths(void) {
@@ -957,9 +976,10 @@ static void test_yaml_doc_scalars(void) {
 }
 
 DT_TEST_MAIN(DT_T(test_base_fixture), DT_T(test_defaults), DT_T(test_every_field),
-             DT_T(test_optimizer_variants), DT_T(test_examples_load), DT_T(test_relative_paths),
-             DT_T(test_yaml_forms), DT_T(test_err_unknown_keys), DT_T(test_err_wrong_types),
-             DT_T(test_err_missing_fields), DT_T(test_err_bad_values), DT_T(test_err_names),
-             DT_T(test_err_structure), DT_T(test_err_optimizer_rules), DT_T(test_err_eval_rules),
-             DT_T(test_err_files), DT_T(test_fuzz_prefixes_and_mutations),
-             DT_T(test_deep_and_large), DT_T(test_yaml_doc_stream), DT_T(test_yaml_doc_scalars))
+             DT_T(test_optimizer_variants), DT_T(test_examples_load), DT_T(test_doc_example_loads),
+             DT_T(test_relative_paths), DT_T(test_yaml_forms), DT_T(test_err_unknown_keys),
+             DT_T(test_err_wrong_types), DT_T(test_err_missing_fields), DT_T(test_err_bad_values),
+             DT_T(test_err_names), DT_T(test_err_structure), DT_T(test_err_optimizer_rules),
+             DT_T(test_err_eval_rules), DT_T(test_err_files),
+             DT_T(test_fuzz_prefixes_and_mutations), DT_T(test_deep_and_large),
+             DT_T(test_yaml_doc_stream), DT_T(test_yaml_doc_scalars))
