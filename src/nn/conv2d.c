@@ -8,9 +8,9 @@
  * Then y = col * W + b, one GEMM.
  *
  * Work split: every pool thread takes its own whole samples (dt_split over the batch) and
- * walks their pixel rows in chunks of at most chunk_rows rows: im2col of the chunk into the
- * thread's slice of scratch, one dt__gemm_st straight into y, then bias and the fused
- * activation while the tile is still in cache. Chunks may straddle samples. Keeping whole
+ * walks their pixel rows in chunks: im2col of the chunk into the thread's column buffer,
+ * the bias copied into the chunk's rows of y, one dt__gemm_st accumulating onto it, then
+ * the fused activation while the tile is still in cache. Chunks may straddle samples. Keeping whole
  * samples per thread means dx (scatter-add of overlapping patches) needs no locking.
  *
  * Backward, per chunk: dy becomes dz = dy * act'(y) in place (allowed by the contract);
@@ -23,8 +23,9 @@
  *
  * A 1x1 kernel with stride 1 needs no im2col: x itself is the column matrix.
  *
- * Scratch per thread slot: chunk_rows * K (columns) + K * F (dW partial) + F (db partial),
- * rounded to cache lines; slots = min(max_batch, DT_LAYER_MAX_THREADS).
+ * Scratch (scratch_floats does not know the pool size): column buffers for COL_THREADS full
+ * chunks, which a larger pool splits into smaller chunks, then one K * F + F partial sum per
+ * thread beyond the first, for up to min(max_batch, DT_LAYER_MAX_THREADS) threads.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -35,10 +36,14 @@
 #include "nn/layer-impl.h"
 #include "nn/window-impl.h"
 
-/* Target size of one thread's column buffer, in floats. Large enough that each GEMM call
- * amortizes BLAS packing of the kernel, small enough to stay near the core. Not const so
- * that tests can shrink it to exercise chunk boundaries (set it before setup). */
-int64_t dt__conv2d_col_floats = 64 * 1024;
+/* Target size of one thread's column buffer, in floats: large enough that each GEMM call
+ * amortizes BLAS packing of the kernel and runs long. Not const so that tests can shrink it
+ * to exercise chunk boundaries (set it before setup). */
+int64_t dt__conv2d_col_floats = 192 * 1024;
+
+/* Column buffers are sized in full for this many threads; a larger pool splits the same
+ * budget into smaller chunks (scratch_floats does not know the pool size). */
+#define COL_THREADS 4
 
 typedef struct conv_geom {
     int64_t h, w, c;  /* input */
@@ -82,21 +87,28 @@ static void conv_geometry(const dt__layer *l, conv_geom *g) {
     g->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1;
 }
 
-static int64_t chunk_rows(const conv_geom *g, int64_t batch) {
-    int64_t rows = max64(dt__conv2d_col_floats / g->k, 1);
-    return min64(rows, batch * g->ohow);
+/* Rows of one chunk at most. */
+static int64_t chunk_cap(const conv_geom *g) {
+    return max64(dt__conv2d_col_floats / g->k, 1);
 }
 
+/* Threads that can take samples of a batch. */
 static int64_t slot_count(int64_t batch) {
     return min64(batch, DT_LAYER_MAX_THREADS);
 }
 
-static int64_t col_floats(const conv_geom *g, int64_t batch) {
-    return g->direct ? 0 : round_up16(chunk_rows(g, batch) * g->k);
+/* Floats of column buffers for a batch, shared by the threads: room for COL_THREADS full
+ * chunks (or the whole batch, if less) and at least one row per slot. Non-decreasing in
+ * batch, so that a smaller batch fits in scratch sized for the largest. */
+static int64_t col_budget(const conv_geom *g, int64_t batch) {
+    if (g->direct) return 0;
+    int64_t rows = min64(batch * g->ohow, COL_THREADS * chunk_cap(g));
+    return max64(round_up16(rows * g->k), slot_count(batch) * round_up16(g->k));
 }
 
-static int64_t slot_floats(const conv_geom *g, int64_t batch) {
-    return col_floats(g, batch) + round_up16(g->k * g->f) + round_up16(g->f);
+/* Floats of one thread's dW and db partial sums. */
+static int64_t partial_floats(const conv_geom *g) {
+    return round_up16(g->k * g->f) + round_up16(g->f);
 }
 
 static dt_err conv_setup(dt__layer *l) {
@@ -161,10 +173,13 @@ static dt_err conv_setup(dt__layer *l) {
     return DT_OK;
 }
 
+/* Scratch: [column buffers: col_budget] [partials of threads 1..slots-1] (thread 0 sums
+ * straight into the gradients). */
 static int64_t conv_scratch_floats(const dt__layer *l, int64_t batch) {
+    if (batch <= 0) return 0;
     conv_geom g;
     conv_geometry(l, &g);
-    return slot_count(batch) * slot_floats(&g, batch);
+    return col_budget(&g, batch) + (slot_count(batch) - 1) * partial_floats(&g);
 }
 
 /* Rows [r, r + m) of the column matrix of x into col (m x K, row-major). */
@@ -236,21 +251,25 @@ struct conv_job {
     const dt__layer *l;
     const dt__layer_step *s;
     conv_geom g;
-    int64_t rows;      /* chunk rows */
-    int64_t slot;      /* floats per thread slot */
-    int64_t col;       /* floats of the column buffer within a slot */
-    int nslots;        /* threads taking samples: min(pool size, batch, max threads) */
+    int nslots;      /* threads taking samples: min(pool size, batch, max threads) */
+    int64_t rows;    /* rows per chunk */
+    int64_t col;     /* floats of one thread's column buffer */
+    float *partials; /* partial sums of thread t >= 1 at partials + (t - 1) * partial */
+    int64_t partial;
 };
 
 static void conv_job_init(struct conv_job *j, const dt__layer *l, const dt__layer_step *s) {
     j->l = l;
     j->s = s;
     conv_geometry(l, &j->g);
-    /* Scratch was sized for the model's max batch; a smaller batch needs no more. */
-    j->rows = chunk_rows(&j->g, s->batch);
-    j->col = col_floats(&j->g, s->batch);
-    j->slot = slot_floats(&j->g, s->batch);
     j->nslots = (int)min64(min64(dt_pool_size(s->pool), s->batch), DT_LAYER_MAX_THREADS);
+    /* Scratch was sized for the model's max batch; every size below is non-decreasing in
+     * batch, so a smaller batch fits. */
+    int64_t budget = col_budget(&j->g, s->batch);
+    j->col = j->nslots ? budget / j->nslots / 16 * 16 : 0;
+    j->rows = j->g.direct ? chunk_cap(&j->g) : min64(j->col / j->g.k, chunk_cap(&j->g));
+    j->partials = s->scratch + budget;
+    j->partial = partial_floats(&j->g);
 }
 
 static void conv_forward_kernel(void *arg, int ith, int nth) {
@@ -258,13 +277,13 @@ static void conv_forward_kernel(void *arg, int ith, int nth) {
     const conv_geom *g = &j->g;
     const dt__layer_step *s = j->s;
     const dt__layer *l = j->l;
+    (void)nth;
     if (ith >= j->nslots) return;
     int64_t n0, n1;
     dt_split(s->batch, ith, j->nslots, &n0, &n1);
-    (void)nth;
     const float *w = l->params[0].value.data;
     const float *b = l->nparams > 1 ? l->params[1].value.data : NULL;
-    float *col = s->scratch + ith * j->slot;
+    float *col = s->scratch + ith * j->col;
     const int64_t f = g->f, r1 = n1 * g->ohow;
     for (int64_t r = n0 * g->ohow; r < r1; r += j->rows) {
         int64_t m = min64(j->rows, r1 - r);
@@ -274,10 +293,10 @@ static void conv_forward_kernel(void *arg, int ith, int nth) {
             a = s->x.data + r * g->c;
         else
             im2col(g, s->x.data, r, m, col);
-        dt__gemm_st(0, 0, m, f, g->k, 1.0f, a, g->k, w, f, 0.0f, y, f);
+        /* the bias goes in first, so that the GEMM accumulates onto it (beta = 1) */
         if (b)
-            for (int64_t i = 0; i < m; i++)
-                for (int64_t o = 0; o < f; o++) y[i * f + o] += b[o];
+            for (int64_t i = 0; i < m; i++) memcpy(y + i * f, b, (size_t)f * sizeof *y);
+        dt__gemm_st(0, 0, m, f, g->k, 1.0f, a, g->k, w, f, b ? 1.0f : 0.0f, y, f);
         if (l->conf.activation != DT_ACT_NONE) dt__act_forward(NULL, l->conf.activation, y, m, f);
     }
 }
@@ -297,14 +316,13 @@ static void conv_backward_kernel(void *arg, int ith, int nth) {
     if (ith >= j->nslots) return;
     int64_t n0, n1;
     dt_split(s->batch, ith, j->nslots, &n0, &n1);
-    (void)nth;
     const float *w = l->params[0].value.data;
-    float *slot = s->scratch + ith * j->slot;
-    float *col = slot;
-    float *dw = ith == 0 ? l->params[0].grad.data : slot + j->col;
-    float *db = l->nparams < 2                ? NULL
-                : ith == 0                    ? l->params[1].grad.data
-                                              : slot + j->col + round_up16(g->k * g->f);
+    float *col = s->scratch + ith * j->col;
+    float *part = ith > 0 ? j->partials + (ith - 1) * j->partial : NULL;
+    float *dw = ith == 0 ? l->params[0].grad.data : part;
+    float *db = l->nparams < 2 ? NULL
+                : ith == 0     ? l->params[1].grad.data
+                               : part + round_up16(g->k * g->f);
     const int64_t f = g->f, k = g->k, r0 = n0 * g->ohow, r1 = n1 * g->ohow;
     const int64_t sample = g->h * g->w * g->c;
     float *dx = s->dx.data;
@@ -341,12 +359,12 @@ static void conv_reduce_kernel(void *arg, int ith, int nth) {
     const conv_geom *g = &j->g;
     for (int p = 0; p < l->nparams; p++) {
         int64_t len = p == 0 ? g->k * g->f : g->f;
-        int64_t off = j->col + (p == 0 ? 0 : round_up16(g->k * g->f));
+        int64_t off = p == 0 ? 0 : round_up16(g->k * g->f);
         float *grad = l->params[p].grad.data;
         int64_t lo, hi;
         dt_split(len, ith, nth, &lo, &hi);
         for (int t = 1; t < j->nslots; t++) {
-            const float *part = j->s->scratch + t * j->slot + off;
+            const float *part = j->partials + (t - 1) * j->partial + off;
             for (int64_t i = lo; i < hi; i++) grad[i] += part[i];
         }
     }

@@ -579,6 +579,7 @@ static void test_threads_agree(void) {
         {conv_conf(6, 1, 1, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(5, 5, 3), 5, 2, 0},
         {pool_conf(3, 3, 2, 2, DT_PADDING_SAME), shape3(7, 6, 3), 5, 5, 0},
         {pool_conf(2, 2, 1, 1, DT_PADDING_VALID), shape3(5, 5, 2), 3, 2, 0},
+        {pool_conf(2, 2, 2, 2, DT_PADDING_SAME), shape3(7, 8, 12), 5, 5, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dt__conv2d_col_floats = cases[i].col_floats ? cases[i].col_floats : saved;
@@ -680,6 +681,61 @@ static void test_maxpool_overlapping_windows_accumulate(void) {
     DT_CHECK(ok);
 }
 
+/* Naive max pooling with first-max ties and its scatter-add backward, against the layer:
+ * covers the vector paths (8 channels at a time), their remainders, and both backward
+ * paths (windows tiling the input, and overlapping or gapped windows). */
+static void test_maxpool_matches_reference(void) {
+    static const int64_t cases[][8] = {
+        /* h, w, c, kh, kw, sh, sw, pad */
+        {8, 8, 8, 2, 2, 2, 2, 0},  {7, 9, 11, 2, 2, 2, 2, 1}, {7, 7, 16, 3, 3, 2, 2, 1},
+        {9, 6, 19, 3, 2, 3, 2, 0}, {6, 6, 9, 2, 2, 3, 3, 0},  {5, 7, 8, 3, 3, 1, 1, 1},
+        {28, 28, 32, 2, 2, 2, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t *q = cases[i];
+        harness h;
+        dt_layer_conf p = pool_conf(q[3], q[4], q[5], q[6], (dt_padding)q[7]);
+        DT_CHECK_OK(harness_init(&h, &dt__maxpool2d_ops, &p, shape3(q[0], q[1], q[2]), 2));
+        dt_rng r;
+        dt_rng_seed(&r, 70 + i);
+        /* values from a small set, so that windows hold ties */
+        for (int64_t e = 0; e < h.batch * h.nin; e++)
+            h.x[e] = (float)dt_rng_below(&r, 9) - 4.0f;
+        fill_uniform(h.dy, h.batch * h.nout, &r, -1, 1);
+        harness_forward(&h, NULL);
+        harness_backward(&h, NULL, 1);
+        int64_t H = q[0], W = q[1], C = q[2], OH = h.l.out.dim[0], OW = h.l.out.dim[1];
+        int64_t pt = 0, pl = 0;
+        if (q[7]) {
+            int64_t th = (OH - 1) * q[5] + q[3] - H, tw = (OW - 1) * q[6] + q[4] - W;
+            pt = th > 0 ? th / 2 : 0;
+            pl = tw > 0 ? tw / 2 : 0;
+        }
+        double *dx = calloc((size_t)(h.batch * h.nin), sizeof *dx);
+        int ok = 1;
+        for (int64_t n = 0; n < h.batch; n++)
+            for (int64_t a = 0; a < OH; a++)
+                for (int64_t b = 0; b < OW; b++)
+                    for (int64_t ch = 0; ch < C; ch++) {
+                        int64_t best = -1;
+                        for (int64_t u = 0; u < q[3]; u++)
+                            for (int64_t v = 0; v < q[4]; v++) {
+                                int64_t y = a * q[5] - pt + u, x = b * q[6] - pl + v;
+                                if (y < 0 || y >= H || x < 0 || x >= W) continue;
+                                int64_t e = ((n * H + y) * W + x) * C + ch;
+                                if (best < 0 || h.x[e] > h.x[best]) best = e;
+                            }
+                        int64_t o = ((n * OH + a) * OW + b) * C + ch;
+                        ok &= best >= 0 && h.y[o] == h.x[best];
+                        if (best >= 0) dx[best] += h.dy[o];
+                    }
+        for (int64_t e = 0; e < h.batch * h.nin; e++) ok &= fabs(dx[e] - h.dx[e]) < 1e-6;
+        free(dx);
+        harness_free(&h);
+        if (!ok) DT_FAIL("case %zu differs from the reference", i);
+    }
+}
+
 static void test_maxpool_gradcheck(void) {
     static const int64_t cases[][8] = {
         /* h, w, c, kh, kw, sh, sw, pad */
@@ -687,6 +743,7 @@ static void test_maxpool_gradcheck(void) {
         {7, 5, 2, 3, 3, 2, 2, 1},
         {5, 6, 2, 2, 3, 1, 2, 0},
         {5, 5, 1, 3, 2, 3, 1, 1},
+        {6, 6, 10, 2, 2, 2, 2, 0},
     };
     dt_pool *pool = NULL;
     DT_CHECK_OK(dt_pool_init(&pool, 2));
@@ -790,5 +847,6 @@ DT_TEST_MAIN(DT_T(test_conv_forward_hand), DT_T(test_conv_forward_same_3x3_pads_
              DT_T(test_conv_forward_matches_reference), DT_T(test_conv_gradcheck),
              DT_T(test_conv_first_layer_skips_dx), DT_T(test_threads_agree),
              DT_T(test_maxpool_hand), DT_T(test_maxpool_same_padding_never_wins),
-             DT_T(test_maxpool_overlapping_windows_accumulate), DT_T(test_maxpool_gradcheck),
+             DT_T(test_maxpool_overlapping_windows_accumulate),
+             DT_T(test_maxpool_matches_reference), DT_T(test_maxpool_gradcheck),
              DT_T(test_conv_setup_errors), DT_T(test_maxpool_setup_errors))
