@@ -14,8 +14,10 @@
 #include "nn/layer-impl.h"
 #include "testing/dt_test.h"
 
-/* conv2d.c: the column-buffer size per thread, in floats (shrunk here to force chunking). */
+/* conv2d.c: the column-buffer size per thread, in floats (shrunk here to force chunking),
+ * and the largest kernel (taps) that takes the small-K path (0 here to force GEMM). */
 extern int64_t dt__conv2d_col_floats;
+extern int64_t dt__conv2d_small_k;
 
 typedef struct harness {
     dt__layer l;
@@ -346,6 +348,9 @@ static void test_conv_forward_matches_reference(void) {
         {9, 8, 4, 2, 4, 3, 2, 3, 0, 1}, {5, 5, 1, 6, 5, 5, 1, 1, 1, 0},
         {6, 6, 3, 2, 1, 1, 1, 1, 0, 1}, {7, 5, 2, 3, 1, 1, 2, 2, 1, 0},
         {4, 4, 2, 2, 6, 6, 1, 1, 1, 0}, {11, 13, 5, 7, 5, 3, 3, 2, 1, 1},
+        /* the small-K path: F a multiple of 8, few taps */
+        {9, 10, 1, 8, 5, 5, 1, 1, 1, 1}, {8, 7, 3, 16, 3, 3, 2, 2, 1, 0},
+        {6, 5, 2, 40, 2, 2, 1, 1, 0, 1}, {7, 8, 1, 24, 3, 4, 2, 3, 0, 0},
     };
     int64_t saved = dt__conv2d_col_floats;
     for (int small = 0; small < 2; small++) {
@@ -473,6 +478,9 @@ static void test_conv_gradcheck(void) {
         {4, 3, 3, 4, 1, 1, 1, 1, 0, 1, 0, 2}, /* 1x1 stride 1: the direct path */
         {5, 5, 2, 3, 1, 1, 2, 2, 1, 0, 0, 2}, /* 1x1 stride 2 */
         {6, 6, 4, 3, 4, 4, 1, 1, 1, 0, 0, 1}, /* even kernel, same: asymmetric padding */
+        {7, 7, 1, 8, 5, 5, 1, 1, 1, 1, 0, 2}, /* small-K path: C=1, 5x5 same, relu */
+        {6, 7, 3, 16, 3, 3, 2, 2, 1, 0, 0, 2}, /* small-K path, stride 2 */
+        {5, 5, 2, 40, 2, 2, 1, 1, 0, 1, 1, 1}, /* small-K path, F = 32 + 8, no bias */
     };
     int64_t saved = dt__conv2d_col_floats;
     dt_pool *pool = NULL;
@@ -563,6 +571,44 @@ static int64_t run_threads(const dt_layer_conf *c, dt_shape in, int64_t max_batc
     return k;
 }
 
+/* The small-K kernels and the im2col + GEMM path give the same results (y, dx, dW, db), up
+ * to float summation order. */
+static void test_conv_small_path_matches_gemm(void) {
+    enum { MAXN = 200000 };
+    float *a = malloc(MAXN * sizeof *a), *b = malloc(MAXN * sizeof *b);
+    int64_t saved = dt__conv2d_small_k;
+    struct {
+        dt_layer_conf c;
+        dt_shape in;
+        int nth;
+    } cases[] = {
+        {conv_conf(32, 5, 5, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(28, 28, 1), 0},
+        {conv_conf(32, 5, 5, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(28, 28, 1), 2},
+        {conv_conf(16, 3, 3, 2, 2, DT_PADDING_SAME, DT_ACT_NONE), shape3(11, 10, 3), 2},
+        {conv_conf(48, 3, 2, 1, 2, DT_PADDING_VALID, DT_ACT_RELU), shape3(9, 8, 2), 0},
+        {conv_conf(8, 4, 4, 3, 3, DT_PADDING_SAME, DT_ACT_NONE), shape3(10, 10, 4), 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dt__conv2d_small_k = saved;
+        int64_t na = run_threads(&cases[i].c, cases[i].in, 5, 5, cases[i].nth, a);
+        dt__conv2d_small_k = 0;
+        int64_t nb = run_threads(&cases[i].c, cases[i].in, 5, 5, cases[i].nth, b);
+        dt__conv2d_small_k = saved;
+        double worst = 0;
+        for (int64_t e = 0; na == nb && na > 0 && e < na; e++)
+            worst = fmax(worst, fabs((double)a[e] - b[e]) / fmax(1.0, fabs((double)b[e])));
+        /* relative: dW sums thousands of terms in a different order on the two paths */
+        if (na < 0 || na != nb || na > MAXN || worst > 1e-4) {
+            free(a);
+            free(b);
+            DT_FAIL("case %zu: sizes %lld, %lld, differ by %g", i, (long long)na, (long long)nb,
+                    worst);
+        }
+    }
+    free(a);
+    free(b);
+}
+
 static void test_threads_agree(void) {
     enum { MAXN = 200000 };
     float *a = malloc(MAXN * sizeof *a), *b = malloc(MAXN * sizeof *b);
@@ -577,6 +623,8 @@ static void test_threads_agree(void) {
         {conv_conf(5, 3, 3, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(6, 7, 3), 7, 4, 100},
         {conv_conf(4, 5, 5, 2, 2, DT_PADDING_VALID, DT_ACT_NONE), shape3(11, 9, 2), 9, 9, 0},
         {conv_conf(6, 1, 1, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(5, 5, 3), 5, 2, 0},
+        {conv_conf(16, 3, 3, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(6, 7, 1), 7, 7, 0},
+        {conv_conf(40, 2, 3, 2, 1, DT_PADDING_VALID, DT_ACT_NONE), shape3(7, 7, 2), 7, 3, 40},
         {pool_conf(3, 3, 2, 2, DT_PADDING_SAME), shape3(7, 6, 3), 5, 5, 0},
         {pool_conf(2, 2, 1, 1, DT_PADDING_VALID), shape3(5, 5, 2), 3, 2, 0},
         {pool_conf(2, 2, 2, 2, DT_PADDING_SAME), shape3(7, 8, 12), 5, 5, 0},
@@ -845,7 +893,8 @@ DT_TEST_MAIN(DT_T(test_conv_forward_hand), DT_T(test_conv_forward_same_3x3_pads_
              DT_T(test_conv_relu_and_channels_hand), DT_T(test_conv_backward_hand),
              DT_T(test_output_shapes), DT_T(test_conv_params_declared),
              DT_T(test_conv_forward_matches_reference), DT_T(test_conv_gradcheck),
-             DT_T(test_conv_first_layer_skips_dx), DT_T(test_threads_agree),
+             DT_T(test_conv_first_layer_skips_dx), DT_T(test_conv_small_path_matches_gemm),
+             DT_T(test_threads_agree),
              DT_T(test_maxpool_hand), DT_T(test_maxpool_same_padding_never_wins),
              DT_T(test_maxpool_overlapping_windows_accumulate),
              DT_T(test_maxpool_matches_reference), DT_T(test_maxpool_gradcheck),
