@@ -24,6 +24,9 @@
 #include "dtrain/nn.h"
 
 #define DT_LAYER_MAX_PARAMS 2
+/* Layers that keep per-thread partial results in scratch (conv2d's weight gradient) size
+ * it for at most this many threads; threads of a larger pool beyond it sit idle. */
+#define DT_LAYER_MAX_THREADS 64
 
 typedef struct dt__layer dt__layer;
 
