@@ -1,7 +1,8 @@
 /*
  * conv_bench.c - time the conv2d/maxpool2d layers of the Fashion-MNIST CNN (not a test).
  *
- *     conv_bench [iterations] [col_floats]      (DT_BENCH_CPU=1: CPU time, not wall time)
+ *     conv_bench [iterations] [col_floats]
+ *     DT_BENCH_CPU=1: CPU time, not wall time; DT_BENCH_DIRECT=0: im2col + GEMM only
  *
  * For batches of 64: conv 5x5x32 same + relu on 28x28x1 (the first layer: no dx), maxpool
  * 2, conv 5x5x64 same + relu on 14x14x32, maxpool 2; forward and backward through the ops
@@ -20,6 +21,7 @@
 #include "nn/layer-impl.h"
 
 extern int64_t dt__conv2d_col_floats;
+extern int dt__conv2d_direct;
 
 enum { BATCH = 64 };
 
@@ -115,6 +117,8 @@ int main(int argc, char **argv) {
     if (argc > 2) dt__conv2d_col_floats = atoll(argv[2]);
     /* DT_BENCH_CPU=1: process CPU time instead of wall time (on a busy machine, 1 thread) */
     if (getenv("DT_BENCH_CPU")) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+    /* DT_BENCH_DIRECT=0: im2col + GEMM only, no direct kernels */
+    if (getenv("DT_BENCH_DIRECT")) dt__conv2d_direct = atoi(getenv("DT_BENCH_DIRECT"));
     if (iters < 1) iters = 1;
     dt_rng r;
     dt_rng_seed(&r, 1);
