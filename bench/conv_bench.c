@@ -136,8 +136,15 @@ int main(int argc, char **argv) {
                dt_shape_make(3, (int64_t[]){14, 14, 32}), 0, &r);
     layer_init(&layers[3], "pool2", &dt__maxpool2d_ops, p,
                dt_shape_make(3, (int64_t[]){14, 14, 64}), 0, &r);
-    printf("%s, batch %d, %d iterations, column buffer %lld floats per thread\n",
-           dt__blas_name(), BATCH, iters, (long long)dt__conv2d_col_floats);
+    printf("%s, batch %d, %d iterations, %s, column buffer %lld floats per thread\n",
+           dt__blas_name(), BATCH, iters, dt__conv2d_direct ? "direct kernels" : "GEMM only",
+           (long long)dt__conv2d_col_floats);
+    for (int i = 0; i < 4; i++) {
+        const dt__layer_ops *o = layers[i].l.ops;
+        printf("%-5s scratch %.2f MB, state %.2f MB\n", layers[i].label,
+               (o->scratch_floats ? o->scratch_floats(&layers[i].l, BATCH) : 0) * 4e-6,
+               (o->state_floats ? o->state_floats(&layers[i].l, BATCH) : 0) * 4e-6);
+    }
     for (int nth = 1; nth <= 2; nth++) {
         dt_pool *pool = NULL;
         if (dt_pool_init(&pool, nth)) {

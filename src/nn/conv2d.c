@@ -495,8 +495,8 @@ struct conv_job {
     float *cols;           /* thread t's column buffer at cols + t * col */
     float *pads, *dzpads;  /* thread t's padded sample / dz at + t * pad / dzpad */
     int64_t pad, dzpad;
-    const int32_t *off;    /* tap offsets into a padded sample (direct) */
-    const int32_t *offd;   /* tap offsets into a padded dz (direct_dx) */
+    int32_t *off;          /* tap offsets into a padded sample (direct) */
+    int32_t *offd;         /* tap offsets into a padded dz (direct_dx) */
     float *wflip;          /* the flipped kernel [kh, kw, F, C] (direct_dx) */
     float *partials;       /* partial sums of thread t >= 1 at partials + (t - 1) * partial */
     int64_t partial;
@@ -523,11 +523,11 @@ static void conv_job_init(struct conv_job *j, const dt__layer *l, const dt__laye
     j->dzpads = j->pads + slots * j->pad;
     float *shared = j->dzpads + slots * j->dzpad;
     if (g->direct) {
-        j->off = (const int32_t *)(void *)shared;
+        j->off = (int32_t *)(void *)shared;
         shared += round_up16(g->k);
     }
     if (g->direct_dx) {
-        j->offd = (const int32_t *)(void *)shared;
+        j->offd = (int32_t *)(void *)shared;
         shared += round_up16(j->gd.k);
         j->wflip = shared;
         shared += round_up16(g->k * g->f);
@@ -579,7 +579,7 @@ static void conv_forward_kernel(void *arg, int ith, int nth) {
 static void conv_forward(dt__layer *l, dt__layer_step *s) {
     struct conv_job j;
     conv_job_init(&j, l, s);
-    if (j.g.direct) tap_offsets(&j.g, (int32_t *)(void *)j.off);
+    if (j.g.direct) tap_offsets(&j.g, j.off);
     dt__blas_init();
     dt_pool_run(s->pool, conv_forward_kernel, &j);
 }
@@ -704,9 +704,9 @@ static void conv_backward(dt__layer *l, dt__layer_step *s) {
         return;
     }
     const conv_geom *g = &j.g;
-    if (g->direct) tap_offsets(g, (int32_t *)(void *)j.off);
+    if (g->direct) tap_offsets(g, j.off);
     if (g->direct_dx && s->dx.data) {
-        tap_offsets(&j.gd, (int32_t *)(void *)j.offd);
+        tap_offsets(&j.gd, j.offd);
         /* wflip[ki][kj][f][c] = W[kh-1-ki][kw-1-kj][c][f] */
         const float *w = l->params[0].value.data;
         for (int64_t ki = 0; ki < g->kh; ki++)
