@@ -1,7 +1,8 @@
 /*
  * conv_bench.c - time the conv2d/maxpool2d layers of the Fashion-MNIST CNN (not a test).
  *
- *     conv_bench [iterations] [col_floats]      (DT_BENCH_CPU=1: CPU time, not wall time)
+ *     conv_bench [iterations] [col_floats]
+ *     DT_BENCH_CPU=1: CPU time, not wall time; DT_BENCH_DIRECT=0: im2col + GEMM only
  *
  * For batches of 64: conv 5x5x32 same + relu on 28x28x1 (the first layer: no dx), maxpool
  * 2, conv 5x5x64 same + relu on 14x14x32, maxpool 2; forward and backward through the ops
@@ -20,6 +21,7 @@
 #include "nn/layer-impl.h"
 
 extern int64_t dt__conv2d_col_floats;
+extern int dt__conv2d_direct;
 
 enum { BATCH = 64 };
 
@@ -115,6 +117,8 @@ int main(int argc, char **argv) {
     if (argc > 2) dt__conv2d_col_floats = atoll(argv[2]);
     /* DT_BENCH_CPU=1: process CPU time instead of wall time (on a busy machine, 1 thread) */
     if (getenv("DT_BENCH_CPU")) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+    /* DT_BENCH_DIRECT=0: im2col + GEMM only, no direct kernels */
+    if (getenv("DT_BENCH_DIRECT")) dt__conv2d_direct = atoi(getenv("DT_BENCH_DIRECT"));
     if (iters < 1) iters = 1;
     dt_rng r;
     dt_rng_seed(&r, 1);
@@ -132,8 +136,15 @@ int main(int argc, char **argv) {
                dt_shape_make(3, (int64_t[]){14, 14, 32}), 0, &r);
     layer_init(&layers[3], "pool2", &dt__maxpool2d_ops, p,
                dt_shape_make(3, (int64_t[]){14, 14, 64}), 0, &r);
-    printf("%s, batch %d, %d iterations, column buffer %lld floats per thread\n",
-           dt__blas_name(), BATCH, iters, (long long)dt__conv2d_col_floats);
+    printf("%s, batch %d, %d iterations, %s, column buffer %lld floats per thread\n",
+           dt__blas_name(), BATCH, iters, dt__conv2d_direct ? "direct kernels" : "GEMM only",
+           (long long)dt__conv2d_col_floats);
+    for (int i = 0; i < 4; i++) {
+        const dt__layer_ops *o = layers[i].l.ops;
+        printf("%-5s scratch %.2f MB, state %.2f MB\n", layers[i].label,
+               (o->scratch_floats ? o->scratch_floats(&layers[i].l, BATCH) : 0) * 4e-6,
+               (o->state_floats ? o->state_floats(&layers[i].l, BATCH) : 0) * 4e-6);
+    }
     for (int nth = 1; nth <= 2; nth++) {
         dt_pool *pool = NULL;
         if (dt_pool_init(&pool, nth)) {

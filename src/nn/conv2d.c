@@ -1,31 +1,39 @@
 /*
- * conv2d.c - 2-D convolution over NHWC batches, as im2col + single-threaded GEMM per thread.
+ * conv2d.c - 2-D convolution over NHWC batches: direct AVX2 kernels, or im2col + GEMM.
  *
- * Design: x is {N, H, W, C}, the kernel [kh, kw, C, F] (HWIO, so that it is already the
- * [K = kh*kw*C, F] matrix of an im2col product) and y {N, OH, OW, F}. The rows of y
- * (N*OH*OW of them, F wide) are the output pixels; row r of the column matrix holds the
- * kh x kw x C input patch of pixel r in kernel order, zeros where it hangs over the padding.
- * Then y = col * W + b, one GEMM.
+ * Layouts: x is {N, H, W, C}, the kernel [kh, kw, C, F] (HWIO, which is already the
+ * [K = kh*kw*C, F] matrix of an im2col product), y {N, OH, OW, F}. The rows of y (N*OH*OW,
+ * F wide) are the output pixels, and every tap t = (ki, kj, c) of the kernel is a row of W.
  *
- * Work split: every pool thread takes its own whole samples (dt_split over the batch) and
- * walks their pixel rows in chunks: im2col of the chunk into the thread's column buffer,
- * the bias copied into the chunk's rows of y, one dt__gemm_st accumulating onto it, then
- * the fused activation while the tile is still in cache. Chunks may straddle samples. Keeping whole
- * samples per thread means dx (scatter-add of overlapping patches) needs no locking.
+ * Work split: every pool thread takes its own whole samples (dt_split over the batch), so
+ * that dx (overlapping patches) needs no locking. dW and db need a sum over all samples:
+ * thread 0 accumulates straight into the gradients, thread t > 0 into its own partial in
+ * scratch, and a second pool pass adds partials 1..n-1 in that fixed order (deterministic
+ * for a given thread count).
  *
- * Backward, per chunk: dy becomes dz = dy * act'(y) in place (allowed by the contract);
- * db += column sums of dz; im2col again (cheaper than keeping N*OH*OW*K floats of state)
- * and dW += col^T dz; then, unless this is the first layer (dx.data == NULL), dcol = dz W^T
- * into the same column buffer and col2im scatter-adds it into dx. dW and db need a sum over
- * all samples: thread 0 accumulates straight into the gradients, thread t > 0 into its own
- * partial in scratch, and a second pool pass adds the partials 1..n-1 in that fixed order
- * (so results are deterministic for a given thread count).
+ * Direct path (AVX2 + FMA, F a multiple of 8, the usual case): each sample is copied once
+ * into a zero-padded buffer (so that no tap needs a bounds check), tap t becomes an offset
+ * off[t] into it, and register-blocked kernels compute
+ *   forward  y[p][f]  = b[f] + sum_t pad[base(p) + off[t]] * W[t][f]  (6 pixels x 16 filters)
+ *   dW       dW[t][f] += sum_p pad[base(p) + off[t]] * dz[p][f]      (6 taps x 16 filters)
+ * each with 12 accumulators in registers, the other operand broadcast from the padded
+ * sample: no im2col matrix, no BLAS packing. Forward walks the taps in blocks that keep
+ * their rows of W in L1. With stride 1 and C a multiple of 8, dx is the same forward kernel
+ * run on dz padded by (k - 1 - pad) with the kernel flipped and transposed ([kh, kw, F, C]),
+ * written straight into dx. This beats OpenBLAS on these shapes (see bench/conv_bench.c).
  *
- * A 1x1 kernel with stride 1 needs no im2col: x itself is the column matrix.
+ * GEMM path (everything else): the pixel rows are walked in chunks: im2col of the chunk
+ * into the thread's column buffer, the bias copied into the chunk's rows of y, one
+ * single-threaded GEMM accumulating onto it, the activation while the tile is in cache.
+ * Backward per chunk: dz = dy * act'(y) in place, db, im2col again (cheaper than keeping
+ * N*OH*OW*K floats) and dW += col^T dz; dx (unless direct, or the first layer, whose
+ * dx.data is NULL) as dcol = dz W^T into the same buffer, scattered back by col2im. A 1x1
+ * kernel with stride 1 needs no im2col: x is the column matrix.
  *
- * Scratch (scratch_floats does not know the pool size): column buffers for COL_THREADS full
- * chunks, which a larger pool splits into smaller chunks, then one K * F + F partial sum per
- * thread beyond the first, for up to min(max_batch, DT_LAYER_MAX_THREADS) threads.
+ * Scratch (scratch_floats knows the batch but not the pool size): column buffers for
+ * COL_THREADS full chunks, which a larger pool splits into smaller chunks; per thread slot
+ * (up to min(batch, DT_LAYER_MAX_THREADS)) a padded sample and a padded dz; the shared tap
+ * offsets and flipped kernel; and one dW + db partial per slot after the first.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -38,24 +46,26 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-#define HAVE_SMALL_PATH 1
+#define HAVE_DIRECT 1
 #else
-#define HAVE_SMALL_PATH 0
+#define HAVE_DIRECT 0
 #endif
 
-/* Target size of one thread's column buffer, in floats: large enough that each GEMM call
- * amortizes BLAS packing of the kernel and runs long. Not const so that tests can shrink it
- * to exercise chunk boundaries (set it before setup). */
+/* Target size of one thread's column buffer (GEMM path), in floats: large enough that
+ * each GEMM call runs long. Tests shrink it to exercise chunk boundaries and switch the
+ * direct path off to compare; both must be set before setup and kept until the layer is
+ * gone (they decide the scratch size). */
 int64_t dt__conv2d_col_floats = 192 * 1024;
+int dt__conv2d_direct = 1;
 
-/* Column buffers are sized in full for this many threads; a larger pool splits the same
- * budget into smaller chunks (scratch_floats does not know the pool size). */
+/* Column buffers are sized in full for this many threads; a larger pool splits them. */
 #define COL_THREADS 4
+/* The direct path's padded copies stay below this many floats per thread. */
+#define DIRECT_MAX_PAD (128 * 1024)
 
-/* The small-K path (see below) takes kernels of at most this many taps (K = kh*kw*C). Not
- * const so that tests can switch the path off and compare (0 = never). */
-int64_t dt__conv2d_small_k = 64;
-#define SMALL_MAX_TAPS 256
+#define DIRECT_NP 6  /* output pixels per forward tile (x 16 filters) */
+#define DIRECT_TG 6  /* taps per dW tile (x 16 filters) */
+#define DIRECT_KB 256 /* taps per forward block: 256 rows x 16 filters of W = 16 KB */
 
 typedef struct conv_geom {
     int64_t h, w, c;  /* input */
@@ -65,9 +75,10 @@ typedef struct conv_geom {
     int64_t pt, pl;   /* padding before: top, left */
     int64_t k;        /* kh * kw * c */
     int64_t ohow;     /* output pixels per sample */
-    int direct;       /* 1x1 kernel, stride 1: x is the column matrix */
-    int small;        /* few taps: the direct AVX2 kernels on a padded copy of each sample */
-    int64_t hp, wp;   /* the padded sample's extent (small path) */
+    int64_t hp, wp;   /* the padded input's extent (direct path) */
+    int pointwise;    /* 1x1 kernel, stride 1: x is the column matrix (GEMM path) */
+    int direct;       /* forward and dW by the direct kernels */
+    int direct_dx;    /* dx by the direct forward kernel on padded dz */
 } conv_geom;
 
 static inline int64_t round_up16(int64_t n) {
@@ -98,14 +109,37 @@ static void conv_geometry(const dt__layer *l, conv_geom *g) {
     DT_ASSERT(okh && okw);
     g->k = g->kh * g->kw * g->c;
     g->ohow = g->oh * g->ow;
-    g->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1;
-    g->small = HAVE_SMALL_PATH && !g->direct && g->k <= dt__conv2d_small_k &&
-               g->k <= SMALL_MAX_TAPS && g->f % 8 == 0;
     g->hp = (g->oh - 1) * g->sh + g->kh;
     g->wp = (g->ow - 1) * g->sw + g->kw;
+    g->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1;
+    int direct = HAVE_DIRECT && dt__conv2d_direct && !g->pointwise;
+    g->direct = direct && g->f % 8 == 0 && g->hp * g->wp * g->c <= DIRECT_MAX_PAD;
+    g->direct_dx = direct && g->sh == 1 && g->sw == 1 && g->c % 8 == 0 &&
+                   (g->h + g->kh - 1) * (g->w + g->kw - 1) * g->f <= DIRECT_MAX_PAD;
 }
 
-/* Rows of one chunk at most. */
+/* The dx convolution of the direct path: dz padded by k - 1 - pad before (and to h + kh -
+ * 1 in all), F channels in, C filters out, taps [kh, kw, F] of the flipped kernel. */
+static void dx_geometry(const conv_geom *g, conv_geom *d) {
+    memset(d, 0, sizeof *d);
+    d->h = d->hp = g->h + g->kh - 1;
+    d->w = d->wp = g->w + g->kw - 1;
+    d->c = g->f;
+    d->kh = g->kh;
+    d->kw = g->kw;
+    d->f = g->c;
+    d->sh = d->sw = 1;
+    d->oh = g->h;
+    d->ow = g->w;
+    d->pt = g->kh - 1 - g->pt; /* where dz starts in the padded buffer */
+    d->pl = g->kw - 1 - g->pl;
+    d->k = g->kh * g->kw * g->f;
+    d->ohow = g->h * g->w;
+}
+
+/* ---- scratch layout ---- */
+
+/* Rows of one chunk at most (GEMM path). */
 static int64_t chunk_cap(const conv_geom *g) {
     return max64(dt__conv2d_col_floats / g->k, 1);
 }
@@ -116,20 +150,33 @@ static int64_t slot_count(int64_t batch) {
 }
 
 /* Floats of column buffers for a batch, shared by the threads: room for COL_THREADS full
- * chunks (or the whole batch, if less) and at least one row per slot. Non-decreasing in
- * batch, so that a smaller batch fits in scratch sized for the largest. */
+ * chunks (or the whole batch, if less) and at least one row per slot. Every size here is
+ * non-decreasing in batch, so that a smaller batch fits in scratch sized for the largest. */
 static int64_t col_budget(const conv_geom *g, int64_t batch) {
-    if (g->direct) return 0;
+    int needs_col = !g->pointwise && (!g->direct || !g->direct_dx);
+    if (!needs_col) return 0;
     int64_t rows = min64(batch * g->ohow, COL_THREADS * chunk_cap(g));
     return max64(round_up16(rows * g->k), slot_count(batch) * round_up16(g->k));
 }
 
-/* Floats of one thread's padded copy of a sample (small path). */
+/* One thread's padded sample and padded dz. */
 static int64_t pad_floats(const conv_geom *g) {
-    return g->small ? round_up16(g->hp * g->wp * g->c) : 0;
+    return g->direct ? round_up16(g->hp * g->wp * g->c) : 0;
 }
 
-/* Floats of one thread's dW and db partial sums. */
+static int64_t dzpad_floats(const conv_geom *g) {
+    return g->direct_dx ? round_up16((g->h + g->kh - 1) * (g->w + g->kw - 1) * g->f) : 0;
+}
+
+/* Shared, read-only during a pass: tap offsets (int32) and the flipped kernel. */
+static int64_t shared_floats(const conv_geom *g) {
+    int64_t n = 0;
+    if (g->direct) n += round_up16(g->k);
+    if (g->direct_dx) n += round_up16(g->kh * g->kw * g->f) + round_up16(g->k * g->f);
+    return n;
+}
+
+/* One thread's dW and db partial sums. */
 static int64_t partial_floats(const conv_geom *g) {
     return round_up16(g->k * g->f) + round_up16(g->f);
 }
@@ -165,12 +212,12 @@ static dt_err conv_setup(dt__layer *l) {
                           "with valid padding",
                           c->name, (long long)c->kernel[0], (long long)c->kernel[1],
                           (long long)l->in.dim[0], (long long)l->in.dim[1]);
-    /* BLAS takes int dimensions: keep every per-sample extent well inside. */
+    /* BLAS takes int dimensions and tap offsets are int32: keep every extent well inside. */
     int64_t lim = INT_MAX / 4;
     if (c->kernel[0] > lim || c->kernel[1] > lim || c->filters > lim ||
         c->kernel[0] * c->kernel[1] > lim / l->in.dim[2] ||
         c->kernel[0] * c->kernel[1] * l->in.dim[2] > lim / c->filters ||
-        dt_shape_numel(&l->in) > lim)
+        c->kernel[0] * c->kernel[1] > lim / c->filters || dt_shape_numel(&l->in) > lim)
         return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': kernel %lldx%lldx%lldx%lld is too large",
                           c->name, (long long)c->kernel[0], (long long)c->kernel[1],
                           (long long)l->in.dim[2], (long long)c->filters);
@@ -196,15 +243,18 @@ static dt_err conv_setup(dt__layer *l) {
     return DT_OK;
 }
 
-/* Scratch: [column buffers: col_budget] [padded samples: one per slot] [partials of threads
- * 1..slots-1] (thread 0 sums straight into the gradients). */
+/* Scratch: [column buffers] [padded samples, one per slot] [padded dz, one per slot]
+ * [shared tables] [partials of slots 1..n-1] (slot 0 sums straight into the gradients). */
 static int64_t conv_scratch_floats(const dt__layer *l, int64_t batch) {
     if (batch <= 0) return 0;
     conv_geom g;
     conv_geometry(l, &g);
-    return col_budget(&g, batch) + slot_count(batch) * pad_floats(&g) +
-           (slot_count(batch) - 1) * partial_floats(&g);
+    int64_t slots = slot_count(batch);
+    return col_budget(&g, batch) + slots * (pad_floats(&g) + dzpad_floats(&g)) +
+           shared_floats(&g) + (slots - 1) * partial_floats(&g);
 }
+
+/* ---- im2col / col2im (GEMM path) ---- */
 
 /* Rows [r, r + m) of the column matrix of x into col (m x K, row-major). */
 static void im2col(const conv_geom *g, const float *x, int64_t r, int64_t m, float *col) {
@@ -271,54 +321,48 @@ static void col2im(const conv_geom *g, const float *col, int64_t r, int64_t m, f
     }
 }
 
-/* ---- the small-K path ----
- *
- * With few taps (the first layer of an image model: C = 1 or 3) a GEMM call spends more
- * time packing its operands than multiplying. Instead each sample is copied once into a
- * zero-padded buffer, every tap t = (ki, kj, c) becomes an offset off[t] into it, and
- * register-blocked AVX2 kernels compute
- *   forward: y[p][f] = b[f] + sum_t pad[base(p) + off[t]] * W[t][f]  (3 pixels x 32 filters)
- *   dW:      dW[t][f] += sum_p pad[base(p) + off[t]] * dz[p][f]      (2 taps x 32 filters)
- * F must be a multiple of 8. dx (when needed) still goes through GEMM + col2im.
- */
-#if HAVE_SMALL_PATH
+/* ---- direct path ---- */
 
-#define SMALL_NP 3 /* output pixels per forward tile */
-#define SMALL_TG 2 /* taps per dW tile */
-
-/* Copy sample xs into pad (hp x wp x c, zeros around) and fill the tap offsets. */
-static void pad_sample(const conv_geom *g, const float *xs, float *pad) {
+/* Copy one h x w x c sample into pad (hp x wp x c) at (pt, pl), zeros around; rows and
+ * columns beyond the padded extent (valid padding leaves some unused) are dropped. */
+static void pad_copy(const conv_geom *g, const float *src, float *pad) {
     const int64_t c = g->c;
     memset(pad, 0, (size_t)(g->hp * g->wp * c) * sizeof *pad);
     int64_t cols = min64(g->w, g->wp - g->pl);
     for (int64_t ih = 0; ih < g->h && ih + g->pt < g->hp; ih++)
-        memcpy(pad + ((ih + g->pt) * g->wp + g->pl) * c, xs + ih * g->w * c,
+        memcpy(pad + ((ih + g->pt) * g->wp + g->pl) * c, src + ih * g->w * c,
                (size_t)(cols * c) * sizeof *pad);
 }
 
+/* off[t] for every tap t = (ki, kj, ch) of a geometry, into its padded buffer. */
 static void tap_offsets(const conv_geom *g, int32_t *off) {
     int64_t t = 0;
     for (int64_t ki = 0; ki < g->kh; ki++)
         for (int64_t kj = 0; kj < g->kw; kj++)
-            for (int64_t ch = 0; ch < g->c; ch++) off[t++] = (int32_t)((ki * g->wp + kj) * g->c + ch);
+            for (int64_t ch = 0; ch < g->c; ch++)
+                off[t++] = (int32_t)((ki * g->wp + kj) * g->c + ch);
 }
 
-/* np pixels (input bases in, in + pstride, ...) x nv*8 filters; np, nv constant after
- * inlining so that the accumulators live in registers. */
+#if HAVE_DIRECT
+
+/* np pixels (padded-input bases in[0..np)) x nv*8 filters over taps [0, k): accumulators
+ * start at the bias (or zero) when first, else at y. np and nv are constants after
+ * inlining, so that the accumulators live in registers. */
 static inline __attribute__((always_inline)) void
-small_fwd_tile(const float *in, int64_t pstride, const int32_t *off, int64_t k, const float *w,
-               int64_t f, const float *b, float *y, const int np, const int nv) {
-    __m256 acc[SMALL_NP][4];
-    for (int v = 0; v < nv; v++) {
-        __m256 init = b ? _mm256_loadu_ps(b + 8 * v) : _mm256_setzero_ps();
-        for (int p = 0; p < np; p++) acc[p][v] = init;
-    }
+direct_fwd_tile(const float *const *in, const int32_t *off, int64_t k, const float *w,
+                int64_t f, const float *b, int first, float *y, const int np, const int nv) {
+    __m256 acc[DIRECT_NP][2];
+    for (int v = 0; v < nv; v++)
+        for (int p = 0; p < np; p++)
+            acc[p][v] = !first ? _mm256_loadu_ps(y + p * f + 8 * v)
+                        : b    ? _mm256_loadu_ps(b + 8 * v)
+                               : _mm256_setzero_ps();
     for (int64_t t = 0; t < k; t++) {
         const float *wt = w + t * f;
-        __m256 wv[4];
+        __m256 wv[2];
         for (int v = 0; v < nv; v++) wv[v] = _mm256_loadu_ps(wt + 8 * v);
         for (int p = 0; p < np; p++) {
-            __m256 xb = _mm256_broadcast_ss(in + p * pstride + off[t]);
+            __m256 xb = _mm256_broadcast_ss(in[p] + off[t]);
             for (int v = 0; v < nv; v++) acc[p][v] = _mm256_fmadd_ps(xb, wv[v], acc[p][v]);
         }
     }
@@ -326,139 +370,170 @@ small_fwd_tile(const float *in, int64_t pstride, const int32_t *off, int64_t k, 
         for (int v = 0; v < nv; v++) _mm256_storeu_ps(y + p * f + 8 * v, acc[p][v]);
 }
 
-#define SMALL_FWD_CASES(np)                                                                    \
-    switch (nv) {                                                                              \
-    case 1: small_fwd_tile(in, pstride, off, g->k, w, g->f, b, y, np, 1); break;               \
-    case 2: small_fwd_tile(in, pstride, off, g->k, w, g->f, b, y, np, 2); break;               \
-    case 3: small_fwd_tile(in, pstride, off, g->k, w, g->f, b, y, np, 3); break;               \
-    default: small_fwd_tile(in, pstride, off, g->k, w, g->f, b, y, np, 4); break;              \
-    }
+#define DIRECT_FWD_NV(np)                                                                      \
+    do {                                                                                       \
+        if (nv == 2)                                                                           \
+            direct_fwd_tile(in, off + k0, kb, w, g->f, b, k0 == 0, y, np, 2);                  \
+        else                                                                                   \
+            direct_fwd_tile(in, off + k0, kb, w, g->f, b, k0 == 0, y, np, 1);                  \
+    } while (0)
 
-/* One output row (ow pixels x F) of a padded sample. */
-static void small_forward_row(const conv_geom *g, const float *pad, const int32_t *off,
-                              int64_t oh, const float *w0, const float *b0, float *yrow) {
-    const int64_t pstride = g->sw * g->c;
-    const float *row = pad + oh * g->sh * g->wp * g->c;
-    for (int64_t f0 = 0; f0 < g->f; f0 += 32) {
-        const int nv = (int)min64(4, (g->f - f0) / 8);
-        const float *w = w0 + f0, *b = b0 ? b0 + f0 : NULL;
-        int64_t o = 0;
-        for (; o + SMALL_NP <= g->ow; o += SMALL_NP) {
-            const float *in = row + o * pstride;
-            float *y = yrow + o * g->f + f0;
-            SMALL_FWD_CASES(SMALL_NP)
-        }
-        for (; o < g->ow; o++) {
-            const float *in = row + o * pstride;
-            float *y = yrow + o * g->f + f0;
-            SMALL_FWD_CASES(1)
+/* ys (ohow x F, without the activation) of one padded sample; F a multiple of 8. */
+static void direct_forward_sample(const conv_geom *g, const float *pad, const int32_t *off,
+                                  const float *w0, const float *b0, float *ys) {
+    for (int64_t f0 = 0; f0 < g->f; f0 += 16) {
+        const int nv = (int)min64(2, (g->f - f0) / 8);
+        const float *b = b0 ? b0 + f0 : NULL;
+        for (int64_t k0 = 0; k0 < g->k; k0 += DIRECT_KB) {
+            const int64_t kb = min64(DIRECT_KB, g->k - k0);
+            const float *w = w0 + k0 * g->f + f0;
+            int64_t oh = 0, ow = 0; /* of pixel p */
+            for (int64_t p = 0; p < g->ohow;) {
+                const float *in[DIRECT_NP];
+                int np = (int)min64(DIRECT_NP, g->ohow - p);
+                float *y = ys + p * g->f + f0;
+                for (int i = 0; i < np; i++, p++) {
+                    in[i] = pad + (oh * g->sh * g->wp + ow * g->sw) * g->c;
+                    if (++ow == g->ow) {
+                        ow = 0;
+                        oh++;
+                    }
+                }
+                switch (np) {
+                case DIRECT_NP: DIRECT_FWD_NV(DIRECT_NP); break;
+                case 5: DIRECT_FWD_NV(5); break;
+                case 4: DIRECT_FWD_NV(4); break;
+                case 3: DIRECT_FWD_NV(3); break;
+                case 2: DIRECT_FWD_NV(2); break;
+                default: DIRECT_FWD_NV(1); break;
+                }
+            }
         }
     }
 }
 
 /* dw[t][f] += sum over the sample's pixels of pad[base(p) + off[t]] * dz[p][f], for tg taps
- * starting at off and nv*8 filters. */
+ * from off and nv*8 filters (tg, nv constants after inlining). */
 static inline __attribute__((always_inline)) void
-small_dw_tile(const conv_geom *g, const float *pad, const int32_t *off, const float *dz,
-              float *dw, const int tg, const int nv) {
-    __m256 acc[SMALL_TG][4];
-    for (int t = 0; t < tg; t++)
-        for (int v = 0; v < nv; v++) acc[t][v] = _mm256_loadu_ps(dw + t * g->f + 8 * v);
-    int32_t o[SMALL_TG];
-    for (int t = 0; t < tg; t++) o[t] = off[t];
-    for (int64_t oh = 0; oh < g->oh; oh++) {
-        const float *row = pad + oh * g->sh * g->wp * g->c;
-        const float *dzr = dz + oh * g->ow * g->f;
-        for (int64_t ow = 0; ow < g->ow; ow++) {
-            const float *in = row + ow * g->sw * g->c;
-            __m256 d[4];
-            for (int v = 0; v < nv; v++) d[v] = _mm256_loadu_ps(dzr + ow * g->f + 8 * v);
+direct_dw_tile(const conv_geom *g, const float *pad, const int32_t *off, const float *dz,
+               float *dw, const int tg, const int nv) {
+    const int64_t f = g->f, oh_n = g->oh, ow_n = g->ow;
+    const int64_t step_w = g->sw * g->c, step_h = g->sh * g->wp * g->c;
+    __m256 acc[DIRECT_TG][2];
+    const float *xt[DIRECT_TG];
+    for (int t = 0; t < tg; t++) {
+        xt[t] = pad + off[t];
+        for (int v = 0; v < nv; v++) acc[t][v] = _mm256_loadu_ps(dw + t * f + 8 * v);
+    }
+    const float *d = dz;
+    for (int64_t oh = 0, row = 0; oh < oh_n; oh++, row += step_h)
+        for (int64_t ow = 0, base = row; ow < ow_n; ow++, base += step_w, d += f) {
+            __m256 dv[2];
+            for (int v = 0; v < nv; v++) dv[v] = _mm256_loadu_ps(d + 8 * v);
             for (int t = 0; t < tg; t++) {
-                __m256 xb = _mm256_broadcast_ss(in + o[t]);
-                for (int v = 0; v < nv; v++) acc[t][v] = _mm256_fmadd_ps(xb, d[v], acc[t][v]);
+                __m256 xb = _mm256_broadcast_ss(xt[t] + base);
+                for (int v = 0; v < nv; v++) acc[t][v] = _mm256_fmadd_ps(xb, dv[v], acc[t][v]);
+            }
+        }
+    for (int t = 0; t < tg; t++)
+        for (int v = 0; v < nv; v++) _mm256_storeu_ps(dw + t * f + 8 * v, acc[t][v]);
+}
+
+#define DIRECT_DW_NV(tg)                                                                       \
+    do {                                                                                       \
+        if (nv == 2)                                                                           \
+            direct_dw_tile(g, pad, off + t, dzf, dwf, tg, 2);                                  \
+        else                                                                                   \
+            direct_dw_tile(g, pad, off + t, dzf, dwf, tg, 1);                                  \
+    } while (0)
+
+/* dw (K x F) += the weight gradient of one padded sample whose output gradient is dz. */
+static void direct_dw_sample(const conv_geom *g, const float *pad, const int32_t *off,
+                             const float *dz, float *dw) {
+    for (int64_t f0 = 0; f0 < g->f; f0 += 16) {
+        const int nv = (int)min64(2, (g->f - f0) / 8);
+        const float *dzf = dz + f0;
+        for (int64_t t = 0; t < g->k; t += DIRECT_TG) {
+            float *dwf = dw + t * g->f + f0;
+            switch (min64(DIRECT_TG, g->k - t)) {
+            case DIRECT_TG: DIRECT_DW_NV(DIRECT_TG); break;
+            case 5: DIRECT_DW_NV(5); break;
+            case 4: DIRECT_DW_NV(4); break;
+            case 3: DIRECT_DW_NV(3); break;
+            case 2: DIRECT_DW_NV(2); break;
+            default: DIRECT_DW_NV(1); break;
             }
         }
     }
-    for (int t = 0; t < tg; t++)
-        for (int v = 0; v < nv; v++) _mm256_storeu_ps(dw + t * g->f + 8 * v, acc[t][v]);
 }
 
-#define SMALL_DW_CASES(tg)                                                                     \
-    switch (nv) {                                                                              \
-    case 1: small_dw_tile(g, pad, off + t, dzf, dwf, tg, 1); break;                           \
-    case 2: small_dw_tile(g, pad, off + t, dzf, dwf, tg, 2); break;                           \
-    case 3: small_dw_tile(g, pad, off + t, dzf, dwf, tg, 3); break;                           \
-    default: small_dw_tile(g, pad, off + t, dzf, dwf, tg, 4); break;                          \
-    }
+#else /* no AVX2: the direct path is never chosen (conv_geometry) */
 
-/* dw (K x F) += the weight gradient of one padded sample with output gradient dz. */
-static void small_dw_sample(const conv_geom *g, const float *pad, const int32_t *off,
-                            const float *dz, float *dw) {
-    for (int64_t f0 = 0; f0 < g->f; f0 += 32) {
-        const int nv = (int)min64(4, (g->f - f0) / 8);
-        const float *dzf = dz + f0;
-        int64_t t = 0;
-        for (; t + SMALL_TG <= g->k; t += SMALL_TG) {
-            float *dwf = dw + t * g->f + f0;
-            SMALL_DW_CASES(SMALL_TG)
-        }
-        for (; t < g->k; t++) {
-            float *dwf = dw + t * g->f + f0;
-            SMALL_DW_CASES(1)
-        }
-    }
+static void direct_forward_sample(const conv_geom *g, const float *pad, const int32_t *off,
+                                  const float *w0, const float *b0, float *ys) {
+    (void)g, (void)pad, (void)off, (void)w0, (void)b0, (void)ys;
+    DT_ASSERT(!"direct convolution without AVX2");
 }
 
-#else /* !HAVE_SMALL_PATH: never taken (g->small is 0) */
-
-static void pad_sample(const conv_geom *g, const float *xs, float *pad) {
-    (void)g, (void)xs, (void)pad;
-    DT_ASSERT(0);
-}
-static void tap_offsets(const conv_geom *g, int32_t *off) {
-    (void)g, (void)off;
-    DT_ASSERT(0);
-}
-static void small_forward_row(const conv_geom *g, const float *pad, const int32_t *off,
-                              int64_t oh, const float *w0, const float *b0, float *yrow) {
-    (void)g, (void)pad, (void)off, (void)oh, (void)w0, (void)b0, (void)yrow;
-    DT_ASSERT(0);
-}
-static void small_dw_sample(const conv_geom *g, const float *pad, const int32_t *off,
-                            const float *dz, float *dw) {
+static void direct_dw_sample(const conv_geom *g, const float *pad, const int32_t *off,
+                             const float *dz, float *dw) {
     (void)g, (void)pad, (void)off, (void)dz, (void)dw;
-    DT_ASSERT(0);
+    DT_ASSERT(!"direct convolution without AVX2");
 }
 
 #endif
 
+/* ---- the passes ---- */
+
 struct conv_job {
     const dt__layer *l;
     const dt__layer_step *s;
-    conv_geom g;
-    int nslots;      /* threads taking samples: min(pool size, batch, max threads) */
-    int64_t rows;    /* rows per chunk */
-    int64_t col;     /* floats of one thread's column buffer */
-    float *pads;     /* thread t's padded sample at pads + t * pad (small path) */
-    int64_t pad;
-    float *partials; /* partial sums of thread t >= 1 at partials + (t - 1) * partial */
+    conv_geom g, gd;       /* the layer; the dx convolution (direct_dx) */
+    int nslots;            /* threads taking samples: min(pool size, batch, max threads) */
+    int64_t rows;          /* rows per chunk (GEMM path) */
+    int64_t col;           /* floats of one thread's column buffer */
+    float *cols;           /* thread t's column buffer at cols + t * col */
+    float *pads, *dzpads;  /* thread t's padded sample / dz at + t * pad / dzpad */
+    int64_t pad, dzpad;
+    int32_t *off;          /* tap offsets into a padded sample (direct) */
+    int32_t *offd;         /* tap offsets into a padded dz (direct_dx) */
+    float *wflip;          /* the flipped kernel [kh, kw, F, C] (direct_dx) */
+    float *partials;       /* partial sums of thread t >= 1 at partials + (t - 1) * partial */
     int64_t partial;
 };
 
 static void conv_job_init(struct conv_job *j, const dt__layer *l, const dt__layer_step *s) {
+    memset(j, 0, sizeof *j);
     j->l = l;
     j->s = s;
     conv_geometry(l, &j->g);
-    j->nslots = (int)min64(min64(dt_pool_size(s->pool), s->batch), DT_LAYER_MAX_THREADS);
+    dx_geometry(&j->g, &j->gd);
+    const conv_geom *g = &j->g;
+    int64_t slots = slot_count(s->batch);
+    j->nslots = (int)min64(dt_pool_size(s->pool), slots);
     /* Scratch was sized for the model's max batch; every size below is non-decreasing in
      * batch, so a smaller batch fits. */
-    int64_t budget = col_budget(&j->g, s->batch);
+    int64_t budget = col_budget(g, s->batch);
     j->col = j->nslots ? budget / j->nslots / 16 * 16 : 0;
-    j->rows = j->g.direct ? chunk_cap(&j->g) : min64(j->col / j->g.k, chunk_cap(&j->g));
+    j->rows = g->pointwise ? chunk_cap(g) : min64(j->col / g->k, chunk_cap(g));
+    j->cols = s->scratch;
+    j->pad = pad_floats(g);
+    j->dzpad = dzpad_floats(g);
     j->pads = s->scratch + budget;
-    j->pad = pad_floats(&j->g);
-    j->partials = j->pads + slot_count(s->batch) * j->pad;
-    j->partial = partial_floats(&j->g);
+    j->dzpads = j->pads + slots * j->pad;
+    float *shared = j->dzpads + slots * j->dzpad;
+    if (g->direct) {
+        j->off = (int32_t *)(void *)shared;
+        shared += round_up16(g->k);
+    }
+    if (g->direct_dx) {
+        j->offd = (int32_t *)(void *)shared;
+        shared += round_up16(j->gd.k);
+        j->wflip = shared;
+        shared += round_up16(g->k * g->f);
+    }
+    j->partials = shared;
+    j->partial = partial_floats(g);
 }
 
 static void conv_forward_kernel(void *arg, int ith, int nth) {
@@ -474,26 +549,22 @@ static void conv_forward_kernel(void *arg, int ith, int nth) {
     const float *w = l->params[0].value.data;
     const float *b = l->nparams > 1 ? l->params[1].value.data : NULL;
     const int64_t f = g->f, r1 = n1 * g->ohow;
-    if (g->small) {
+    if (g->direct) {
         float *pad = j->pads + ith * j->pad;
-        int32_t off[SMALL_MAX_TAPS];
-        tap_offsets(g, off);
         for (int64_t n = n0; n < n1; n++) {
-            pad_sample(g, s->x.data + n * g->h * g->w * g->c, pad);
-            for (int64_t oh = 0; oh < g->oh; oh++) {
-                float *y = s->y.data + (n * g->ohow + oh * g->ow) * f;
-                small_forward_row(g, pad, off, oh, w, b, y);
-                if (act != DT_ACT_NONE) dt__act_forward(NULL, act, y, g->ow, f);
-            }
+            float *y = s->y.data + n * g->ohow * f;
+            pad_copy(g, s->x.data + n * g->h * g->w * g->c, pad);
+            direct_forward_sample(g, pad, j->off, w, b, y);
+            if (act != DT_ACT_NONE) dt__act_forward(NULL, act, y, g->ohow, f);
         }
         return;
     }
-    float *col = s->scratch + ith * j->col;
+    float *col = j->cols + ith * j->col;
     for (int64_t r = n0 * g->ohow; r < r1; r += j->rows) {
         int64_t m = min64(j->rows, r1 - r);
         float *y = s->y.data + r * f;
         const float *a = col;
-        if (g->direct)
+        if (g->pointwise)
             a = s->x.data + r * g->c;
         else
             im2col(g, s->x.data, r, m, col);
@@ -508,6 +579,7 @@ static void conv_forward_kernel(void *arg, int ith, int nth) {
 static void conv_forward(dt__layer *l, dt__layer_step *s) {
     struct conv_job j;
     conv_job_init(&j, l, s);
+    if (j.g.direct) tap_offsets(&j.g, j.off);
     dt__blas_init();
     dt_pool_run(s->pool, conv_forward_kernel, &j);
 }
@@ -524,18 +596,32 @@ static void conv_dz_rows(const struct conv_job *j, int64_t r, int64_t m, float *
             for (int64_t o = 0; o < f; o++) db[o] += dz[i * f + o];
 }
 
-/* dx rows [r, r + m) from dz: dcol = dz W^T, scattered back by col2im (dx zeroed before). */
+/* dx rows [r, r + m) by GEMM: dcol = dz W^T, scattered back by col2im (dx zeroed before);
+ * pointwise layers write dx directly. */
 static void conv_dx_rows(const struct conv_job *j, int64_t r, int64_t m, float *col) {
     const conv_geom *g = &j->g;
     const dt__layer_step *s = j->s;
     const float *w = j->l->params[0].value.data, *dz = s->dy.data + r * g->f;
-    if (g->direct) {
+    if (g->pointwise) {
         dt__gemm_st(0, 1, m, g->k, g->f, 1.0f, dz, g->f, w, g->f, 0.0f, s->dx.data + r * g->c,
                     g->k);
         return;
     }
     dt__gemm_st(0, 1, m, g->k, g->f, 1.0f, dz, g->f, w, g->f, 0.0f, col, g->k);
     col2im(g, col, r, m, s->dx.data);
+}
+
+/* dx of sample n by the direct kernel: dz padded, convolved with the flipped kernel. */
+static void conv_dx_direct(const struct conv_job *j, int64_t n, float *dzpad) {
+    const conv_geom *g = &j->g;
+    const dt__layer_step *s = j->s;
+    /* dz of the sample is oh x ow x F; the padded buffer holds it at (gd.pt, gd.pl) */
+    conv_geom src = j->gd;
+    src.h = g->oh;
+    src.w = g->ow;
+    pad_copy(&src, s->dy.data + n * g->ohow * g->f, dzpad);
+    direct_forward_sample(&j->gd, dzpad, j->offd, j->wflip, NULL,
+                          s->dx.data + n * g->h * g->w * g->c);
 }
 
 static void conv_backward_kernel(void *arg, int ith, int nth) {
@@ -547,7 +633,7 @@ static void conv_backward_kernel(void *arg, int ith, int nth) {
     if (ith >= j->nslots) return;
     int64_t n0, n1;
     dt_split(s->batch, ith, j->nslots, &n0, &n1);
-    float *col = s->scratch + ith * j->col;
+    float *col = j->cols + ith * j->col;
     float *part = ith > 0 ? j->partials + (ith - 1) * j->partial : NULL;
     float *dw = ith == 0 ? l->params[0].grad.data : part;
     float *db = l->nparams < 2 ? NULL
@@ -556,36 +642,38 @@ static void conv_backward_kernel(void *arg, int ith, int nth) {
     const int64_t f = g->f, k = g->k, r0 = n0 * g->ohow, r1 = n1 * g->ohow;
     const int64_t sample = g->h * g->w * g->c;
     float *dx = s->dx.data;
-    if (dx && !g->direct) memset(dx + n0 * sample, 0, (size_t)((n1 - n0) * sample) * sizeof *dx);
+    const int gemm_dx = dx && !g->direct_dx;
+    if (gemm_dx && !g->pointwise)
+        memset(dx + n0 * sample, 0, (size_t)((n1 - n0) * sample) * sizeof *dx);
     if (db) memset(db, 0, (size_t)f * sizeof *db);
-    if (g->small) {
+    if (g->direct) {
         float *pad = j->pads + ith * j->pad;
-        int32_t off[SMALL_MAX_TAPS];
-        tap_offsets(g, off);
         memset(dw, 0, (size_t)(k * f) * sizeof *dw);
         for (int64_t n = n0; n < n1; n++) {
             int64_t rs = n * g->ohow;
             conv_dz_rows(j, rs, g->ohow, db);
-            pad_sample(g, s->x.data + n * sample, pad);
-            small_dw_sample(g, pad, off, s->dy.data + rs * f, dw);
-            if (dx)
+            pad_copy(g, s->x.data + n * sample, pad);
+            direct_dw_sample(g, pad, j->off, s->dy.data + rs * f, dw);
+            if (gemm_dx)
                 for (int64_t r = rs; r < rs + g->ohow; r += j->rows)
                     conv_dx_rows(j, r, min64(j->rows, rs + g->ohow - r), col);
         }
-        return;
+    } else {
+        for (int64_t r = r0; r < r1; r += j->rows) {
+            int64_t m = min64(j->rows, r1 - r);
+            conv_dz_rows(j, r, m, db);
+            const float *a = col;
+            if (g->pointwise)
+                a = s->x.data + r * g->c;
+            else
+                im2col(g, s->x.data, r, m, col);
+            dt__gemm_st(1, 0, k, f, m, 1.0f, a, k, s->dy.data + r * f, f,
+                        r == r0 ? 0.0f : 1.0f, dw, f);
+            if (gemm_dx) conv_dx_rows(j, r, m, col);
+        }
     }
-    for (int64_t r = r0; r < r1; r += j->rows) {
-        int64_t m = min64(j->rows, r1 - r);
-        conv_dz_rows(j, r, m, db);
-        const float *a = col;
-        if (g->direct)
-            a = s->x.data + r * g->c;
-        else
-            im2col(g, s->x.data, r, m, col);
-        dt__gemm_st(1, 0, k, f, m, 1.0f, a, k, s->dy.data + r * f, f, r == r0 ? 0.0f : 1.0f,
-                    dw, f);
-        if (dx) conv_dx_rows(j, r, m, col);
-    }
+    if (dx && g->direct_dx)
+        for (int64_t n = n0; n < n1; n++) conv_dx_direct(j, n, j->dzpads + ith * j->dzpad);
 }
 
 /* grad[i] += partial_1[i] + ... + partial_{n-1}[i], in that order, split over the pool. */
@@ -614,6 +702,20 @@ static void conv_backward(dt__layer *l, dt__layer_step *s) {
             memset(l->params[p].grad.data, 0,
                    (size_t)dt_tensor_numel(&l->params[p].value) * sizeof(float));
         return;
+    }
+    const conv_geom *g = &j.g;
+    if (g->direct) tap_offsets(g, j.off);
+    if (g->direct_dx && s->dx.data) {
+        tap_offsets(&j.gd, j.offd);
+        /* wflip[ki][kj][f][c] = W[kh-1-ki][kw-1-kj][c][f] */
+        const float *w = l->params[0].value.data;
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                const float *src = w + ((g->kh - 1 - ki) * g->kw + (g->kw - 1 - kj)) * g->c * g->f;
+                float *dst = j.wflip + (ki * g->kw + kj) * g->f * g->c;
+                for (int64_t c = 0; c < g->c; c++)
+                    for (int64_t f = 0; f < g->f; f++) dst[f * g->c + c] = src[c * g->f + f];
+            }
     }
     dt__blas_init();
     dt_pool_run(s->pool, conv_backward_kernel, &j);

@@ -15,9 +15,9 @@
 #include "testing/dt_test.h"
 
 /* conv2d.c: the column-buffer size per thread, in floats (shrunk here to force chunking),
- * and the largest kernel (taps) that takes the small-K path (0 here to force GEMM). */
+ * and whether the direct kernels may be used (0 here to force im2col + GEMM). */
 extern int64_t dt__conv2d_col_floats;
-extern int64_t dt__conv2d_small_k;
+extern int dt__conv2d_direct;
 
 typedef struct harness {
     dt__layer l;
@@ -348,13 +348,18 @@ static void test_conv_forward_matches_reference(void) {
         {9, 8, 4, 2, 4, 3, 2, 3, 0, 1}, {5, 5, 1, 6, 5, 5, 1, 1, 1, 0},
         {6, 6, 3, 2, 1, 1, 1, 1, 0, 1}, {7, 5, 2, 3, 1, 1, 2, 2, 1, 0},
         {4, 4, 2, 2, 6, 6, 1, 1, 1, 0}, {11, 13, 5, 7, 5, 3, 3, 2, 1, 1},
-        /* the small-K path: F a multiple of 8, few taps */
+        /* F a multiple of 8: the direct kernels (with the default mode) */
         {9, 10, 1, 8, 5, 5, 1, 1, 1, 1}, {8, 7, 3, 16, 3, 3, 2, 2, 1, 0},
         {6, 5, 2, 40, 2, 2, 1, 1, 0, 1}, {7, 8, 1, 24, 3, 4, 2, 3, 0, 0},
+        {9, 9, 16, 32, 5, 5, 1, 1, 1, 1}, {7, 6, 8, 8, 4, 4, 1, 1, 1, 0},
+        {5, 5, 8, 16, 17, 17, 1, 1, 1, 0}, /* 2312 taps: several tap blocks */
     };
     int64_t saved = dt__conv2d_col_floats;
-    for (int small = 0; small < 2; small++) {
-        dt__conv2d_col_floats = small ? 50 : saved; /* small: many chunks, straddling samples */
+    int saved_direct = dt__conv2d_direct;
+    /* mode 0: as configured; 1: im2col + GEMM; 2: GEMM in many chunks straddling samples */
+    for (int mode = 0; mode < 3; mode++) {
+        dt__conv2d_direct = mode == 0 ? saved_direct : 0;
+        dt__conv2d_col_floats = mode == 2 ? 50 : saved;
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             const int64_t *q = cases[i];
             harness h;
@@ -373,10 +378,15 @@ static void test_conv_forward_matches_reference(void) {
             }
             free(ref);
             harness_free(&h);
-            if (worst > 1e-5) DT_FAIL("case %zu (small %d): off by %g", i, small, worst);
+            if (worst > 2e-5) {
+                dt__conv2d_col_floats = saved;
+                dt__conv2d_direct = saved_direct;
+                DT_FAIL("case %zu (mode %d): off by %g", i, mode, worst);
+            }
         }
     }
     dt__conv2d_col_floats = saved;
+    dt__conv2d_direct = saved_direct;
 }
 
 /* ---- finite-difference gradient check ---- */
@@ -404,8 +414,10 @@ static int64_t sig_bytes(const harness *h) {
     return n > 0 ? n : 1;
 }
 
-/* Compare backward's gradients with central differences for every input and parameter
- * element; returns the worst relative error, or -1 when too many steps crossed a kink. */
+#define GRADCHECK_MAX 300
+
+/* Compare backward's gradients with central differences for the input and parameter
+ * elements; returns the worst relative error, or -1 when too many steps crossed a kink. */
 static double gradcheck(harness *h, dt_pool *pool, float eps, uint64_t seed) {
     int64_t ny = h->batch * h->nout, nsig = sig_bytes(h);
     float *r = malloc((size_t)ny * sizeof *r);
@@ -437,7 +449,10 @@ static double gradcheck(harness *h, dt_pool *pool, float eps, uint64_t seed) {
         float *v = t < 0 ? h->x : h->pv[t];
         const float *a = t < 0 ? ax : ag[t];
         int64_t n = t < 0 ? nx : param_numel(h, t);
-        for (int64_t i = 0; i < n; i++) {
+        /* every element of small tensors; a seeded sample of GRADCHECK_MAX from larger ones */
+        int64_t steps = n < GRADCHECK_MAX ? n : GRADCHECK_MAX;
+        for (int64_t step = 0; step < steps; step++) {
+            int64_t i = n <= GRADCHECK_MAX ? step : (int64_t)dt_rng_below(&rng, (uint64_t)n);
             float keep = v[i];
             v[i] = keep + eps;
             double lp = grad_loss(h, pool, r, s1);
@@ -475,21 +490,29 @@ static void test_conv_gradcheck(void) {
         {6, 5, 3, 2, 3, 2, 2, 2, 1, 1, 0, 2}, /* same, stride 2, relu */
         {7, 7, 1, 4, 5, 5, 1, 1, 1, 1, 0, 2}, /* C=1, 5x5 same, relu (first CNN layer) */
         {5, 6, 2, 2, 2, 3, 2, 3, 0, 0, 1, 3}, /* valid, strides (2, 3), no bias */
-        {4, 3, 3, 4, 1, 1, 1, 1, 0, 1, 0, 2}, /* 1x1 stride 1: the direct path */
+        {4, 3, 3, 4, 1, 1, 1, 1, 0, 1, 0, 2}, /* 1x1 stride 1: GEMM without im2col */
         {5, 5, 2, 3, 1, 1, 2, 2, 1, 0, 0, 2}, /* 1x1 stride 2 */
         {6, 6, 4, 3, 4, 4, 1, 1, 1, 0, 0, 1}, /* even kernel, same: asymmetric padding */
-        {7, 7, 1, 8, 5, 5, 1, 1, 1, 1, 0, 2}, /* small-K path: C=1, 5x5 same, relu */
-        {6, 7, 3, 16, 3, 3, 2, 2, 1, 0, 0, 2}, /* small-K path, stride 2 */
-        {5, 5, 2, 40, 2, 2, 1, 1, 0, 1, 1, 1}, /* small-K path, F = 32 + 8, no bias */
+        /* F a multiple of 8: direct forward and dW */
+        {7, 7, 1, 8, 5, 5, 1, 1, 1, 1, 0, 2},  /* C=1, 5x5 same, relu */
+        {6, 7, 3, 16, 3, 3, 2, 2, 1, 0, 0, 2}, /* stride 2 */
+        {5, 5, 2, 40, 2, 2, 1, 1, 0, 1, 1, 1}, /* F = 32 + 8, no bias */
+        /* C a multiple of 8 and stride 1: direct dx as well */
+        {6, 6, 8, 8, 3, 3, 1, 1, 1, 1, 0, 2},  /* same, relu */
+        {5, 6, 16, 8, 2, 3, 1, 1, 1, 0, 0, 1}, /* even kernel, same: asymmetric padding */
+        {6, 5, 8, 16, 3, 2, 1, 1, 0, 0, 0, 2}, /* valid */
+        {5, 5, 8, 3, 3, 3, 1, 1, 1, 0, 0, 2},  /* F = 3: GEMM forward, direct dx */
     };
     int64_t saved = dt__conv2d_col_floats;
+    int saved_direct = dt__conv2d_direct;
     dt_pool *pool = NULL;
     DT_CHECK_OK(dt_pool_init(&pool, 2));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int64_t *q = cases[i];
-        for (int mode = 0; mode < 2; mode++) {
-            /* mode 1: two threads, tiny chunks */
+        for (int mode = 0; mode < 3; mode++) {
+            /* mode 0: as configured; 1: two threads, tiny chunks; 2: that with GEMM only */
             dt__conv2d_col_floats = mode ? 40 : saved;
+            dt__conv2d_direct = mode == 2 ? 0 : saved_direct;
             harness h;
             dt_layer_conf c = conv_conf(q[3], q[4], q[5], q[6], q[7], (dt_padding)q[8],
                                         q[9] ? DT_ACT_RELU : DT_ACT_NONE);
@@ -501,12 +524,14 @@ static void test_conv_gradcheck(void) {
             harness_free(&h);
             if (!(worst >= 0 && worst < 1e-3)) {
                 dt__conv2d_col_floats = saved;
+                dt__conv2d_direct = saved_direct;
                 dt_pool_free(pool);
                 DT_FAIL("case %zu mode %d: worst relative error %g", i, mode, worst);
             }
         }
     }
     dt__conv2d_col_floats = saved;
+    dt__conv2d_direct = saved_direct;
     dt_pool_free(pool);
 }
 
@@ -571,12 +596,12 @@ static int64_t run_threads(const dt_layer_conf *c, dt_shape in, int64_t max_batc
     return k;
 }
 
-/* The small-K kernels and the im2col + GEMM path give the same results (y, dx, dW, db), up
+/* The direct kernels and the im2col + GEMM path give the same results (y, dx, dW, db), up
  * to float summation order. */
-static void test_conv_small_path_matches_gemm(void) {
+static void test_conv_direct_matches_gemm(void) {
     enum { MAXN = 200000 };
     float *a = malloc(MAXN * sizeof *a), *b = malloc(MAXN * sizeof *b);
-    int64_t saved = dt__conv2d_small_k;
+    int saved = dt__conv2d_direct;
     struct {
         dt_layer_conf c;
         dt_shape in;
@@ -587,13 +612,16 @@ static void test_conv_small_path_matches_gemm(void) {
         {conv_conf(16, 3, 3, 2, 2, DT_PADDING_SAME, DT_ACT_NONE), shape3(11, 10, 3), 2},
         {conv_conf(48, 3, 2, 1, 2, DT_PADDING_VALID, DT_ACT_RELU), shape3(9, 8, 2), 0},
         {conv_conf(8, 4, 4, 3, 3, DT_PADDING_SAME, DT_ACT_NONE), shape3(10, 10, 4), 0},
+        {conv_conf(64, 5, 5, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(14, 14, 32), 2},
+        {conv_conf(24, 3, 3, 1, 1, DT_PADDING_VALID, DT_ACT_NONE), shape3(9, 7, 16), 0},
+        {conv_conf(12, 2, 2, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(6, 7, 8), 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        dt__conv2d_small_k = saved;
+        dt__conv2d_direct = saved;
         int64_t na = run_threads(&cases[i].c, cases[i].in, 5, 5, cases[i].nth, a);
-        dt__conv2d_small_k = 0;
+        dt__conv2d_direct = 0;
         int64_t nb = run_threads(&cases[i].c, cases[i].in, 5, 5, cases[i].nth, b);
-        dt__conv2d_small_k = saved;
+        dt__conv2d_direct = saved;
         double worst = 0;
         for (int64_t e = 0; na == nb && na > 0 && e < na; e++)
             worst = fmax(worst, fabs((double)a[e] - b[e]) / fmax(1.0, fabs((double)b[e])));
@@ -624,6 +652,7 @@ static void test_threads_agree(void) {
         {conv_conf(4, 5, 5, 2, 2, DT_PADDING_VALID, DT_ACT_NONE), shape3(11, 9, 2), 9, 9, 0},
         {conv_conf(6, 1, 1, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(5, 5, 3), 5, 2, 0},
         {conv_conf(16, 3, 3, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(6, 7, 1), 7, 7, 0},
+        {conv_conf(16, 3, 3, 1, 1, DT_PADDING_SAME, DT_ACT_RELU), shape3(6, 5, 8), 7, 5, 0},
         {conv_conf(40, 2, 3, 2, 1, DT_PADDING_VALID, DT_ACT_NONE), shape3(7, 7, 2), 7, 3, 40},
         {pool_conf(3, 3, 2, 2, DT_PADDING_SAME), shape3(7, 6, 3), 5, 5, 0},
         {pool_conf(2, 2, 1, 1, DT_PADDING_VALID), shape3(5, 5, 2), 3, 2, 0},
@@ -893,7 +922,7 @@ DT_TEST_MAIN(DT_T(test_conv_forward_hand), DT_T(test_conv_forward_same_3x3_pads_
              DT_T(test_conv_relu_and_channels_hand), DT_T(test_conv_backward_hand),
              DT_T(test_output_shapes), DT_T(test_conv_params_declared),
              DT_T(test_conv_forward_matches_reference), DT_T(test_conv_gradcheck),
-             DT_T(test_conv_first_layer_skips_dx), DT_T(test_conv_small_path_matches_gemm),
+             DT_T(test_conv_first_layer_skips_dx), DT_T(test_conv_direct_matches_gemm),
              DT_T(test_threads_agree),
              DT_T(test_maxpool_hand), DT_T(test_maxpool_same_padding_never_wins),
              DT_T(test_maxpool_overlapping_windows_accumulate),
