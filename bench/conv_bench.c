@@ -39,7 +39,8 @@ static float *falloc(int64_t n, dt_rng *r) {
         perror("aligned_alloc");
         exit(1);
     }
-    for (int64_t i = 0; i < n; i++) p[i] = r ? dt_rng_uniform(r) - 0.5f : 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        p[i] = r ? dt_rng_uniform(r) - 0.5f : 0.0f;
     return p;
 }
 
@@ -122,18 +123,21 @@ int main(int argc, char **argv) {
     if (iters < 1) iters = 1;
     dt_rng r;
     dt_rng_seed(&r, 1);
-    dt_layer_conf c1 = {.kind = DT_LAYER_CONV2D, .filters = 32, .kernel = {5, 5},
-                        .padding = DT_PADDING_SAME, .activation = DT_ACT_RELU};
+    dt_layer_conf c1 = {.kind = DT_LAYER_CONV2D,
+                        .filters = 32,
+                        .kernel = {5, 5},
+                        .padding = DT_PADDING_SAME,
+                        .activation = DT_ACT_RELU};
     dt_layer_conf c2 = c1;
     c2.filters = 64;
     dt_layer_conf p = {.kind = DT_LAYER_MAXPOOL2D};
     bench_layer layers[4];
-    layer_init(&layers[0], "conv1", &dt__conv2d_ops, c1,
-               dt_shape_make(3, (int64_t[]){28, 28, 1}), 1, &r);
+    layer_init(&layers[0], "conv1", &dt__conv2d_ops, c1, dt_shape_make(3, (int64_t[]){28, 28, 1}),
+               1, &r);
     layer_init(&layers[1], "pool1", &dt__maxpool2d_ops, p,
                dt_shape_make(3, (int64_t[]){28, 28, 32}), 0, &r);
-    layer_init(&layers[2], "conv2", &dt__conv2d_ops, c2,
-               dt_shape_make(3, (int64_t[]){14, 14, 32}), 0, &r);
+    layer_init(&layers[2], "conv2", &dt__conv2d_ops, c2, dt_shape_make(3, (int64_t[]){14, 14, 32}),
+               0, &r);
     layer_init(&layers[3], "pool2", &dt__maxpool2d_ops, p,
                dt_shape_make(3, (int64_t[]){14, 14, 64}), 0, &r);
     printf("%s, batch %d, %d iterations, %s, column buffer %lld floats per thread\n",
@@ -180,9 +184,11 @@ int main(int argc, char **argv) {
         }
         printf("%d thread%s all   %7.3f ms per batch (%.0f samples/s through these layers), "
                "convs %.1f GFLOP/s\n",
-               nth, nth > 1 ? "s" : " ", total * 1e3, BATCH / total, total_flops / conv_time * 1e-9);
+               nth, nth > 1 ? "s" : " ", total * 1e3, BATCH / total,
+               total_flops / conv_time * 1e-9);
         dt_pool_free(pool);
     }
-    for (int i = 0; i < 4; i++) layer_free(&layers[i]);
+    for (int i = 0; i < 4; i++)
+        layer_free(&layers[i]);
     return 0;
 }

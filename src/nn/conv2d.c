@@ -63,22 +63,22 @@ int dt__conv2d_direct = 1;
 /* The direct path's padded copies stay below this many floats per thread. */
 #define DIRECT_MAX_PAD (128 * 1024)
 
-#define DIRECT_NP 6  /* output pixels per forward tile (x 16 filters) */
-#define DIRECT_TG 6  /* taps per dW tile (x 16 filters) */
+#define DIRECT_NP 6   /* output pixels per forward tile (x 16 filters) */
+#define DIRECT_TG 6   /* taps per dW tile (x 16 filters) */
 #define DIRECT_KB 256 /* taps per forward block: 256 rows x 16 filters of W = 16 KB */
 
 typedef struct conv_geom {
-    int64_t h, w, c;  /* input */
+    int64_t h, w, c; /* input */
     int64_t kh, kw, f;
     int64_t sh, sw;
-    int64_t oh, ow;   /* output */
-    int64_t pt, pl;   /* padding before: top, left */
-    int64_t k;        /* kh * kw * c */
-    int64_t ohow;     /* output pixels per sample */
-    int64_t hp, wp;   /* the padded input's extent (direct path) */
-    int pointwise;    /* 1x1 kernel, stride 1: x is the column matrix (GEMM path) */
-    int direct;       /* forward and dW by the direct kernels */
-    int direct_dx;    /* dx by the direct forward kernel on padded dz */
+    int64_t oh, ow; /* output */
+    int64_t pt, pl; /* padding before: top, left */
+    int64_t k;      /* kh * kw * c */
+    int64_t ohow;   /* output pixels per sample */
+    int64_t hp, wp; /* the padded input's extent (direct path) */
+    int pointwise;  /* 1x1 kernel, stride 1: x is the column matrix (GEMM path) */
+    int direct;     /* forward and dW by the direct kernels */
+    int direct_dx;  /* dx by the direct forward kernel on padded dz */
 } conv_geom;
 
 static inline int64_t round_up16(int64_t n) {
@@ -191,11 +191,11 @@ static dt_err conv_setup(dt__layer *l) {
                           c->name, dt_shape_str(&l->in, buf, sizeof buf));
     for (int i = 0; i < 3; i++)
         if (l->in.dim[i] <= 0)
-            return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': input %s has an empty dimension",
-                              c->name, dt_shape_str(&l->in, buf, sizeof buf));
+            return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': input %s has an empty dimension", c->name,
+                              dt_shape_str(&l->in, buf, sizeof buf));
     if (c->filters <= 0)
-        return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': filters must be positive, got %lld",
-                          c->name, (long long)c->filters);
+        return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': filters must be positive, got %lld", c->name,
+                          (long long)c->filters);
     if (c->kernel[0] <= 0 || c->kernel[1] <= 0)
         return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': kernel must be positive, got %lldx%lld",
                           c->name, (long long)c->kernel[0], (long long)c->kernel[1]);
@@ -224,8 +224,8 @@ static dt_err conv_setup(dt__layer *l) {
     conv_geom g;
     conv_geometry(l, &g);
     if (g.ohow > lim / g.f)
-        return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': output %lldx%lldx%lld is too large",
-                          c->name, (long long)g.oh, (long long)g.ow, (long long)g.f);
+        return dt_err_set(DT_ERR_SHAPE, "conv2d '%s': output %lldx%lldx%lld is too large", c->name,
+                          (long long)g.oh, (long long)g.ow, (long long)g.f);
 
     l->out = dt_shape_make(3, (int64_t[]){g.oh, g.ow, g.f});
     l->nparams = c->no_bias ? 1 : 2;
@@ -250,8 +250,8 @@ static int64_t conv_scratch_floats(const dt__layer *l, int64_t batch) {
     conv_geom g;
     conv_geometry(l, &g);
     int64_t slots = slot_count(batch);
-    return col_budget(&g, batch) + slots * (pad_floats(&g) + dzpad_floats(&g)) +
-           shared_floats(&g) + (slots - 1) * partial_floats(&g);
+    return col_budget(&g, batch) + slots * (pad_floats(&g) + dzpad_floats(&g)) + shared_floats(&g) +
+           (slots - 1) * partial_floats(&g);
 }
 
 /* ---- im2col / col2im (GEMM path) ---- */
@@ -277,7 +277,8 @@ static void im2col(const conv_geom *g, const float *x, int64_t r, int64_t m, flo
             int64_t len = (kj1 - kj0) * c;
             float *d = dst + kj0 * c;
             if (len <= 8)
-                for (int64_t j = 0; j < len; j++) d[j] = src[j];
+                for (int64_t j = 0; j < len; j++)
+                    d[j] = src[j];
             else
                 memcpy(d, src, (size_t)len * sizeof *d);
             if (kj1 < g->kw) memset(dst + kj1 * c, 0, (size_t)((g->kw - kj1) * c) * sizeof *dst);
@@ -309,7 +310,8 @@ static void col2im(const conv_geom *g, const float *col, int64_t r, int64_t m, f
                 float *d = xs + (ih * g->w + iw0 + kj0) * c;
                 const float *s = src + kj0 * c;
                 int64_t len = (kj1 - kj0) * c;
-                for (int64_t j = 0; j < len; j++) d[j] += s[j];
+                for (int64_t j = 0; j < len; j++)
+                    d[j] += s[j];
             }
         if (++ow == g->ow) {
             ow = 0;
@@ -349,8 +351,8 @@ static void tap_offsets(const conv_geom *g, int32_t *off) {
  * start at the bias (or zero) when first, else at y. np and nv are constants after
  * inlining, so that the accumulators live in registers. */
 static inline __attribute__((always_inline)) void
-direct_fwd_tile(const float *const *in, const int32_t *off, int64_t k, const float *w,
-                int64_t f, const float *b, int first, float *y, const int np, const int nv) {
+direct_fwd_tile(const float *const *in, const int32_t *off, int64_t k, const float *w, int64_t f,
+                const float *b, int first, float *y, const int np, const int nv) {
     __m256 acc[DIRECT_NP][2];
     for (int v = 0; v < nv; v++)
         for (int p = 0; p < np; p++)
@@ -360,22 +362,25 @@ direct_fwd_tile(const float *const *in, const int32_t *off, int64_t k, const flo
     for (int64_t t = 0; t < k; t++) {
         const float *wt = w + t * f;
         __m256 wv[2];
-        for (int v = 0; v < nv; v++) wv[v] = _mm256_loadu_ps(wt + 8 * v);
+        for (int v = 0; v < nv; v++)
+            wv[v] = _mm256_loadu_ps(wt + 8 * v);
         for (int p = 0; p < np; p++) {
             __m256 xb = _mm256_broadcast_ss(in[p] + off[t]);
-            for (int v = 0; v < nv; v++) acc[p][v] = _mm256_fmadd_ps(xb, wv[v], acc[p][v]);
+            for (int v = 0; v < nv; v++)
+                acc[p][v] = _mm256_fmadd_ps(xb, wv[v], acc[p][v]);
         }
     }
     for (int p = 0; p < np; p++)
-        for (int v = 0; v < nv; v++) _mm256_storeu_ps(y + p * f + 8 * v, acc[p][v]);
+        for (int v = 0; v < nv; v++)
+            _mm256_storeu_ps(y + p * f + 8 * v, acc[p][v]);
 }
 
-#define DIRECT_FWD_NV(np)                                                                      \
-    do {                                                                                       \
-        if (nv == 2)                                                                           \
-            direct_fwd_tile(in, off + k0, kb, w, g->f, b, k0 == 0, y, np, 2);                  \
-        else                                                                                   \
-            direct_fwd_tile(in, off + k0, kb, w, g->f, b, k0 == 0, y, np, 1);                  \
+#define DIRECT_FWD_NV(np)                                                                          \
+    do {                                                                                           \
+        if (nv == 2)                                                                               \
+            direct_fwd_tile(in, off + k0, kb, w, g->f, b, k0 == 0, y, np, 2);                      \
+        else                                                                                       \
+            direct_fwd_tile(in, off + k0, kb, w, g->f, b, k0 == 0, y, np, 1);                      \
     } while (0)
 
 /* ys (ohow x F, without the activation) of one padded sample; F a multiple of 8. */
@@ -400,12 +405,24 @@ static void direct_forward_sample(const conv_geom *g, const float *pad, const in
                     }
                 }
                 switch (np) {
-                case DIRECT_NP: DIRECT_FWD_NV(DIRECT_NP); break;
-                case 5: DIRECT_FWD_NV(5); break;
-                case 4: DIRECT_FWD_NV(4); break;
-                case 3: DIRECT_FWD_NV(3); break;
-                case 2: DIRECT_FWD_NV(2); break;
-                default: DIRECT_FWD_NV(1); break;
+                case DIRECT_NP:
+                    DIRECT_FWD_NV(DIRECT_NP);
+                    break;
+                case 5:
+                    DIRECT_FWD_NV(5);
+                    break;
+                case 4:
+                    DIRECT_FWD_NV(4);
+                    break;
+                case 3:
+                    DIRECT_FWD_NV(3);
+                    break;
+                case 2:
+                    DIRECT_FWD_NV(2);
+                    break;
+                default:
+                    DIRECT_FWD_NV(1);
+                    break;
                 }
             }
         }
@@ -415,36 +432,40 @@ static void direct_forward_sample(const conv_geom *g, const float *pad, const in
 /* dw[t][f] += sum over the sample's pixels of pad[base(p) + off[t]] * dz[p][f], for tg taps
  * from off and nv*8 filters (tg, nv constants after inlining). */
 static inline __attribute__((always_inline)) void
-direct_dw_tile(const conv_geom *g, const float *pad, const int32_t *off, const float *dz,
-               float *dw, const int tg, const int nv) {
+direct_dw_tile(const conv_geom *g, const float *pad, const int32_t *off, const float *dz, float *dw,
+               const int tg, const int nv) {
     const int64_t f = g->f, oh_n = g->oh, ow_n = g->ow;
     const int64_t step_w = g->sw * g->c, step_h = g->sh * g->wp * g->c;
     __m256 acc[DIRECT_TG][2];
     const float *xt[DIRECT_TG];
     for (int t = 0; t < tg; t++) {
         xt[t] = pad + off[t];
-        for (int v = 0; v < nv; v++) acc[t][v] = _mm256_loadu_ps(dw + t * f + 8 * v);
+        for (int v = 0; v < nv; v++)
+            acc[t][v] = _mm256_loadu_ps(dw + t * f + 8 * v);
     }
     const float *d = dz;
     for (int64_t oh = 0, row = 0; oh < oh_n; oh++, row += step_h)
         for (int64_t ow = 0, base = row; ow < ow_n; ow++, base += step_w, d += f) {
             __m256 dv[2];
-            for (int v = 0; v < nv; v++) dv[v] = _mm256_loadu_ps(d + 8 * v);
+            for (int v = 0; v < nv; v++)
+                dv[v] = _mm256_loadu_ps(d + 8 * v);
             for (int t = 0; t < tg; t++) {
                 __m256 xb = _mm256_broadcast_ss(xt[t] + base);
-                for (int v = 0; v < nv; v++) acc[t][v] = _mm256_fmadd_ps(xb, dv[v], acc[t][v]);
+                for (int v = 0; v < nv; v++)
+                    acc[t][v] = _mm256_fmadd_ps(xb, dv[v], acc[t][v]);
             }
         }
     for (int t = 0; t < tg; t++)
-        for (int v = 0; v < nv; v++) _mm256_storeu_ps(dw + t * f + 8 * v, acc[t][v]);
+        for (int v = 0; v < nv; v++)
+            _mm256_storeu_ps(dw + t * f + 8 * v, acc[t][v]);
 }
 
-#define DIRECT_DW_NV(tg)                                                                       \
-    do {                                                                                       \
-        if (nv == 2)                                                                           \
-            direct_dw_tile(g, pad, off + t, dzf, dwf, tg, 2);                                  \
-        else                                                                                   \
-            direct_dw_tile(g, pad, off + t, dzf, dwf, tg, 1);                                  \
+#define DIRECT_DW_NV(tg)                                                                           \
+    do {                                                                                           \
+        if (nv == 2)                                                                               \
+            direct_dw_tile(g, pad, off + t, dzf, dwf, tg, 2);                                      \
+        else                                                                                       \
+            direct_dw_tile(g, pad, off + t, dzf, dwf, tg, 1);                                      \
     } while (0)
 
 /* dw (K x F) += the weight gradient of one padded sample whose output gradient is dz. */
@@ -456,12 +477,24 @@ static void direct_dw_sample(const conv_geom *g, const float *pad, const int32_t
         for (int64_t t = 0; t < g->k; t += DIRECT_TG) {
             float *dwf = dw + t * g->f + f0;
             switch (min64(DIRECT_TG, g->k - t)) {
-            case DIRECT_TG: DIRECT_DW_NV(DIRECT_TG); break;
-            case 5: DIRECT_DW_NV(5); break;
-            case 4: DIRECT_DW_NV(4); break;
-            case 3: DIRECT_DW_NV(3); break;
-            case 2: DIRECT_DW_NV(2); break;
-            default: DIRECT_DW_NV(1); break;
+            case DIRECT_TG:
+                DIRECT_DW_NV(DIRECT_TG);
+                break;
+            case 5:
+                DIRECT_DW_NV(5);
+                break;
+            case 4:
+                DIRECT_DW_NV(4);
+                break;
+            case 3:
+                DIRECT_DW_NV(3);
+                break;
+            case 2:
+                DIRECT_DW_NV(2);
+                break;
+            default:
+                DIRECT_DW_NV(1);
+                break;
             }
         }
     }
@@ -488,17 +521,17 @@ static void direct_dw_sample(const conv_geom *g, const float *pad, const int32_t
 struct conv_job {
     const dt__layer *l;
     const dt__layer_step *s;
-    conv_geom g, gd;       /* the layer; the dx convolution (direct_dx) */
-    int nslots;            /* threads taking samples: min(pool size, batch, max threads) */
-    int64_t rows;          /* rows per chunk (GEMM path) */
-    int64_t col;           /* floats of one thread's column buffer */
-    float *cols;           /* thread t's column buffer at cols + t * col */
-    float *pads, *dzpads;  /* thread t's padded sample / dz at + t * pad / dzpad */
+    conv_geom g, gd;      /* the layer; the dx convolution (direct_dx) */
+    int nslots;           /* threads taking samples: min(pool size, batch, max threads) */
+    int64_t rows;         /* rows per chunk (GEMM path) */
+    int64_t col;          /* floats of one thread's column buffer */
+    float *cols;          /* thread t's column buffer at cols + t * col */
+    float *pads, *dzpads; /* thread t's padded sample / dz at + t * pad / dzpad */
     int64_t pad, dzpad;
-    int32_t *off;          /* tap offsets into a padded sample (direct) */
-    int32_t *offd;         /* tap offsets into a padded dz (direct_dx) */
-    float *wflip;          /* the flipped kernel [kh, kw, F, C] (direct_dx) */
-    float *partials;       /* partial sums of thread t >= 1 at partials + (t - 1) * partial */
+    int32_t *off;    /* tap offsets into a padded sample (direct) */
+    int32_t *offd;   /* tap offsets into a padded dz (direct_dx) */
+    float *wflip;    /* the flipped kernel [kh, kw, F, C] (direct_dx) */
+    float *partials; /* partial sums of thread t >= 1 at partials + (t - 1) * partial */
     int64_t partial;
 };
 
@@ -570,7 +603,8 @@ static void conv_forward_kernel(void *arg, int ith, int nth) {
             im2col(g, s->x.data, r, m, col);
         /* the bias goes in first, so that the GEMM accumulates onto it (beta = 1) */
         if (b)
-            for (int64_t i = 0; i < m; i++) memcpy(y + i * f, b, (size_t)f * sizeof *y);
+            for (int64_t i = 0; i < m; i++)
+                memcpy(y + i * f, b, (size_t)f * sizeof *y);
         dt__gemm_st(0, 0, m, f, g->k, 1.0f, a, g->k, w, f, b ? 1.0f : 0.0f, y, f);
         if (act != DT_ACT_NONE) dt__act_forward(NULL, act, y, m, f);
     }
@@ -593,7 +627,8 @@ static void conv_dz_rows(const struct conv_job *j, int64_t r, int64_t m, float *
     if (act != DT_ACT_NONE) dt__act_backward(NULL, act, s->y.data + r * f, dz, m, f);
     if (db)
         for (int64_t i = 0; i < m; i++)
-            for (int64_t o = 0; o < f; o++) db[o] += dz[i * f + o];
+            for (int64_t o = 0; o < f; o++)
+                db[o] += dz[i * f + o];
 }
 
 /* dx rows [r, r + m) by GEMM: dcol = dz W^T, scattered back by col2im (dx zeroed before);
@@ -667,13 +702,14 @@ static void conv_backward_kernel(void *arg, int ith, int nth) {
                 a = s->x.data + r * g->c;
             else
                 im2col(g, s->x.data, r, m, col);
-            dt__gemm_st(1, 0, k, f, m, 1.0f, a, k, s->dy.data + r * f, f,
-                        r == r0 ? 0.0f : 1.0f, dw, f);
+            dt__gemm_st(1, 0, k, f, m, 1.0f, a, k, s->dy.data + r * f, f, r == r0 ? 0.0f : 1.0f, dw,
+                        f);
             if (gemm_dx) conv_dx_rows(j, r, m, col);
         }
     }
     if (dx && g->direct_dx)
-        for (int64_t n = n0; n < n1; n++) conv_dx_direct(j, n, j->dzpads + ith * j->dzpad);
+        for (int64_t n = n0; n < n1; n++)
+            conv_dx_direct(j, n, j->dzpads + ith * j->dzpad);
 }
 
 /* grad[i] += partial_1[i] + ... + partial_{n-1}[i], in that order, split over the pool. */
@@ -689,7 +725,8 @@ static void conv_reduce_kernel(void *arg, int ith, int nth) {
         dt_split(len, ith, nth, &lo, &hi);
         for (int t = 1; t < j->nslots; t++) {
             const float *part = j->partials + (t - 1) * j->partial + off;
-            for (int64_t i = lo; i < hi; i++) grad[i] += part[i];
+            for (int64_t i = lo; i < hi; i++)
+                grad[i] += part[i];
         }
     }
 }
@@ -714,7 +751,8 @@ static void conv_backward(dt__layer *l, dt__layer_step *s) {
                 const float *src = w + ((g->kh - 1 - ki) * g->kw + (g->kw - 1 - kj)) * g->c * g->f;
                 float *dst = j.wflip + (ki * g->kw + kj) * g->f * g->c;
                 for (int64_t c = 0; c < g->c; c++)
-                    for (int64_t f = 0; f < g->f; f++) dst[f * g->c + c] = src[c * g->f + f];
+                    for (int64_t f = 0; f < g->f; f++)
+                        dst[f * g->c + c] = src[c * g->f + f];
             }
     }
     dt__blas_init();

@@ -85,13 +85,15 @@ static dt__layer_step harness_step(harness *h, dt_pool *pool, int with_dx) {
     s.x.data = h->x;
     s.x.shape.ndim = h->l.in.ndim + 1;
     s.x.shape.dim[0] = h->batch;
-    for (int i = 0; i < h->l.in.ndim; i++) s.x.shape.dim[i + 1] = h->l.in.dim[i];
+    for (int i = 0; i < h->l.in.ndim; i++)
+        s.x.shape.dim[i + 1] = h->l.in.dim[i];
     s.dx = s.x;
     s.dx.data = with_dx ? h->dx : NULL;
     s.y.data = h->y;
     s.y.shape.ndim = h->l.out.ndim + 1;
     s.y.shape.dim[0] = h->batch;
-    for (int i = 0; i < h->l.out.ndim; i++) s.y.shape.dim[i + 1] = h->l.out.dim[i];
+    for (int i = 0; i < h->l.out.ndim; i++)
+        s.y.shape.dim[i + 1] = h->l.out.dim[i];
     s.dy = s.y;
     s.dy.data = h->dy;
     s.state = h->state;
@@ -110,7 +112,8 @@ static void harness_backward(harness *h, dt_pool *pool, int with_dx) {
 }
 
 static void fill_uniform(float *v, int64_t n, dt_rng *r, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * dt_rng_uniform(r);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = lo + (hi - lo) * dt_rng_uniform(r);
 }
 
 static void harness_randomize(harness *h, uint64_t seed) {
@@ -134,10 +137,8 @@ static dt_layer_conf conv_conf(int64_t filters, int64_t kh, int64_t kw, int64_t 
 }
 
 static dt_layer_conf pool_conf(int64_t kh, int64_t kw, int64_t sh, int64_t sw, dt_padding pad) {
-    dt_layer_conf c = {.kind = DT_LAYER_MAXPOOL2D,
-                       .kernel = {kh, kw},
-                       .stride = {sh, sw},
-                       .padding = pad};
+    dt_layer_conf c = {
+        .kind = DT_LAYER_MAXPOOL2D, .kernel = {kh, kw}, .stride = {sh, sw}, .padding = pad};
     snprintf(c.name, sizeof c.name, "pool");
     return c;
 }
@@ -191,11 +192,13 @@ static void test_conv_forward_same_3x3_pads_both_sides(void) {
     dt_layer_conf c = conv_conf(1, 3, 3, 1, 1, DT_PADDING_SAME, DT_ACT_NONE);
     DT_CHECK_OK(harness_init(&h, &dt__conv2d_ops, &c, shape3(3, 3, 1), 1));
     memcpy(h.x, X33, sizeof X33);
-    for (int i = 0; i < 9; i++) h.pv[0][i] = 1;
+    for (int i = 0; i < 9; i++)
+        h.pv[0][i] = 1;
     harness_forward(&h, NULL);
     const float want[9] = {12, 21, 16, 27, 45, 33, 24, 39, 28};
     int ok = 1;
-    for (int i = 0; i < 9; i++) ok &= h.y[i] == want[i];
+    for (int i = 0; i < 9; i++)
+        ok &= h.y[i] == want[i];
     harness_free(&h);
     DT_CHECK(ok);
 }
@@ -205,8 +208,8 @@ static void test_conv_relu_and_channels_hand(void) {
     harness h;
     dt_layer_conf c = conv_conf(2, 1, 1, 1, 1, DT_PADDING_VALID, DT_ACT_RELU);
     DT_CHECK_OK(harness_init(&h, &dt__conv2d_ops, &c, shape3(1, 2, 2), 1));
-    const float x[4] = {1, 2, 3, -1};       /* pixel 0: (1, 2); pixel 1: (3, -1) */
-    const float w[4] = {1, -1, 1, -2};      /* [c][f]: c0 -> (1, -1), c1 -> (1, -2) */
+    const float x[4] = {1, 2, 3, -1};  /* pixel 0: (1, 2); pixel 1: (3, -1) */
+    const float w[4] = {1, -1, 1, -2}; /* [c][f]: c0 -> (1, -1), c1 -> (1, -2) */
     memcpy(h.x, x, sizeof x);
     memcpy(h.pv[0], w, sizeof w);
     h.pv[1][0] = 0.5f;
@@ -215,12 +218,15 @@ static void test_conv_relu_and_channels_hand(void) {
     /* pixel 0: (3.5, -4) -> (3.5, 0); pixel 1: (2.5, 0) -> (2.5, 0) */
     const float want[4] = {3.5f, 0.0f, 2.5f, 0.0f};
     int ok = 1;
-    for (int i = 0; i < 4; i++) ok &= h.y[i] == want[i];
+    for (int i = 0; i < 4; i++)
+        ok &= h.y[i] == want[i];
     /* backward through relu: dy of ones; only the positive outputs pass */
-    for (int i = 0; i < 4; i++) h.dy[i] = 1;
+    for (int i = 0; i < 4; i++)
+        h.dy[i] = 1;
     harness_backward(&h, NULL, 1);
     const float dw[4] = {4, 0, 1, 0}, db[2] = {2, 0}, dx[4] = {1, 1, 1, 1};
-    for (int i = 0; i < 4; i++) ok &= h.pg[0][i] == dw[i] && h.dx[i] == dx[i];
+    for (int i = 0; i < 4; i++)
+        ok &= h.pg[0][i] == dw[i] && h.dx[i] == dx[i];
     ok &= h.pg[1][0] == db[0] && h.pg[1][1] == db[1];
     harness_free(&h);
     DT_CHECK(ok);
@@ -233,13 +239,16 @@ static void test_conv_backward_hand(void) {
     memcpy(h.x, X33, sizeof X33);
     memcpy(h.pv[0], K22, sizeof K22);
     harness_forward(&h, NULL);
-    for (int i = 0; i < 4; i++) h.dy[i] = 1;
+    for (int i = 0; i < 4; i++)
+        h.dy[i] = 1;
     harness_backward(&h, NULL, 1);
     const float dw[4] = {12, 16, 24, 28};
     const float dx[9] = {1, 3, 2, 4, 10, 6, 3, 7, 4};
     int ok = h.pg[1][0] == 4.0f;
-    for (int i = 0; i < 4; i++) ok &= h.pg[0][i] == dw[i];
-    for (int i = 0; i < 9; i++) ok &= h.dx[i] == dx[i];
+    for (int i = 0; i < 4; i++)
+        ok &= h.pg[0][i] == dw[i];
+    for (int i = 0; i < 9; i++)
+        ok &= h.dx[i] == dx[i];
     harness_free(&h);
     DT_CHECK(ok);
 }
@@ -268,15 +277,17 @@ static void test_output_shapes(void) {
             int ok = h.l.out.ndim == 3 && h.l.out.dim[0] == wh && h.l.out.dim[1] == ww &&
                      h.l.out.dim[2] == 3;
             harness_free(&h);
-            if (!ok) DT_FAIL("conv case %zu pad %d: want %lldx%lld", i, pad, (long long)wh,
-                             (long long)ww);
+            if (!ok)
+                DT_FAIL("conv case %zu pad %d: want %lldx%lld", i, pad, (long long)wh,
+                        (long long)ww);
             dt_layer_conf p = pool_conf(q[2], q[3], q[4], q[5], (dt_padding)pad);
             DT_CHECK_OK(harness_init(&h, &dt__maxpool2d_ops, &p, shape3(q[0], q[1], 2), 1));
             ok = h.l.out.ndim == 3 && h.l.out.dim[0] == wh && h.l.out.dim[1] == ww &&
                  h.l.out.dim[2] == 2;
             harness_free(&h);
-            if (!ok) DT_FAIL("pool case %zu pad %d: want %lldx%lld", i, pad, (long long)wh,
-                             (long long)ww);
+            if (!ok)
+                DT_FAIL("pool case %zu pad %d: want %lldx%lld", i, pad, (long long)wh,
+                        (long long)ww);
         }
     }
 }
@@ -302,8 +313,7 @@ static void test_conv_params_declared(void) {
     /* maxpool: no parameters, defaults 2x2 / stride = kernel */
     dt_layer_conf p = pool_conf(0, 0, 0, 0, DT_PADDING_VALID);
     DT_CHECK_OK(harness_init(&h, &dt__maxpool2d_ops, &p, shape3(28, 28, 32), 1));
-    ok = h.l.nparams == 0 && h.l.out.dim[0] == 14 && h.l.out.dim[1] == 14 &&
-         h.l.out.dim[2] == 32;
+    ok = h.l.nparams == 0 && h.l.out.dim[0] == 14 && h.l.out.dim[1] == 14 && h.l.out.dim[2] == 32;
     harness_free(&h);
     DT_CHECK(ok);
 }
@@ -344,14 +354,21 @@ static void conv_reference(const harness *h, double *out) {
 static void test_conv_forward_matches_reference(void) {
     /* {h, w, c, f, kh, kw, sh, sw, pad, relu} */
     static const int64_t cases[][10] = {
-        {7, 7, 3, 4, 3, 3, 1, 1, 1, 1}, {8, 6, 2, 3, 3, 2, 2, 2, 1, 0},
-        {9, 8, 4, 2, 4, 3, 2, 3, 0, 1}, {5, 5, 1, 6, 5, 5, 1, 1, 1, 0},
-        {6, 6, 3, 2, 1, 1, 1, 1, 0, 1}, {7, 5, 2, 3, 1, 1, 2, 2, 1, 0},
-        {4, 4, 2, 2, 6, 6, 1, 1, 1, 0}, {11, 13, 5, 7, 5, 3, 3, 2, 1, 1},
+        {7, 7, 3, 4, 3, 3, 1, 1, 1, 1},
+        {8, 6, 2, 3, 3, 2, 2, 2, 1, 0},
+        {9, 8, 4, 2, 4, 3, 2, 3, 0, 1},
+        {5, 5, 1, 6, 5, 5, 1, 1, 1, 0},
+        {6, 6, 3, 2, 1, 1, 1, 1, 0, 1},
+        {7, 5, 2, 3, 1, 1, 2, 2, 1, 0},
+        {4, 4, 2, 2, 6, 6, 1, 1, 1, 0},
+        {11, 13, 5, 7, 5, 3, 3, 2, 1, 1},
         /* F a multiple of 8: the direct kernels (with the default mode) */
-        {9, 10, 1, 8, 5, 5, 1, 1, 1, 1}, {8, 7, 3, 16, 3, 3, 2, 2, 1, 0},
-        {6, 5, 2, 40, 2, 2, 1, 1, 0, 1}, {7, 8, 1, 24, 3, 4, 2, 3, 0, 0},
-        {9, 9, 16, 32, 5, 5, 1, 1, 1, 1}, {7, 6, 8, 8, 4, 4, 1, 1, 1, 0},
+        {9, 10, 1, 8, 5, 5, 1, 1, 1, 1},
+        {8, 7, 3, 16, 3, 3, 2, 2, 1, 0},
+        {6, 5, 2, 40, 2, 2, 1, 1, 0, 1},
+        {7, 8, 1, 24, 3, 4, 2, 3, 0, 0},
+        {9, 9, 16, 32, 5, 5, 1, 1, 1, 1},
+        {7, 6, 8, 8, 4, 4, 1, 1, 1, 0},
         {5, 5, 8, 16, 17, 17, 1, 1, 1, 0}, /* 2312 taps: several tap blocks */
     };
     int64_t saved = dt__conv2d_col_floats;
@@ -397,10 +414,12 @@ static double grad_loss(harness *h, dt_pool *pool, const float *r, unsigned char
     harness_forward(h, pool);
     int64_t n = h->batch * h->nout;
     double loss = 0;
-    for (int64_t i = 0; i < n; i++) loss += (double)r[i] * h->y[i];
+    for (int64_t i = 0; i < n; i++)
+        loss += (double)r[i] * h->y[i];
     int64_t k = 0;
     if (h->l.conf.activation == DT_ACT_RELU)
-        for (int64_t i = 0; i < n; i++) sig[k++] = h->y[i] > 0;
+        for (int64_t i = 0; i < n; i++)
+            sig[k++] = h->y[i] > 0;
     if (h->state) {
         int64_t ns = h->l.ops->state_floats(&h->l, h->batch) * (int64_t)sizeof(float);
         memcpy(sig + k, h->state, (size_t)ns);
@@ -476,7 +495,8 @@ static double gradcheck(harness *h, dt_pool *pool, float eps, uint64_t seed) {
     free(s1);
     free(s2);
     free(ax);
-    for (int p = 0; p < h->l.nparams; p++) free(ag[p]);
+    for (int p = 0; p < h->l.nparams; p++)
+        free(ag[p]);
     if (getenv("DT_GRADCHECK_VERBOSE"))
         fprintf(stderr, "gradcheck: %lld checked, %lld skipped, worst %g\n", (long long)checked,
                 (long long)skipped, worst);
@@ -549,12 +569,15 @@ static void test_conv_first_layer_skips_dx(void) {
     float *dw = malloc((size_t)param_numel(&h, 0) * sizeof *dw);
     memcpy(dw, h.pg[0], (size_t)param_numel(&h, 0) * sizeof *dw);
     float db0 = h.pg[1][0];
-    for (int64_t i = 0; i < 2 * h.nin; i++) h.dx[i] = 42.0f;
+    for (int64_t i = 0; i < 2 * h.nin; i++)
+        h.dx[i] = 42.0f;
     memcpy(h.dy, dy, (size_t)(2 * h.nout) * sizeof *dy);
     harness_backward(&h, NULL, 0);
     int ok = h.pg[1][0] == db0;
-    for (int64_t i = 0; i < param_numel(&h, 0); i++) ok &= h.pg[0][i] == dw[i];
-    for (int64_t i = 0; i < 2 * h.nin; i++) ok &= h.dx[i] == 42.0f;
+    for (int64_t i = 0; i < param_numel(&h, 0); i++)
+        ok &= h.pg[0][i] == dw[i];
+    for (int64_t i = 0; i < 2 * h.nin; i++)
+        ok &= h.dx[i] == 42.0f;
     free(dy);
     free(dw);
     harness_free(&h);
@@ -565,13 +588,13 @@ static void test_conv_first_layer_skips_dx(void) {
 
 /* Forward + backward of one config with a pool of nth threads (0 = no pool); the results
  * (y, dx, dW, db) are appended to out. */
-static int64_t run_threads(const dt_layer_conf *c, dt_shape in, int64_t max_batch,
-                           int64_t batch, int nth, float *out) {
+static int64_t run_threads(const dt_layer_conf *c, dt_shape in, int64_t max_batch, int64_t batch,
+                           int nth, float *out) {
     harness h;
     dt_pool *pool = NULL;
     if (nth > 0 && dt_pool_init(&pool, nth)) return -1;
-    if (harness_init(&h, c->kind == DT_LAYER_CONV2D ? &dt__conv2d_ops : &dt__maxpool2d_ops, c,
-                     in, max_batch)) {
+    if (harness_init(&h, c->kind == DT_LAYER_CONV2D ? &dt__conv2d_ops : &dt__maxpool2d_ops, c, in,
+                     max_batch)) {
         dt_pool_free(pool);
         return -1;
     }
@@ -660,11 +683,11 @@ static void test_threads_agree(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dt__conv2d_col_floats = cases[i].col_floats ? cases[i].col_floats : saved;
-        int64_t na = run_threads(&cases[i].c, cases[i].in, cases[i].max_batch, cases[i].batch,
-                                 0, a);
+        int64_t na =
+            run_threads(&cases[i].c, cases[i].in, cases[i].max_batch, cases[i].batch, 0, a);
         for (int nth = 1; nth <= 3; nth++) {
-            int64_t nb = run_threads(&cases[i].c, cases[i].in, cases[i].max_batch,
-                                     cases[i].batch, nth, b);
+            int64_t nb =
+                run_threads(&cases[i].c, cases[i].in, cases[i].max_batch, cases[i].batch, nth, b);
             if (na < 0 || na != nb || na > MAXN) {
                 dt__conv2d_col_floats = saved;
                 free(a);
@@ -672,7 +695,8 @@ static void test_threads_agree(void) {
                 DT_FAIL("case %zu: sizes %lld vs %lld", i, (long long)na, (long long)nb);
             }
             double worst = 0;
-            for (int64_t e = 0; e < na; e++) worst = fmax(worst, fabs((double)a[e] - b[e]));
+            for (int64_t e = 0; e < na; e++)
+                worst = fmax(worst, fabs((double)a[e] - b[e]));
             if (worst > 1e-5) {
                 dt__conv2d_col_floats = saved;
                 free(a);
@@ -698,13 +722,15 @@ static void test_maxpool_hand(void) {
     harness_forward(&h, NULL);
     const float want[4] = {5, 8, -1, 7};
     int ok = 1;
-    for (int i = 0; i < 4; i++) ok &= h.y[i] == want[i];
+    for (int i = 0; i < 4; i++)
+        ok &= h.y[i] == want[i];
     const float dy[4] = {10, 20, 30, 40};
     memcpy(h.dy, dy, sizeof dy);
     harness_backward(&h, NULL, 1);
     /* winners: 5 at 1; 8 at 6 (the first of the tie 8, 8); -1 at 8; 7 at 11 */
     const float dx[16] = {0, 10, 0, 0, 0, 0, 20, 0, 30, 0, 0, 40, 0, 0, 0, 0};
-    for (int i = 0; i < 16; i++) ok &= h.dx[i] == dx[i];
+    for (int i = 0; i < 16; i++)
+        ok &= h.dx[i] == dx[i];
     harness_free(&h);
     DT_CHECK(ok);
 }
@@ -723,8 +749,10 @@ static void test_maxpool_same_padding_never_wins(void) {
     /* windows: {0,1,3,4} {2,5} {6,7} {8} */
     const float want[8] = {-1, -5, -3, -4, -7, -2, -9, -1};
     int ok = 1;
-    for (int i = 0; i < 8; i++) ok &= h.y[i] == want[i];
-    for (int i = 0; i < 8; i++) h.dy[i] = (float)(i + 1);
+    for (int i = 0; i < 8; i++)
+        ok &= h.y[i] == want[i];
+    for (int i = 0; i < 8; i++)
+        h.dy[i] = (float)(i + 1);
     harness_backward(&h, NULL, 1);
     float dx[18] = {0};
     dx[2 * 0] = 1;     /* ch0 window 0 -> cell 0 */
@@ -735,7 +763,8 @@ static void test_maxpool_same_padding_never_wins(void) {
     dx[2 * 7 + 1] = 6;
     dx[2 * 8] = 7;
     dx[2 * 8 + 1] = 8;
-    for (int i = 0; i < 18; i++) ok &= h.dx[i] == dx[i];
+    for (int i = 0; i < 18; i++)
+        ok &= h.dx[i] == dx[i];
     harness_free(&h);
     DT_CHECK(ok);
 }
@@ -764,8 +793,8 @@ static void test_maxpool_overlapping_windows_accumulate(void) {
 static void test_maxpool_matches_reference(void) {
     static const int64_t cases[][8] = {
         /* h, w, c, kh, kw, sh, sw, pad */
-        {8, 8, 8, 2, 2, 2, 2, 0},  {7, 9, 11, 2, 2, 2, 2, 1}, {7, 7, 16, 3, 3, 2, 2, 1},
-        {9, 6, 19, 3, 2, 3, 2, 0}, {6, 6, 9, 2, 2, 3, 3, 0},  {5, 7, 8, 3, 3, 1, 1, 1},
+        {8, 8, 8, 2, 2, 2, 2, 0},    {7, 9, 11, 2, 2, 2, 2, 1}, {7, 7, 16, 3, 3, 2, 2, 1},
+        {9, 6, 19, 3, 2, 3, 2, 0},   {6, 6, 9, 2, 2, 3, 3, 0},  {5, 7, 8, 3, 3, 1, 1, 1},
         {28, 28, 32, 2, 2, 2, 2, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -806,7 +835,8 @@ static void test_maxpool_matches_reference(void) {
                         ok &= best >= 0 && h.y[o] == h.x[best];
                         if (best >= 0) dx[best] += h.dy[o];
                     }
-        for (int64_t e = 0; e < h.batch * h.nin; e++) ok &= fabs(dx[e] - h.dx[e]) < 1e-6;
+        for (int64_t e = 0; e < h.batch * h.nin; e++)
+            ok &= fabs(dx[e] - h.dx[e]) < 1e-6;
         free(dx);
         harness_free(&h);
         if (!ok) DT_FAIL("case %zu differs from the reference", i);
@@ -816,11 +846,8 @@ static void test_maxpool_matches_reference(void) {
 static void test_maxpool_gradcheck(void) {
     static const int64_t cases[][8] = {
         /* h, w, c, kh, kw, sh, sw, pad */
-        {6, 6, 3, 2, 2, 2, 2, 0},
-        {7, 5, 2, 3, 3, 2, 2, 1},
-        {5, 6, 2, 2, 3, 1, 2, 0},
-        {5, 5, 1, 3, 2, 3, 1, 1},
-        {6, 6, 10, 2, 2, 2, 2, 0},
+        {6, 6, 3, 2, 2, 2, 2, 0}, {7, 5, 2, 3, 3, 2, 2, 1},  {5, 6, 2, 2, 3, 1, 2, 0},
+        {5, 5, 1, 3, 2, 3, 1, 1}, {6, 6, 10, 2, 2, 2, 2, 0},
     };
     dt_pool *pool = NULL;
     DT_CHECK_OK(dt_pool_init(&pool, 2));
@@ -854,8 +881,7 @@ static void test_conv_setup_errors(void) {
     DT_CHECK_OK(setup_only(o, ok, shape3(5, 5, 2)));
     DT_CHECK_ERR(setup_only(o, ok, dt_shape_make(2, (int64_t[]){5, 5})), DT_ERR_SHAPE,
                  "conv2d 'c7': input [5, 5] is not 3-D");
-    DT_CHECK_ERR(setup_only(o, ok, dt_shape_make(1, (int64_t[]){25})), DT_ERR_SHAPE,
-                 "is not 3-D");
+    DT_CHECK_ERR(setup_only(o, ok, dt_shape_make(1, (int64_t[]){25})), DT_ERR_SHAPE, "is not 3-D");
     DT_CHECK_ERR(setup_only(o, ok, dt_shape_make(4, (int64_t[]){1, 5, 5, 2})), DT_ERR_SHAPE,
                  "input [1, 5, 5, 2] is not 3-D");
     DT_CHECK_ERR(setup_only(o, ok, shape3(5, 0, 2)), DT_ERR_SHAPE, "empty dimension");
@@ -923,8 +949,8 @@ DT_TEST_MAIN(DT_T(test_conv_forward_hand), DT_T(test_conv_forward_same_3x3_pads_
              DT_T(test_output_shapes), DT_T(test_conv_params_declared),
              DT_T(test_conv_forward_matches_reference), DT_T(test_conv_gradcheck),
              DT_T(test_conv_first_layer_skips_dx), DT_T(test_conv_direct_matches_gemm),
-             DT_T(test_threads_agree),
-             DT_T(test_maxpool_hand), DT_T(test_maxpool_same_padding_never_wins),
+             DT_T(test_threads_agree), DT_T(test_maxpool_hand),
+             DT_T(test_maxpool_same_padding_never_wins),
              DT_T(test_maxpool_overlapping_windows_accumulate),
              DT_T(test_maxpool_matches_reference), DT_T(test_maxpool_gradcheck),
              DT_T(test_conv_setup_errors), DT_T(test_maxpool_setup_errors))

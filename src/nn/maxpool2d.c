@@ -7,7 +7,8 @@
  *
  * Forward records, for every output element, which input element won (its offset within
  * the sample, an int32 stored in the layer's state, which is sized one float per output
- * element). Ties go to the first cell in row-major window order, as TensorFlow's argmax.
+ * element). Ties go to the first cell in row-major window order, as in TensorFlow's CPU
+ * kernels.
  * Backward zeroes dx and scatter-adds dy at those offsets; when the windows tile the input
  * (stride = kernel, the usual case) it writes every dx cell once instead. Forward splits the
  * (sample, output row) pairs over the pool; backward splits whole samples, so that
@@ -24,6 +25,8 @@
 #include "core/assert-impl.h"
 #include "nn/layer-impl.h"
 #include "nn/window-impl.h"
+
+_Static_assert(sizeof(int32_t) == sizeof(float), "winner offsets live in float state");
 
 typedef struct pool_geom {
     int64_t h, w, c;
@@ -70,13 +73,11 @@ static dt_err pool_setup(dt__layer *l) {
         return dt_err_set(DT_ERR_SHAPE, "maxpool2d '%s': input %s is too large", c->name,
                           dt_shape_str(&l->in, buf, sizeof buf));
     if (c->kernel[0] < 0 || c->kernel[1] < 0)
-        return dt_err_set(DT_ERR_SHAPE,
-                          "maxpool2d '%s': kernel must be positive, got %lldx%lld", c->name,
-                          (long long)c->kernel[0], (long long)c->kernel[1]);
+        return dt_err_set(DT_ERR_SHAPE, "maxpool2d '%s': kernel must be positive, got %lldx%lld",
+                          c->name, (long long)c->kernel[0], (long long)c->kernel[1]);
     if (c->stride[0] < 0 || c->stride[1] < 0)
-        return dt_err_set(DT_ERR_SHAPE,
-                          "maxpool2d '%s': stride must be positive, got %lldx%lld", c->name,
-                          (long long)c->stride[0], (long long)c->stride[1]);
+        return dt_err_set(DT_ERR_SHAPE, "maxpool2d '%s': stride must be positive, got %lldx%lld",
+                          c->name, (long long)c->stride[0], (long long)c->stride[1]);
     if (c->padding != DT_PADDING_VALID && c->padding != DT_PADDING_SAME)
         return dt_err_set(DT_ERR_SHAPE, "maxpool2d '%s': unknown padding %d", c->name,
                           (int)c->padding);
@@ -97,7 +98,6 @@ static dt_err pool_setup(dt__layer *l) {
 
 static int64_t pool_state_floats(const dt__layer *l, int64_t batch) {
     /* one int32 winner offset per output element */
-    DT_ASSERT(sizeof(int32_t) == sizeof(float));
     return batch * dt_shape_numel(&l->out);
 }
 
@@ -125,8 +125,7 @@ static void pool_window(const float *restrict xs, int64_t c, int64_t w, int64_t 
                 __m256 v = _mm256_loadu_ps(xs + base);
                 __m256 gt = _mm256_cmp_ps(v, m, _CMP_GT_OQ); /* v > m, false for NaN */
                 m = _mm256_blendv_ps(m, v, gt);
-                __m256 vid =
-                    _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(base), iota));
+                __m256 vid = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(base), iota));
                 id = _mm256_blendv_ps(id, vid, gt);
             }
         _mm256_storeu_ps(y + ch0, m);
@@ -166,8 +165,8 @@ static void pool_forward_kernel(void *arg, int ith, int nth) {
             int64_t iw0 = ow * g->sw - g->pl;
             int64_t iw_lo = iw0 > 0 ? iw0 : 0, iw_hi = iw0 + g->kw < g->w ? iw0 + g->kw : g->w;
             int64_t o = (row * g->ow + ow) * c;
-            pool_window(s->x.data + n * sample, c, g->w, ih_lo, ih_hi, iw_lo, iw_hi,
-                        s->y.data + o, idx_all + o);
+            pool_window(s->x.data + n * sample, c, g->w, ih_lo, ih_hi, iw_lo, iw_hi, s->y.data + o,
+                        idx_all + o);
         }
     }
 }
@@ -201,7 +200,8 @@ static void pool_backward_kernel(void *arg, int ith, int nth) {
         const int32_t *restrict idx = idx_all + n * out;
         if (!tiles) {
             memset(dx, 0, (size_t)sample * sizeof *dx);
-            for (int64_t o = 0; o < out; o++) dx[idx[o]] += dy[o];
+            for (int64_t o = 0; o < out; o++)
+                dx[idx[o]] += dy[o];
             continue;
         }
         for (int64_t oh = 0; oh < g->oh; oh++) {
@@ -219,10 +219,10 @@ static void pool_backward_kernel(void *arg, int ith, int nth) {
 #ifdef __AVX2__
                         const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
                         for (; ch + 8 <= c; ch += 8) {
-                            __m256i want = _mm256_add_epi32(
-                                _mm256_set1_epi32(base + (int32_t)ch), iota);
-                            __m256i got = _mm256_loadu_si256(
-                                (const __m256i *)(const void *)(idx + o + ch));
+                            __m256i want =
+                                _mm256_add_epi32(_mm256_set1_epi32(base + (int32_t)ch), iota);
+                            __m256i got =
+                                _mm256_loadu_si256((const __m256i *)(const void *)(idx + o + ch));
                             __m256 won = _mm256_castsi256_ps(_mm256_cmpeq_epi32(got, want));
                             _mm256_storeu_ps(dx + base + ch,
                                              _mm256_and_ps(won, _mm256_loadu_ps(dy + o + ch)));

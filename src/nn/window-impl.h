@@ -14,8 +14,8 @@
 #include "dtrain/nn.h"
 
 /* Returns 0 when the window does not fit (valid padding and n < k); n, k, s > 0. */
-static inline int dt__window_dim(int64_t n, int64_t k, int64_t s, dt_padding padding,
-                                 int64_t *out, int64_t *pad_before) {
+static inline int dt__window_dim(int64_t n, int64_t k, int64_t s, dt_padding padding, int64_t *out,
+                                 int64_t *pad_before) {
     if (padding == DT_PADDING_SAME) {
         int64_t o = (n + s - 1) / s;
         int64_t total = (o - 1) * s + k - n;
