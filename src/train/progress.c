@@ -22,11 +22,9 @@ static void fmt_eta(char *buf, size_t len, double s) {
     snprintf(buf, len, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
 }
 
-void dt__progress_epoch_start(dt__progress *p, int64_t epoch, int64_t first_batch) {
+void dt__progress_epoch_start(dt__progress *p) {
     p->epoch_start = p->last_print = dt__now();
     p->epoch_samples = 0;
-    (void)epoch;
-    (void)first_batch;
 }
 
 void dt__progress_step(dt__progress *p, int64_t epoch, int64_t batch, int64_t samples,

@@ -24,7 +24,7 @@ typedef struct dt__progress {
 } dt__progress;
 
 double dt__now(void); /* monotonic seconds */
-void dt__progress_epoch_start(dt__progress *p, int64_t epoch, int64_t first_batch);
+void dt__progress_epoch_start(dt__progress *p);
 void dt__progress_step(dt__progress *p, int64_t epoch, int64_t batch, int64_t samples, double loss);
 void dt__progress_epoch_end(dt__progress *p, int64_t epoch, double train_loss, double eval_loss,
                             double eval_acc, double seconds);

@@ -237,7 +237,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
         int64_t epoch = r.state.epoch;
         double t0 = dt__now();
         dt_epoch_order(r.order, r.train->n, seed, epoch, spec->shuffle);
-        dt__progress_epoch_start(&prog, epoch, r.state.epoch_batch);
+        dt__progress_epoch_start(&prog);
         double loss_sum = 0;
         int64_t loss_n = 0;
         for (int64_t b = r.state.epoch_batch; b < r.steps_per_epoch; b++) {
