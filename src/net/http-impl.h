@@ -1,0 +1,116 @@
+/*
+ * http-impl.h - the control plane's HTTP/1.1 + JSON server (over libmicrohttpd) and client
+ * (over libcurl).
+ *
+ * Server: one event-loop thread owns it. The server runs in libmicrohttpd's external-epoll
+ * mode: the owner adds dt__http_server_fd() to its own epoll set (or polls it) and calls
+ * dt__http_server_run() when it is readable or dt__http_server_timeout_ms() has passed.
+ * Handlers therefore run on the owner's thread and may touch its state without locks.
+ *
+ * Routes are a table of {method, pattern, handler} built with designated initializers.
+ * Patterns are literal segments and ":name" captures: "/v1/jobs/:job/replicas/:replica/logs".
+ * The server answers itself: 404 (no route matches the path), 405 (the path matches with
+ * another method), 401 (token missing or wrong, unless the route is .public), 413 (a body
+ * longer than max_body), 400 (a body that a route declared .json does not parse as a JSON
+ * object) - each with a JSON body {"error": "what is wrong"}. Tokens travel as
+ * "Authorization: Bearer TOKEN" and are compared in constant time.
+ *
+ * Client: one libcurl easy handle per dt__http_client, so the connection is kept alive
+ * across requests. Not thread-safe; one client per thread.
+ */
+#ifndef DTRAIN_HTTP_IMPL_H
+#define DTRAIN_HTTP_IMPL_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "dtrain/err.h"
+
+#define DT__HTTP_MAX_PARAMS 4
+
+typedef struct dt__http_server dt__http_server;
+
+typedef struct dt__http_req {
+    const char *method; /* "GET", "POST", ... */
+    const char *path;   /* without the query string */
+    int nparams;        /* captures of the route pattern, in order */
+    const char *param_names[DT__HTTP_MAX_PARAMS];
+    const char *param_values[DT__HTTP_MAX_PARAMS]; /* URL-decoded */
+    const char *body;   /* NUL-terminated (may hold NULs before body_len); "" when none */
+    size_t body_len;
+    json_t *json;       /* the parsed body when the route is .json; borrowed */
+    void *conn;         /* the libmicrohttpd connection, for dt__http_req_query */
+} dt__http_req;
+
+/* A capture by name (NULL when the pattern has none of that name). */
+const char *dt__http_req_param(const dt__http_req *req, const char *name);
+/* A query-string argument (?offset=10), URL-decoded; NULL when absent. */
+const char *dt__http_req_query(const dt__http_req *req, const char *name);
+
+typedef struct dt__http_resp {
+    int status;               /* default 200 */
+    const char *content_type; /* default "application/json" */
+    char *body;               /* malloc'd; the server frees it; NULL = empty */
+    size_t len;
+    /* up to 4 extra headers ("X-Dtrain-Log-Offset", value); names are static strings */
+    int nheaders;
+    const char *header_names[4];
+    char header_values[4][64];
+} dt__http_resp;
+
+/* Fill resp with a JSON body: dt__http_resp_json steals a reference to j (decref'd);
+ * dt__http_resp_error gives {"error": "..."} with status. */
+void dt__http_resp_json(dt__http_resp *resp, int status, json_t *j);
+void dt__http_resp_error(dt__http_resp *resp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void dt__http_resp_header(dt__http_resp *resp, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+typedef void (*dt__http_handler)(void *ctx, const dt__http_req *req, dt__http_resp *resp);
+
+typedef struct dt__http_route {
+    const char *method;
+    const char *pattern;
+    dt__http_handler handler;
+    int json;   /* the body must be a JSON object (400 otherwise); parsed into req->json */
+    int public; /* no token needed */
+} dt__http_route;
+
+typedef struct dt__http_server_opts {
+    const char *bind_addr; /* default "127.0.0.1" */
+    int port;              /* 0: any free port (see dt__http_server_port) */
+    const char *token;     /* required on every non-public route; NULL: no check */
+    size_t max_body;       /* default 1 MiB */
+    const dt__http_route *routes;
+    int nroutes;
+    void *ctx; /* passed to handlers */
+} dt__http_server_opts;
+
+/* Bind and listen. DT_ERR_IO "cannot listen on ADDR:PORT: reason" on failure. The opts'
+ * strings and route table must outlive the server (token is copied). */
+dt_err dt__http_server_start(dt__http_server **out, const dt__http_server_opts *opts);
+void dt__http_server_free(dt__http_server *s); /* closes every connection; NULL: no-op */
+int dt__http_server_port(const dt__http_server *s);
+/* An fd that becomes readable when the server has work: poll it, then call run. */
+int dt__http_server_fd(const dt__http_server *s);
+/* Do all work that is ready without blocking (accept, read, call handlers, write). */
+dt_err dt__http_server_run(dt__http_server *s);
+/* Milliseconds until the server needs dt__http_server_run for its own timers; -1: none. */
+int dt__http_server_timeout_ms(const dt__http_server *s);
+
+typedef struct dt__http_client dt__http_client;
+
+/* base_url "http://127.0.0.1:PORT"; token sent as a Bearer token when not NULL.
+ * timeout_ms bounds each request (0: 30 s). */
+dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const char *token,
+                            long timeout_ms);
+void dt__http_client_free(dt__http_client *c);
+/* One request on the kept-alive connection. body may be NULL (no body). On success
+ * *status is the HTTP status and *resp (malloc'd, NUL-terminated, caller frees) the body;
+ * a transport failure (refused, timed out) is DT_ERR_IO "URL: reason". */
+dt_err dt__http_client_request(dt__http_client *c, const char *method, const char *path,
+                               const char *body, size_t body_len, long *status, char **resp,
+                               size_t *resp_len);
+
+#endif
