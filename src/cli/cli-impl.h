@@ -17,6 +17,11 @@ typedef struct dt__cli_cmd {
 } dt__cli_cmd;
 
 extern const dt__cli_cmd dt__cmd_train;
+extern const dt__cli_cmd dt__cmd_run;
+extern const dt__cli_cmd dt__cmd_status;
+extern const dt__cli_cmd dt__cmd_logs;
+extern const dt__cli_cmd dt__cmd_stop;
+extern const dt__cli_cmd dt__cmd_list;
 extern const dt__cli_cmd dt__cmd_version;
 
 /* Is `arg` -h or --help? */
@@ -24,5 +29,24 @@ int dt__cli_is_help(const char *arg);
 /* Print "dtrain CMD: message" plus a hint to see --help, return DT_EXIT_USAGE. */
 int dt__cli_usage_error(const dt__cli_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* A job named on the command line (a registered name or a job dir) and how to reach its
+ * master (jobref.c). */
+typedef struct dt__jobref {
+    char dir[4096];
+    char name[64];
+    char url[256];  /* from master.json; "" when none */
+    char token[80];
+    int live;       /* a master holds the job dir's lock */
+} dt__jobref;
+
+/* Resolve JOB|DIR: an existing directory holding a job, else a name in the registry.
+ * Prints "dtrain CMD: ..." and returns nonzero when neither. */
+int dt__jobref_resolve(const dt__cli_cmd *cmd, const char *arg, dt__jobref *out);
+/* The job's status: from its live master when there is one, else from status.json.
+ * Returns a new reference, or NULL after printing why. */
+struct json_t *dt__jobref_status(const dt__cli_cmd *cmd, const dt__jobref *ref);
+/* Seconds between now and an RFC 3339 time ("" when absent) for AGE columns. */
+double dt__cli_age(const char *rfc3339);
 
 #endif

@@ -9,6 +9,11 @@
 
 static const dt__cli_cmd *const commands[] = {
     &dt__cmd_train,
+    &dt__cmd_run,
+    &dt__cmd_status,
+    &dt__cmd_logs,
+    &dt__cmd_stop,
+    &dt__cmd_list,
     &dt__cmd_version,
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,62 @@
+/*
+ * master.h - the job master: runs one job's replicas through a backend, applies the
+ * training operator's policies, serves the job's HTTP API and journals its own state.
+ *
+ * One master per job. dt_master_run starts (or, with opts.resume, picks up again) the job
+ * in job_dir and returns when the job has finished (Succeeded, Failed or Stopped) and the
+ * clean-up policy has been applied. Everything it knows is kept in job_dir (docs/JOBS.md):
+ *
+ *   spec.yaml      the job spec as run          journal.jsonl  the master's journal
+ *   status.json    the live status              result.json    the outcome, at the end
+ *   master.json    URL, pid and token (0600)    master.lock    held while a master runs
+ *   logs/<type>-<i>.log   each replica's stdout and stderr, appended across restarts
+ *
+ * The master is single-threaded: one event loop (epoll) owns the job's state and handles
+ * child exits (signalfd), timers (timerfd) and HTTP requests. SIGINT and SIGTERM stop the
+ * job cleanly: every replica gets SIGTERM, then SIGKILL after opts.stop_grace_ms.
+ */
+#ifndef DTRAIN_MASTER_H
+#define DTRAIN_MASTER_H
+
+#include <stdio.h>
+
+#include "dtrain/err.h"
+#include "dtrain/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dt_job_outcome {
+    DT_JOB_OUTCOME_SUCCEEDED = 0,
+    DT_JOB_OUTCOME_FAILED,
+    DT_JOB_OUTCOME_STOPPED, /* stopped by request (API, SIGINT, SIGTERM) */
+} dt_job_outcome;
+
+typedef struct dt_master_opts {
+    const char *job_dir;     /* required */
+    const char *spec_path;   /* the spec file to copy into job_dir (NULL on resume) */
+    const char *bind_addr;   /* HTTP API and replica hosts; default 127.0.0.1 */
+    int port;                /* HTTP API port; 0: any free one */
+    const char *self_exe;    /* the dtrain binary, for built-in roles (default /proc/self/exe) */
+    int resume;              /* pick up the job journaled in job_dir */
+    int stop_grace_ms;       /* SIGTERM → SIGKILL delay (default 5000) */
+    int live_table;          /* redraw a table of replicas on `out` (a terminal) */
+    FILE *out;               /* progress lines / the table; NULL: silent */
+    int ready_fd;            /* >= 0: write one byte there once every replica is launched
+                                (used by `dtrain run --detach`), then close it */
+} dt_master_opts;
+
+/* Run the job to its end. Returns DT_OK when the job ran (whatever its outcome, given in
+ * *outcome); an error when it could not run: DT_ERR_STATE when another master holds the
+ * job dir, DT_ERR_IO for an unwritable job dir or a port in use, DT_ERR_SPEC when a
+ * replica cannot be run locally (no command). */
+dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts, dt_job_outcome *outcome);
+
+/* The job spec and opts for resuming the job in job_dir: loads job_dir/spec.yaml. */
+dt_err dt_master_load_job(const char *job_dir, dt_job_spec **job);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

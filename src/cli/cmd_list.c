@@ -1,0 +1,96 @@
+/*
+ * cmd_list.c - `dtrain list [--json]`: every job in the registry ($DTRAIN_HOME/jobs).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli-impl.h"
+#include "master/registry-impl.h"
+
+static const char usage[] =
+    "Usage: dtrain list [--json]\n"
+    "\n"
+    "List the jobs this user has run: name, phase, replicas active of all, age and job dir.\n"
+    "Jobs are registered in $DTRAIN_HOME/jobs (default ~/.dtrain/jobs); a job whose\n"
+    "directory is gone, or that finished longer ago than its ttlSecondsAfterFinished, is\n"
+    "dropped from the list (its directory is kept).\n"
+    "\n"
+    "Options:\n"
+    "  --json       print {\"jobs\": [{\"name\", \"phase\", \"jobDir\", \"active\", \"replicas\"}]}\n"
+    "  -h, --help   show this help\n";
+
+typedef struct list_ctx {
+    json_t *jobs;
+} list_ctx;
+
+static void one(void *vctx, const char *name, const char *dir) {
+    list_ctx *ctx = vctx;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/status.json", dir);
+    json_t *st = json_load_file(path, 0, NULL);
+    const char *phase = json_string_value(json_object_get(st, "phase"));
+    long long active = 0, total = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(st, "replicas"), i, r) {
+        total++;
+        const char *s = json_string_value(json_object_get(r, "state"));
+        if (s && !strcmp(s, "Running")) active++;
+    }
+    const char *started = json_string_value(json_object_get(st, "startTime"));
+    json_array_append_new(ctx->jobs,
+                          json_pack("{s:s, s:s, s:s, s:I, s:I, s:f}", "name", name, "phase",
+                                    phase ? phase : "Unknown", "jobDir", dir, "active",
+                                    (json_int_t)active, "replicas", (json_int_t)total, "age",
+                                    started ? dt__cli_age(started) : 0.0));
+    json_decref(st);
+}
+
+static int run(int argc, char **argv) {
+    const dt__cli_cmd *cmd = &dt__cmd_list;
+    int as_json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i] && !strcmp(argv[i], "--json")) as_json = 1;
+        else if (argv[i]) return dt__cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
+    }
+    list_ctx ctx = {.jobs = json_array()};
+    if (dt__registry_list(one, &ctx)) {
+        fprintf(stderr, "dtrain list: %s\n", dt_errmsg());
+        json_decref(ctx.jobs);
+        return DT_EXIT_FAILED;
+    }
+    if (as_json) {
+        json_t *o = json_pack("{s:o}", "jobs", ctx.jobs);
+        char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (text) puts(text);
+        free(text);
+        json_decref(o);
+        return DT_EXIT_OK;
+    }
+    printf("%-24s %-11s %9s %8s  %s\n", "NAME", "PHASE", "ACTIVE", "AGE", "DIR");
+    size_t i;
+    json_t *j;
+    json_array_foreach(ctx.jobs, i, j) {
+        char act[32];
+        snprintf(act, sizeof act, "%lld/%lld",
+                 (long long)json_integer_value(json_object_get(j, "active")),
+                 (long long)json_integer_value(json_object_get(j, "replicas")));
+        printf("%-24s %-11s %9s %7.0fs  %s\n", json_string_value(json_object_get(j, "name")),
+               json_string_value(json_object_get(j, "phase")), act,
+               json_real_value(json_object_get(j, "age")),
+               json_string_value(json_object_get(j, "jobDir")));
+    }
+    json_decref(ctx.jobs);
+    return DT_EXIT_OK;
+}
+
+const dt__cli_cmd dt__cmd_list = {
+    .name = "list",
+    .summary = "List jobs",
+    .usage = usage,
+    .run = run,
+};

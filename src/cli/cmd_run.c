@@ -1,0 +1,232 @@
+/*
+ * cmd_run.c - `dtrain run JOB.yaml`: start a job's master and its replicas (local backend).
+ *
+ * Attached (the default) the master runs in this process: a live table of replicas on a
+ * terminal, else one line per event on stderr; Ctrl-C stops the job cleanly. With
+ * --detach the master is forked into its own session (its output in DIR/master.log) and
+ * the command returns once every replica has been launched.
+ *
+ * Exit codes: 0 the job succeeded (or, detached, started), 1 it failed or was stopped,
+ * 2 bad command line or malformed spec.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli-impl.h"
+#include "core/file-impl.h"
+#include "dtrain/job.h"
+#include "dtrain/master.h"
+
+static const char usage[] =
+    "Usage: dtrain run JOB.yaml [options]\n"
+    "       dtrain run --resume DIR [options]\n"
+    "\n"
+    "Run a job: a Kubeflow TFJob or PyTorchJob manifest, or a dtrain TrainJob\n"
+    "(docs/JOBS.md). A master starts every replica as a process on this machine, tells each\n"
+    "who it is (TF_CONFIG, DTRAIN_*), restarts them by their restartPolicy and serves the\n"
+    "job's HTTP API (docs/API.md). Logs, status and the outcome go to the job dir.\n"
+    "\n"
+    "Options:\n"
+    "  --job-dir DIR       the job directory (default: runs/<metadata.name>/)\n"
+    "  --resume DIR        pick up the job in DIR after its master died; replicas that\n"
+    "                      still run are kept\n"
+    "  --detach            run the master in the background; return once replicas started\n"
+    "  --bind ADDR         address of the API and of the replicas (default 127.0.0.1)\n"
+    "  --port N            the API's port (default: any free port)\n"
+    "  --stop-grace SECS   SIGTERM to SIGKILL delay when stopping replicas (default 5)\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "While attached, Ctrl-C stops the job: every replica gets SIGTERM, then SIGKILL.\n"
+    "Exit status: 0 succeeded (detached: started), 1 failed or stopped, 2 bad arguments or\n"
+    "malformed spec.\n";
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int exit_for(dt_err e) {
+    return e == DT_ERR_SPEC || e == DT_ERR_ARG ? DT_EXIT_USAGE : DT_EXIT_FAILED;
+}
+
+static int report(const dt_job_spec *job, const char *dir, dt_job_outcome outcome) {
+    static const char *const names[] = {"Succeeded", "Failed", "Stopped"};
+    printf("job %s %s; result in %s/result.json\n", job->name, names[outcome], dir);
+    return outcome == DT_JOB_OUTCOME_SUCCEEDED ? DT_EXIT_OK : DT_EXIT_FAILED;
+}
+
+/* Fork the master into the background; wait until it has launched every replica. */
+static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
+    if (dt__mkdirs(mo->job_dir)) {
+        fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        return DT_EXIT_FAILED;
+    }
+    char log_path[4200];
+    snprintf(log_path, sizeof log_path, "%s/master.log", mo->job_dir);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        perror("dtrain run: pipe");
+        return DT_EXIT_FAILED;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("dtrain run: fork");
+        return DT_EXIT_FAILED;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        /* A grandchild, so the master is not our child and has its own session. */
+        if (fork() != 0) _exit(0);
+        setsid();
+        int null_fd = open("/dev/null", O_RDONLY);
+        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (null_fd >= 0) dup2(null_fd, 0);
+        if (log_fd >= 0) {
+            dup2(log_fd, 1);
+            dup2(log_fd, 2);
+        }
+        FILE *out = fdopen(dup(2), "w");
+        mo->out = out;
+        mo->live_table = 0;
+        mo->ready_fd = p[1];
+        dt_job_outcome outcome = DT_JOB_OUTCOME_FAILED;
+        dt_err e = dt_master_run(job, mo, &outcome);
+        if (e) fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        _exit(e ? exit_for(e) : outcome == DT_JOB_OUTCOME_SUCCEEDED ? 0 : 1);
+    }
+    close(p[1]);
+    waitpid(pid, NULL, 0);
+    char c;
+    ssize_t n;
+    while ((n = read(p[0], &c, 1)) < 0 && errno == EINTR) {
+    }
+    close(p[0]);
+    if (n == 1) {
+        printf("job %s started in the background; job dir %s (see 'dtrain status %s')\n",
+               job->name, mo->job_dir, job->name);
+        return DT_EXIT_OK;
+    }
+    /* The master ended before launching: its log says why. */
+    char *text = NULL;
+    size_t len = 0;
+    if (dt__read_file(log_path, &text, &len) == DT_OK) {
+        fputs(text, stderr);
+        free(text);
+    }
+    return DT_EXIT_FAILED;
+}
+
+static int run(int argc, char **argv) {
+    enum { OPT_JOB_DIR = 256, OPT_RESUME, OPT_DETACH, OPT_BIND, OPT_PORT, OPT_GRACE };
+    static const struct option longopts[] = {
+        {"job-dir", required_argument, NULL, OPT_JOB_DIR},
+        {"resume", required_argument, NULL, OPT_RESUME},
+        {"detach", no_argument, NULL, OPT_DETACH},
+        {"bind", required_argument, NULL, OPT_BIND},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"stop-grace", required_argument, NULL, OPT_GRACE},
+        {NULL, 0, NULL, 0},
+    };
+    const dt__cli_cmd *cmd = &dt__cmd_run;
+    dt_master_opts mo = {.ready_fd = -1};
+    const char *job_dir = NULL, *resume = NULL;
+    int detach = 0;
+    long v;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_JOB_DIR:
+            job_dir = optarg;
+            break;
+        case OPT_RESUME:
+            resume = optarg;
+            break;
+        case OPT_DETACH:
+            detach = 1;
+            break;
+        case OPT_BIND:
+            mo.bind_addr = optarg;
+            break;
+        case OPT_PORT:
+            if (parse_int(optarg, 1, 65535, &v))
+                return dt__cli_usage_error(cmd, "--port: expected 1..65535, got '%s'", optarg);
+            mo.port = (int)v;
+            break;
+        case OPT_GRACE:
+            if (parse_int(optarg, 0, 3600, &v))
+                return dt__cli_usage_error(cmd, "--stop-grace: expected 0..3600 seconds, got '%s'",
+                                           optarg);
+            mo.stop_grace_ms = v ? (int)v * 1000 : 1;
+            break;
+        case ':':
+            return dt__cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default:
+            return dt__cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    dt_job_spec *job = NULL;
+    dt_err e;
+    char default_dir[512];
+    if (resume) {
+        if (optind != argc)
+            return dt__cli_usage_error(cmd, "--resume DIR takes no JOB.yaml");
+        if (job_dir) return dt__cli_usage_error(cmd, "--resume DIR and --job-dir exclude each other");
+        job_dir = resume;
+        if ((e = dt_master_load_job(resume, &job))) {
+            fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+            return e == DT_ERR_NOTFOUND ? DT_EXIT_USAGE : exit_for(e);
+        }
+        mo.resume = 1;
+    } else {
+        if (optind != argc - 1)
+            return dt__cli_usage_error(cmd, optind >= argc ? "missing JOB.yaml"
+                                                           : "expected one JOB.yaml, got %d",
+                                       argc - optind);
+        mo.spec_path = argv[optind];
+        if ((e = dt_job_spec_load(&job, mo.spec_path))) {
+            fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+            return exit_for(e);
+        }
+        if (!job_dir) {
+            snprintf(default_dir, sizeof default_dir, "runs/%s", job->name);
+            job_dir = default_dir;
+        }
+    }
+    mo.job_dir = job_dir;
+    int rc;
+    if (detach) {
+        rc = run_detached(job, &mo);
+    } else {
+        mo.out = stderr;
+        mo.live_table = isatty(STDERR_FILENO);
+        dt_job_outcome outcome;
+        if ((e = dt_master_run(job, &mo, &outcome))) {
+            fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+            rc = exit_for(e);
+        } else {
+            rc = report(job, job_dir, outcome);
+        }
+    }
+    dt_job_spec_free(job);
+    return rc;
+}
+
+const dt__cli_cmd dt__cmd_run = {
+    .name = "run",
+    .summary = "Run a job (TFJob, PyTorchJob or TrainJob) on this machine",
+    .usage = usage,
+    .run = run,
+};

@@ -1,0 +1,92 @@
+/*
+ * cmd_status.c - `dtrain status [JOB|DIR] [--json]`: a job's state and its replicas.
+ *
+ * From the live master when one runs (GET /v1/jobs/NAME), else from DIR/status.json.
+ * Without a job it lists every registered job, as `dtrain list` does.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli-impl.h"
+
+static const char usage[] =
+    "Usage: dtrain status [JOB|DIR] [--json]\n"
+    "\n"
+    "Show a job's state (its conditions, as Kubeflow's training operator reports them) and\n"
+    "its replicas. JOB is a job name (see 'dtrain list') or a job directory. Without JOB,\n"
+    "list every job.\n"
+    "\n"
+    "Options:\n"
+    "  --json       print the status object (docs/API.md) instead of a table\n"
+    "  -h, --help   show this help\n";
+
+static const char *str(json_t *o, const char *k) {
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "-";
+}
+
+static void print_status(json_t *st) {
+    printf("job %s (%s)  phase %s  restarts %lld\n", str(st, "name"), str(st, "kind"),
+           str(st, "phase"), (long long)json_integer_value(json_object_get(st, "restarts")));
+    printf("dir %s  master %s\n", str(st, "jobDir"),
+           json_is_string(json_object_get(st, "master")) ? str(st, "master") : "(not running)");
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c) {
+        printf("  %-10s %-5s %-24s %s\n", str(c, "type"), str(c, "status"), str(c, "reason"),
+               str(c, "message"));
+    }
+    printf("%-16s %-11s %8s %8s %5s %8s\n", "REPLICA", "STATE", "PID", "RESTARTS", "EXIT", "AGE");
+    json_t *r;
+    json_array_foreach(json_object_get(st, "replicas"), i, r) {
+        char pid[16] = "-", code[8] = "-", age[16] = "-";
+        json_t *p = json_object_get(r, "pid"), *x = json_object_get(r, "exitCode");
+        if (json_is_integer(p)) snprintf(pid, sizeof pid, "%lld", (long long)json_integer_value(p));
+        if (json_is_integer(x)) snprintf(code, sizeof code, "%lld", (long long)json_integer_value(x));
+        const char *started = json_string_value(json_object_get(r, "startTime"));
+        if (started) snprintf(age, sizeof age, "%.0fs", dt__cli_age(started));
+        printf("%-16s %-11s %8s %8lld %5s %8s\n", str(r, "name"), str(r, "state"), pid,
+               (long long)json_integer_value(json_object_get(r, "restarts")), code, age);
+    }
+}
+
+static int run(int argc, char **argv) {
+    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    const dt__cli_cmd *cmd = &dt__cmd_status;
+    int as_json = 0, c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c == 'j') as_json = 1;
+        else return dt__cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+    }
+    if (optind == argc) {
+        char *args[] = {"list", as_json ? "--json" : NULL, NULL};
+        return dt__cmd_list.run(as_json ? 2 : 1, args);
+    }
+    if (optind != argc - 1) return dt__cli_usage_error(cmd, "expected one JOB or DIR");
+    dt__jobref ref;
+    if (dt__jobref_resolve(cmd, argv[optind], &ref)) return DT_EXIT_FAILED;
+    json_t *st = dt__jobref_status(cmd, &ref);
+    if (!st) return DT_EXIT_FAILED;
+    if (as_json) {
+        char *text = json_dumps(st, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (text) puts(text);
+        free(text);
+    } else {
+        print_status(st);
+    }
+    json_decref(st);
+    return DT_EXIT_OK;
+}
+
+const dt__cli_cmd dt__cmd_status = {
+    .name = "status",
+    .summary = "Show a job's state and its replicas",
+    .usage = usage,
+    .run = run,
+};

@@ -1,0 +1,167 @@
+/*
+ * master-impl.h - the master's internal pieces: the job's state, the policies that move it,
+ * the backend that runs replicas, the journal, and the HTTP API.
+ *
+ * Ownership: one dt__master owns everything here and is touched only by its event-loop
+ * thread (master.c), so nothing below takes a lock.
+ */
+#ifndef DTRAIN_MASTER_IMPL_H
+#define DTRAIN_MASTER_IMPL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "dtrain/job.h"
+#include "dtrain/master.h"
+#include "net/http-impl.h"
+
+#define DT__MAX_REPLICAS 1024
+
+typedef struct dt__journal dt__journal;
+
+typedef enum dt__replica_state {
+    DT__REPLICA_PENDING = 0, /* not launched yet */
+    DT__REPLICA_RUNNING,
+    DT__REPLICA_RESTARTING, /* exited; waiting for its relaunch */
+    DT__REPLICA_SUCCEEDED,
+    DT__REPLICA_FAILED,
+    DT__REPLICA_STOPPED, /* stopped by the master (clean-up, stop request) */
+} dt__replica_state;
+const char *dt__replica_state_name(dt__replica_state s);
+
+typedef struct dt__replica {
+    dt_replica_type type;
+    int index;
+    char name[32]; /* "worker-1" */
+    dt__replica_state state;
+    int port;     /* its address in TF_CONFIG */
+    int attempt;  /* launches so far (1 = first) */
+    int restarts; /* attempt - 1 */
+    pid_t pid;    /* the replica's supervisor process (its process-group leader); 0: none */
+    uint64_t proc_start; /* /proc/<pid>/stat starttime, to recognise it after a restart */
+    int pidfd;           /* for a supervisor adopted after a master restart; -1 otherwise */
+    int exit_code;       /* last exit: 0-255, 128+signal when killed; -1: none yet */
+    double start_time, end_time; /* wall clock of the current attempt (0: none) */
+    int stopping;                /* SIGTERM sent by the master */
+    json_t *report;              /* what the replica reported through the API; owned */
+    double restart_at;           /* DT__REPLICA_RESTARTING: when to launch it again */
+} dt__replica;
+
+typedef enum dt__cond_type {
+    DT__COND_CREATED = 0,
+    DT__COND_RUNNING,
+    DT__COND_RESTARTING,
+    DT__COND_SUCCEEDED,
+    DT__COND_FAILED,
+    DT__COND__COUNT
+} dt__cond_type;
+
+typedef struct dt__condition {
+    int set;    /* has appeared */
+    int status; /* 1: "True", 0: "False" */
+    char reason[64];
+    char message[256];
+    double update_time, transition_time;
+} dt__condition;
+
+typedef struct dt__job_state {
+    dt__replica *replicas; /* owned; start order: chief, master, ps, worker, evaluator */
+    int nreplicas;
+    dt__condition cond[DT__COND__COUNT];
+    double start_time, completion_time;
+    int finished;
+    dt_job_outcome outcome;
+    int total_restarts;
+} dt__job_state;
+
+/* ---- the master (master.c), as the HTTP API (api.c) sees it ---- */
+typedef struct dt__master {
+    const dt_job_spec *job;
+    dt_master_opts opts;
+    char dir[4096];     /* the job dir, absolute */
+    char url[128];      /* http://HOST:PORT */
+    char token[64];     /* the job's secret, hex */
+    dt__job_state st;
+    dt__journal *journal;
+    dt__http_server *http;
+    int stop_requested;
+    char stop_reason[128];
+    int dirty; /* status.json is out of date */
+} dt__master;
+
+/* Ask the job to stop (API, signals): replicas are stopped, the outcome is Stopped. */
+void dt__master_request_stop(dt__master *m, const char *why);
+/* Record what a replica reported (a JSON object; reference stolen) in the journal. */
+dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report);
+/* The HTTP routes of the job's API (api.c). */
+extern const dt__http_route dt__master_routes[];
+extern const int dt__master_nroutes;
+
+/* ---- job state (job_state.c) ---- */
+dt_err dt__job_state_init(dt__job_state *st, const dt_job_spec *job);
+void dt__job_state_free(dt__job_state *st);
+dt__replica *dt__job_state_find(dt__job_state *st, const char *name);
+/* Set condition t to True (and the exclusive ones, Running/Restarting, to False). */
+void dt__job_state_condition(dt__job_state *st, dt__cond_type t, const char *reason,
+                             const char *message, double now);
+const char *dt__cond_type_name(dt__cond_type t);
+/* "Created", "Running", "Restarting", "Succeeded", "Failed": the newest true condition. */
+const char *dt__job_state_phase(const dt__job_state *st);
+/* The status object (status.json and GET /v1/jobs/NAME). */
+json_t *dt__job_state_json(const dt__job_state *st, const dt_job_spec *job, const char *url);
+/* One replica as JSON (GET .../replicas). */
+json_t *dt__replica_json(const dt__replica *r, const char *job_dir);
+/* RFC 3339 UTC with milliseconds into buf. */
+const char *dt__rfc3339(double t, char *buf, size_t len);
+double dt__now(void);
+
+/* ---- policies (policy.c): what the training operator would do ---- */
+typedef enum dt__exit_action {
+    DT__EXIT_SUCCEEDED = 0, /* the replica is done */
+    DT__EXIT_RESTART,       /* launch it again */
+    DT__EXIT_FAILED,        /* a permanent failure */
+} dt__exit_action;
+/* What an exit with code (128+signal when killed) means under policy. */
+dt__exit_action dt__policy_on_exit(dt_restart_policy policy, int code);
+/* Has the job succeeded, by its success policy and the states of its replicas? */
+int dt__policy_job_succeeded(const dt_job_spec *job, const dt__job_state *st);
+
+/* ---- the local backend (local_backend.c) ---- */
+typedef struct dt__launch {
+    const char *name;    /* replica name, for messages */
+    char *const *argv;   /* NULL-terminated */
+    char *const *envp;   /* NULL-terminated */
+    const char *cwd;     /* NULL: the master's */
+    const char *log_path;
+    const char *exit_path; /* the supervisor writes the exit code here before it exits */
+} dt__launch;
+/* Start a supervisor process (its own process group) that runs argv with envp, its
+ * stdout+stderr appended to log_path, waits for it and writes its exit code (128+signal
+ * when killed) to exit_path, then exits with that code. */
+dt_err dt__local_launch(const dt__launch *l, pid_t *pid);
+/* Signal the replica's whole process group. */
+void dt__local_signal(pid_t pid, int sig);
+/* /proc/<pid>/stat's start time (0 when the process does not exist). */
+uint64_t dt__local_proc_start(pid_t pid);
+/* Adopt a supervisor started by an earlier master: a pidfd that becomes readable when it
+ * exits; -1 when it is gone. */
+int dt__local_adopt(pid_t pid, uint64_t proc_start);
+/* The code a supervisor wrote to exit_path; -1 when there is none. */
+int dt__local_read_exit(const char *exit_path);
+
+/* ---- the journal (journal.c) ---- */
+dt_err dt__journal_open(dt__journal **out, const char *path);
+void dt__journal_close(dt__journal *j);
+/* Append one event (a JSON object; the reference is stolen) as a line. */
+dt_err dt__journal_append(dt__journal *j, json_t *event);
+/* Make everything appended so far durable. */
+dt_err dt__journal_sync(dt__journal *j);
+/* Read every event of the journal at path; calls fn(ctx, event) per line in order. A torn
+ * last line (a master killed while writing) is ignored; a malformed line elsewhere is
+ * DT_ERR_FORMAT naming the line. */
+dt_err dt__journal_replay(const char *path, void (*fn)(void *ctx, json_t *event), void *ctx);
+
+#endif

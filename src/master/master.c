@@ -1,0 +1,1036 @@
+/*
+ * master.c - the job master's life: start or resume, the event loop, the end.
+ *
+ * Design: one thread, one epoll set. It holds a signalfd (SIGCHLD for replica
+ * supervisors that are our children; SIGINT/SIGTERM/SIGHUP ask the job to stop), the HTTP
+ * server's epoll fd (libmicrohttpd in external mode, so handlers run here too) and one
+ * pidfd per supervisor adopted from an earlier master. Timers (restart delays, the job's
+ * deadline, the stop grace period, the table redraw) are folded into epoll_wait's timeout.
+ *
+ * Every decision is journaled (journal.c) before or right after it is acted on, and the
+ * state is mirrored into status.json at most every STATUS_INTERVAL, so `dtrain status`
+ * works without the master. A master killed at any point is picked up again by
+ * `dtrain run --resume DIR`: it replays the journal, adopts the supervisors that still
+ * run (their start times must match, so a reused pid is not mistaken for one), reads the
+ * exit codes of those that ended meanwhile from their exit files, and goes on.
+ *
+ * Restart delays grow as the kubelet's do, but shorter: 0.1 s doubled per restart of the
+ * same replica, at most 10 s.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/file-impl.h"
+#include "master/master-impl.h"
+#include "master/registry-impl.h"
+#include "net/http-impl.h"
+
+extern char **environ;
+
+#define STATUS_INTERVAL 0.2 /* seconds between status.json rewrites */
+#define TABLE_INTERVAL 0.5
+
+typedef struct loop {
+    dt__master m;
+    int epfd, sigfd, lock_fd;
+    sigset_t old_mask;
+    char self_exe[4096];
+    char cwd[4096];      /* where replicas run unless their spec says otherwise */
+    char spec_src[4096]; /* the spec as given (absolute), for built-in roles */
+    double status_written, table_drawn, kill_at;
+    int table_lines;
+} loop;
+
+static const char *kind_name(const dt_job_spec *job) {
+    static const char *const k[] = {[DT_JOB_KIND_TFJOB] = "TFJob",
+                                    [DT_JOB_KIND_PYTORCHJOB] = "PyTorchJob",
+                                    [DT_JOB_KIND_TRAINJOB] = "TrainJob"};
+    return k[job->kind];
+}
+
+static const char *type_key(dt_replica_type t) {
+    static const char *const k[] = {[DT_REPLICA_TYPE_CHIEF] = "Chief",
+                                    [DT_REPLICA_TYPE_MASTER] = "Master",
+                                    [DT_REPLICA_TYPE_PS] = "PS",
+                                    [DT_REPLICA_TYPE_WORKER] = "Worker",
+                                    [DT_REPLICA_TYPE_EVALUATOR] = "Evaluator"};
+    return k[t];
+}
+
+static void say(loop *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(loop *L, const char *fmt, ...) {
+    FILE *out = L->m.opts.out;
+    if (!out || L->m.opts.live_table) return;
+    char ts[40];
+    dt__rfc3339(dt__now(), ts, sizeof ts);
+    fprintf(out, "[%.8s] ", ts + 11);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    fputc('\n', out);
+    fflush(out);
+}
+
+static void journal(loop *L, json_t *ev) {
+    if (!ev) return;
+    json_object_set_new(ev, "time", json_real(dt__now()));
+    if (dt__journal_append(L->m.journal, ev))
+        say(L, "warning: %s", dt_errmsg());
+}
+
+static void path_in(const loop *L, char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void path_in(const loop *L, char *buf, size_t len, const char *fmt, ...) {
+    int n = snprintf(buf, len, "%s/", L->m.dir);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < len) vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- status.json, result.json, the table ---- */
+
+static void write_json_file(loop *L, const char *name, json_t *j) {
+    char path[4200];
+    path_in(L, path, sizeof path, "%s", name);
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!text) return;
+    size_t n = strlen(text);
+    text[n] = '\n';
+    if (dt__write_file_atomic(path, text, n + 1)) say(L, "warning: %s", dt_errmsg());
+    free(text);
+}
+
+static json_t *status_json(loop *L) {
+    json_t *j = dt__job_state_json(&L->m.st, L->m.job, L->m.st.finished ? NULL : L->m.url);
+    json_object_set_new(j, "jobDir", json_string(L->m.dir));
+    json_t *reps = json_array();
+    for (int i = 0; i < L->m.st.nreplicas; i++)
+        json_array_append_new(reps, dt__replica_json(&L->m.st.replicas[i], L->m.dir));
+    json_object_set_new(j, "replicas", reps);
+    return j;
+}
+
+static void write_status(loop *L) {
+    json_t *j = status_json(L);
+    write_json_file(L, "status.json", j);
+    json_decref(j);
+    L->m.dirty = 0;
+    L->status_written = dt__now();
+}
+
+static void draw_table(loop *L) {
+    FILE *out = L->m.opts.out;
+    if (!out || !L->m.opts.live_table) return;
+    double now = dt__now();
+    if (L->table_lines) fprintf(out, "\033[%dA", L->table_lines);
+    int lines = 0;
+    fprintf(out, "\033[2Kjob %s  %s  %.0fs  %s\n", L->m.job->name, dt__job_state_phase(&L->m.st),
+            L->m.st.start_time > 0 ? now - L->m.st.start_time : 0.0, L->m.url);
+    fprintf(out, "\033[2K%-16s %-11s %8s %8s %5s %8s\n", "REPLICA", "STATE", "PID", "RESTARTS",
+            "EXIT", "AGE");
+    lines += 2;
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        const dt__replica *r = &L->m.st.replicas[i];
+        char pid[16] = "-", code[8] = "-";
+        if (r->pid > 0 && r->state == DT__REPLICA_RUNNING) snprintf(pid, sizeof pid, "%d", r->pid);
+        if (r->exit_code >= 0) snprintf(code, sizeof code, "%d", r->exit_code);
+        double age = r->start_time > 0 ? (r->end_time > r->start_time ? r->end_time : now) -
+                                             r->start_time
+                                       : 0;
+        fprintf(out, "\033[2K%-16s %-11s %8s %8d %5s %7.0fs\n", r->name,
+                dt__replica_state_name(r->state), pid, r->restarts, code, age);
+        lines++;
+    }
+    fflush(out);
+    L->table_lines = lines;
+    L->table_drawn = now;
+}
+
+/* ---- launching ---- */
+
+/* Is name=... one of the variables dtrain sets? Inherited copies are dropped so that a job
+ * run from inside another job's replica does not leak its parent's identity. */
+static int owned_var(const char *kv) {
+    static const char *const names[] = {"TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
+                                        "RANK", NULL};
+    if (!strncmp(kv, "DTRAIN_", 7)) return 1;
+    for (int i = 0; names[i]; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncmp(kv, names[i], n) && kv[n] == '=') return 1;
+    }
+    return 0;
+}
+
+static int env_has(const dt_env_var *env, int n, const char *kv) {
+    const char *eq = strchr(kv, '=');
+    size_t len = eq ? (size_t)(eq - kv) : strlen(kv);
+    for (int i = 0; i < n; i++)
+        if (strlen(env[i].name) == len && !strncmp(env[i].name, kv, len)) return 1;
+    return 0;
+}
+
+static int replica_port(const loop *L, dt_replica_type t, int index) {
+    for (int i = 0; i < L->m.st.nreplicas; i++)
+        if (L->m.st.replicas[i].type == t && L->m.st.replicas[i].index == index)
+            return L->m.st.replicas[i].port;
+    return 0;
+}
+
+static dt_err launch(loop *L, dt__replica *r) {
+    const dt_job_spec *job = L->m.job;
+    const dt_replica_spec *rs = &job->replicas[r->type];
+    /* ports[type][i] as dt_job_env wants them */
+    int *ports_of[DT_REPLICA_TYPE__COUNT] = {0};
+    dt_err e = DT_OK;
+    dt_env_var *env = NULL;
+    int nenv = 0;
+    char **envp = NULL;
+    char **argv = NULL;
+    size_t first_own = 0;
+    for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) {
+        int n = job->replicas[t].present ? job->replicas[t].replicas : 0;
+        ports_of[t] = calloc((size_t)(n ? n : 1), sizeof(int));
+        if (!ports_of[t]) {
+            e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+            goto end;
+        }
+        for (int i = 0; i < n; i++) ports_of[t][i] = replica_port(L, (dt_replica_type)t, i);
+    }
+    const int *const ports[DT_REPLICA_TYPE__COUNT] = {ports_of[0], ports_of[1], ports_of[2],
+                                                       ports_of[3], ports_of[4]};
+    dt_job_env_opts eo = {.bind_host = L->m.opts.bind_addr,
+                          .ports = ports,
+                          .master_url = L->m.url,
+                          .job_token = L->m.token};
+    if ((e = dt_job_env(job, r->type, r->index, &eo, &env, &nenv))) goto end;
+
+    size_t ninherit = 0;
+    for (char **p = environ; *p; p++) ninherit++;
+    envp = calloc(ninherit + (size_t)nenv + 1, sizeof *envp);
+    if (!envp) {
+        e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    size_t k = 0;
+    for (char **p = environ; *p; p++)
+        if (!owned_var(*p) && !env_has(env, nenv, *p)) envp[k++] = *p; /* borrowed */
+    first_own = k;
+    for (int i = 0; i < nenv; i++) {
+        size_t len = strlen(env[i].name) + strlen(env[i].value) + 2;
+        envp[k] = malloc(len);
+        if (!envp[k]) {
+            e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+            goto end;
+        }
+        snprintf(envp[k], len, "%s=%s", env[i].name, env[i].value);
+        k++;
+    }
+
+    char replica_dir[4200], spec_abs[4200];
+    if (rs->argv) {
+        argv = rs->argv;
+    } else {
+        /* dtrain's built-in role: the single replica of a TrainJob trains the model. */
+        path_in(L, replica_dir, sizeof replica_dir, "replicas/%s", r->name);
+        snprintf(spec_abs, sizeof spec_abs, "%s", L->spec_src);
+        static char train_arg[] = "train", dir_opt[] = "--job-dir", quiet[] = "--no-progress";
+        argv = calloc(7, sizeof *argv);
+        if (!argv) {
+            e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+            goto end;
+        }
+        argv[0] = L->self_exe;
+        argv[1] = train_arg;
+        argv[2] = spec_abs;
+        argv[3] = dir_opt;
+        argv[4] = replica_dir;
+        argv[5] = quiet;
+    }
+
+    char log_path[4200], exit_path[4200];
+    path_in(L, log_path, sizeof log_path, "logs/%s.log", r->name);
+    path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
+    /* A line in the log between attempts, so restarts can be told apart. */
+    FILE *lf = fopen(log_path, "a");
+    if (lf) {
+        char ts[40];
+        fprintf(lf, "--- dtrain: %s attempt %d started at %s\n", r->name, r->attempt + 1,
+                dt__rfc3339(dt__now(), ts, sizeof ts));
+        fclose(lf);
+    }
+    dt__launch l = {.name = r->name,
+                    .argv = argv,
+                    .envp = envp,
+                    .cwd = rs->working_dir ? rs->working_dir : L->cwd,
+                    .log_path = log_path,
+                    .exit_path = exit_path};
+    pid_t pid;
+    if ((e = dt__local_launch(&l, &pid))) goto end;
+    r->attempt++;
+    r->restarts = r->attempt - 1;
+    r->pid = pid;
+    r->proc_start = dt__local_proc_start(pid);
+    r->state = DT__REPLICA_RUNNING;
+    r->start_time = dt__now();
+    r->end_time = 0;
+    r->exit_code = -1;
+    r->stopping = 0;
+    char ps[24];
+    snprintf(ps, sizeof ps, "%llu", (unsigned long long)r->proc_start);
+    journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "launch", "replica", r->name,
+                         "attempt", r->attempt, "pid", (int)pid, "procStart", ps));
+    L->m.dirty = 1;
+    if (r->attempt > 1)
+        say(L, "%s started again (attempt %d, pid %d)", r->name, r->attempt, (int)pid);
+end:
+    if (envp)
+        for (size_t i = first_own; envp[i]; i++) free(envp[i]);
+    free(envp);
+    if (argv && argv != rs->argv) free(argv);
+    dt_job_env_free(env, nenv);
+    for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) free(ports_of[t]);
+    return e;
+}
+
+/* ---- the end of a job ---- */
+
+static void stop_replicas(loop *L, int all) {
+    int any = 0;
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        dt__replica *r = &L->m.st.replicas[i];
+        if (r->state == DT__REPLICA_RESTARTING || r->state == DT__REPLICA_PENDING) {
+            r->state = DT__REPLICA_STOPPED;
+            continue;
+        }
+        if (r->state != DT__REPLICA_RUNNING || r->stopping) continue;
+        (void)all;
+        dt__local_signal(r->pid, SIGTERM);
+        r->stopping = 1;
+        any = 1;
+    }
+    if (any && L->kill_at == 0) L->kill_at = dt__now() + L->m.opts.stop_grace_ms / 1000.0;
+    L->m.dirty = 1;
+}
+
+static void finish(loop *L, dt_job_outcome outcome, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void finish(loop *L, dt_job_outcome outcome, const char *reason, const char *fmt, ...) {
+    if (L->m.st.finished) return;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    double now = dt__now();
+    L->m.st.finished = 1;
+    L->m.st.outcome = outcome;
+    L->m.st.completion_time = now;
+    dt__job_state_condition(&L->m.st,
+                            outcome == DT_JOB_OUTCOME_SUCCEEDED ? DT__COND_SUCCEEDED
+                                                                : DT__COND_FAILED,
+                            reason, msg, now);
+    static const char *const names[] = {"Succeeded", "Failed", "Stopped"};
+    journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "finish", "outcome", names[outcome],
+                         "reason", reason, "message", msg));
+    say(L, "job %s: %s", names[outcome], msg);
+    /* Clean-up: a stop request stops everything; otherwise the cleanPodPolicy decides. */
+    if (outcome == DT_JOB_OUTCOME_STOPPED || L->m.job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE)
+        stop_replicas(L, 1);
+    L->m.dirty = 1;
+}
+
+void dt__master_request_stop(dt__master *m, const char *why) {
+    if (m->stop_requested) return;
+    m->stop_requested = 1;
+    snprintf(m->stop_reason, sizeof m->stop_reason, "%s", why);
+}
+
+dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
+    json_decref(r->report);
+    r->report = report;
+    json_t *ev = json_pack("{s:s, s:s, s:O}", "ev", "report", "replica", r->name, "report", report);
+    if (!ev) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    json_object_set_new(ev, "time", json_real(dt__now()));
+    m->dirty = 1;
+    return dt__journal_append(m->journal, ev);
+}
+
+/* ---- replica exits and the policies ---- */
+
+static void exited(loop *L, dt__replica *r, int code) {
+    double now = dt__now();
+    r->exit_code = code;
+    r->end_time = now;
+    r->pid = 0;
+    if (r->pidfd >= 0) {
+        epoll_ctl(L->epfd, EPOLL_CTL_DEL, r->pidfd, NULL);
+        close(r->pidfd);
+        r->pidfd = -1;
+    }
+    L->m.dirty = 1;
+    const dt_job_spec *job = L->m.job;
+    dt_restart_policy policy = job->replicas[r->type].restart;
+    if (L->m.st.finished || r->stopping) {
+        r->state = code == 0 && !r->stopping ? DT__REPLICA_SUCCEEDED : DT__REPLICA_STOPPED;
+    } else {
+        switch (dt__policy_on_exit(policy, code)) {
+        case DT__EXIT_SUCCEEDED:
+            r->state = DT__REPLICA_SUCCEEDED;
+            break;
+        case DT__EXIT_FAILED:
+            r->state = DT__REPLICA_FAILED;
+            break;
+        case DT__EXIT_RESTART:
+            if (job->backoff_limit >= 0 && L->m.st.total_restarts >= job->backoff_limit) {
+                r->state = DT__REPLICA_FAILED;
+            } else {
+                r->state = DT__REPLICA_RESTARTING;
+                double delay = 0.1 * pow(2.0, r->restarts < 7 ? r->restarts : 7);
+                r->restart_at = now + (delay > 10 ? 10 : delay);
+            }
+            break;
+        }
+    }
+    journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "exit", "replica", r->name, "attempt",
+                         r->attempt, "code", code, "state", dt__replica_state_name(r->state)));
+    say(L, "%s exited with code %d: %s", r->name, code, dt__replica_state_name(r->state));
+    if (L->m.st.finished) return;
+
+    char msg[256];
+    switch (r->state) {
+    case DT__REPLICA_SUCCEEDED:
+        if (dt__policy_job_succeeded(job, &L->m.st))
+            finish(L, DT_JOB_OUTCOME_SUCCEEDED, "Succeeded", "%s %s successfully completed.",
+                   kind_name(job), job->name);
+        break;
+    case DT__REPLICA_FAILED:
+        if (dt__policy_on_exit(policy, code) == DT__EXIT_RESTART) {
+            char reason[64];
+            snprintf(reason, sizeof reason, "%sBackoffLimitExceeded", "");
+            finish(L, DT_JOB_OUTCOME_FAILED, "BackoffLimitExceeded",
+                   "%s %s has failed because it has reached the specified backoff limit "
+                   "(%lld restarts; %s exited with code %d)",
+                   kind_name(job), job->name, (long long)job->backoff_limit, r->name, code);
+        } else {
+            finish(L, DT_JOB_OUTCOME_FAILED, "Failed",
+                   "%s %s has failed because 1 %s replica(s) failed (%s exited with code %d, "
+                   "restartPolicy %s).",
+                   kind_name(job), job->name, type_key(r->type), r->name, code,
+                   dt_restart_policy_name(policy));
+        }
+        break;
+    case DT__REPLICA_RESTARTING:
+        snprintf(msg, sizeof msg,
+                 "%s %s is restarting because 1 %s replica(s) failed (%s exited with code %d).",
+                 kind_name(job), job->name, type_key(r->type), r->name, code);
+        char reason[64];
+        snprintf(reason, sizeof reason, "%sRestarting", kind_name(job));
+        dt__job_state_condition(&L->m.st, DT__COND_RESTARTING, reason, msg, now);
+        journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Restarting",
+                             "reason", reason, "message", msg));
+        break;
+    default:
+        break;
+    }
+}
+
+static void reap(loop *L) {
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) break;
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        for (int i = 0; i < L->m.st.nreplicas; i++) {
+            dt__replica *r = &L->m.st.replicas[i];
+            if (r->pid == pid && r->state == DT__REPLICA_RUNNING) {
+                exited(L, r, code);
+                break;
+            }
+        }
+    }
+}
+
+static void adopted_exited(loop *L, dt__replica *r) {
+    char exit_path[4200];
+    path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
+    int code = dt__local_read_exit(exit_path);
+    exited(L, r, code >= 0 ? code : 128 + SIGKILL);
+}
+
+static void set_running(loop *L) {
+    char reason[64], msg[256];
+    snprintf(reason, sizeof reason, "%sRunning", kind_name(L->m.job));
+    snprintf(msg, sizeof msg, "%s %s is running.", kind_name(L->m.job), L->m.job->name);
+    dt__job_state_condition(&L->m.st, DT__COND_RUNNING, reason, msg, dt__now());
+    journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Running", "reason",
+                         reason, "message", msg));
+    L->m.dirty = 1;
+}
+
+/* Timers: relaunches due, the deadline, the stop grace. */
+static void tick(loop *L) {
+    double now = dt__now();
+    const dt_job_spec *job = L->m.job;
+    if (L->m.stop_requested && !L->m.st.finished) {
+        char reason[64];
+        snprintf(reason, sizeof reason, "%sStopped", kind_name(job));
+        finish(L, DT_JOB_OUTCOME_STOPPED, reason, "%s %s was stopped: %s.", kind_name(job),
+               job->name, L->m.stop_reason);
+    }
+    if (!L->m.st.finished && job->active_deadline_seconds >= 0 && L->m.st.start_time > 0 &&
+        now - L->m.st.start_time >= (double)job->active_deadline_seconds)
+        finish(L, DT_JOB_OUTCOME_FAILED, "DeadlineExceeded",
+               "%s %s has failed because it was active longer than specified deadline (%llds).",
+               kind_name(job), job->name, (long long)job->active_deadline_seconds);
+    if (!L->m.st.finished) {
+        int relaunched = 0, restarting = 0;
+        for (int i = 0; i < L->m.st.nreplicas; i++) {
+            dt__replica *r = &L->m.st.replicas[i];
+            if (r->state != DT__REPLICA_RESTARTING) continue;
+            if (r->restart_at > now) {
+                restarting = 1;
+                continue;
+            }
+            L->m.st.total_restarts++;
+            if (launch(L, r)) {
+                say(L, "%s", dt_errmsg());
+                finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
+                break;
+            }
+            relaunched = 1;
+        }
+        if (relaunched && !restarting && !L->m.st.finished) set_running(L);
+    }
+    if (L->kill_at > 0 && now >= L->kill_at) {
+        for (int i = 0; i < L->m.st.nreplicas; i++) {
+            dt__replica *r = &L->m.st.replicas[i];
+            if (r->state == DT__REPLICA_RUNNING) dt__local_signal(r->pid, SIGKILL);
+        }
+        L->kill_at = 0;
+    }
+}
+
+static int replicas_running(const loop *L) {
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        const dt__replica *r = &L->m.st.replicas[i];
+        if (r->state == DT__REPLICA_RUNNING &&
+            (r->stopping || L->m.job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE ||
+             L->m.st.outcome == DT_JOB_OUTCOME_STOPPED))
+            return 1;
+    }
+    return 0;
+}
+
+static double next_deadline(const loop *L) {
+    double t = INFINITY;
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        const dt__replica *r = &L->m.st.replicas[i];
+        if (r->state == DT__REPLICA_RESTARTING && r->restart_at < t) t = r->restart_at;
+    }
+    const dt_job_spec *job = L->m.job;
+    if (!L->m.st.finished && job->active_deadline_seconds >= 0 && L->m.st.start_time > 0) {
+        double d = L->m.st.start_time + (double)job->active_deadline_seconds;
+        if (d < t) t = d;
+    }
+    if (L->kill_at > 0 && L->kill_at < t) t = L->kill_at;
+    if (L->m.dirty) {
+        double s = L->status_written + STATUS_INTERVAL;
+        if (s < t) t = s;
+    }
+    if (L->m.opts.live_table) {
+        double s = L->table_drawn + TABLE_INTERVAL;
+        if (s < t) t = s;
+    }
+    return t;
+}
+
+/* ---- set-up ---- */
+
+static dt_err alloc_ports(loop *L) {
+    const char *host = L->m.opts.bind_addr;
+    int fds[DT__MAX_REPLICAS];
+    int n = 0;
+    dt_err e = DT_OK;
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t al = sizeof a;
+        if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1 ||
+            bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+            getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
+            e = dt_err_set(DT_ERR_IO, "cannot allocate a port on %s: %s", host, strerror(errno));
+            if (fd >= 0) close(fd);
+            break;
+        }
+        fds[n++] = fd; /* kept open until all are chosen, so no port is handed out twice */
+        L->m.st.replicas[i].port = ntohs(a.sin_port);
+    }
+    for (int i = 0; i < n; i++) close(fds[i]);
+    return e;
+}
+
+/* Journal replay: rebuild the state the previous master had. */
+typedef struct replay_ctx {
+    loop *L;
+    int started;
+    int http_port;
+    dt_err err;
+} replay_ctx;
+
+static void replay_event(void *vctx, json_t *ev) {
+    replay_ctx *c = vctx;
+    loop *L = c->L;
+    const char *kind = json_string_value(json_object_get(ev, "ev"));
+    double t = json_number_value(json_object_get(ev, "time"));
+    if (!kind) return;
+    if (!strcmp(kind, "start")) {
+        c->started = 1;
+        L->m.st.start_time = t;
+        const char *tok = json_string_value(json_object_get(ev, "token"));
+        const char *cwd = json_string_value(json_object_get(ev, "cwd"));
+        const char *spec = json_string_value(json_object_get(ev, "spec"));
+        if (tok) snprintf(L->m.token, sizeof L->m.token, "%s", tok);
+        if (cwd) snprintf(L->cwd, sizeof L->cwd, "%s", cwd);
+        if (spec) snprintf(L->spec_src, sizeof L->spec_src, "%s", spec);
+        c->http_port = (int)json_integer_value(json_object_get(ev, "httpPort"));
+        json_t *ports = json_object_get(ev, "ports");
+        for (int i = 0; i < L->m.st.nreplicas; i++)
+            L->m.st.replicas[i].port =
+                (int)json_integer_value(json_object_get(ports, L->m.st.replicas[i].name));
+        return;
+    }
+    const char *name = json_string_value(json_object_get(ev, "replica"));
+    dt__replica *r = name ? dt__job_state_find(&L->m.st, name) : NULL;
+    if (!strcmp(kind, "launch") && r) {
+        r->attempt = (int)json_integer_value(json_object_get(ev, "attempt"));
+        r->restarts = r->attempt - 1;
+        r->pid = (pid_t)json_integer_value(json_object_get(ev, "pid"));
+        const char *ps = json_string_value(json_object_get(ev, "procStart"));
+        r->proc_start = ps ? strtoull(ps, NULL, 10) : 0;
+        r->state = DT__REPLICA_RUNNING;
+        r->start_time = t;
+        r->end_time = 0;
+        r->exit_code = -1;
+    } else if (!strcmp(kind, "exit") && r) {
+        r->exit_code = (int)json_integer_value(json_object_get(ev, "code"));
+        r->end_time = t;
+        r->pid = 0;
+        const char *s = json_string_value(json_object_get(ev, "state"));
+        for (int k = DT__REPLICA_PENDING; s && k <= DT__REPLICA_STOPPED; k++)
+            if (!strcmp(s, dt__replica_state_name((dt__replica_state)k)))
+                r->state = (dt__replica_state)k;
+        if (r->state == DT__REPLICA_RESTARTING) r->restart_at = 0;
+    } else if (!strcmp(kind, "report") && r) {
+        json_decref(r->report);
+        r->report = json_incref(json_object_get(ev, "report"));
+    } else if (!strcmp(kind, "condition") || !strcmp(kind, "finish")) {
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        const char *reason = json_string_value(json_object_get(ev, "reason"));
+        const char *msg = json_string_value(json_object_get(ev, "message"));
+        if (!strcmp(kind, "finish")) {
+            const char *o = json_string_value(json_object_get(ev, "outcome"));
+            dt_job_outcome out = o && !strcmp(o, "Succeeded") ? DT_JOB_OUTCOME_SUCCEEDED
+                                 : o && !strcmp(o, "Stopped") ? DT_JOB_OUTCOME_STOPPED
+                                                              : DT_JOB_OUTCOME_FAILED;
+            L->m.st.finished = 1;
+            L->m.st.outcome = out;
+            L->m.st.completion_time = t;
+            type = out == DT_JOB_OUTCOME_SUCCEEDED ? "Succeeded" : "Failed";
+        }
+        for (int k = 0; type && k < DT__COND__COUNT; k++)
+            if (!strcmp(type, dt__cond_type_name((dt__cond_type)k)))
+                dt__job_state_condition(&L->m.st, (dt__cond_type)k, reason, msg, t);
+    }
+}
+
+static dt_err take_lock(loop *L) {
+    char path[4200];
+    path_in(L, path, sizeof path, "master.lock");
+    L->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (L->lock_fd < 0)
+        return dt_err_set(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (flock(L->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char buf[32] = "";
+        ssize_t n = pread(L->lock_fd, buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = 0;
+        return dt_err_set(DT_ERR_STATE, "%s: a master (pid %s) is already running this job",
+                          L->m.dir, buf[0] ? buf : "?");
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(L->lock_fd, 0) != 0 || pwrite(L->lock_fd, pid, (size_t)n, 0) != n)
+        return dt_err_set(DT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return DT_OK;
+}
+
+static dt_err write_master_json(loop *L) {
+    char path[4200];
+    path_in(L, path, sizeof path, "master.json");
+    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "name", L->m.job->name, "url", L->m.url,
+                          "pid", (int)getpid(), "token", L->m.token, "jobDir", L->m.dir);
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (!text) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    /* The token is the job's secret: the file is readable by its owner only. */
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    size_t n = strlen(text);
+    int ok = fd >= 0 && write(fd, text, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+    if (fd >= 0) close(fd);
+    free(text);
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return dt_err_set(DT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return DT_OK;
+}
+
+static dt_err copy_spec(loop *L, const char *from) {
+    char *data;
+    size_t len;
+    dt_err e = dt__read_file(from, &data, &len);
+    if (e) return e;
+    char path[4200];
+    path_in(L, path, sizeof path, "spec.yaml");
+    e = dt__write_file_atomic(path, data, len);
+    free(data);
+    return e;
+}
+
+static dt_err start_http(loop *L, int port) {
+    dt__http_server_opts ho = {.bind_addr = L->m.opts.bind_addr,
+                               .port = port,
+                               .token = L->m.token,
+                               .routes = dt__master_routes,
+                               .nroutes = dt__master_nroutes,
+                               .ctx = &L->m};
+    dt_err e = dt__http_server_start(&L->m.http, &ho);
+    if (e) return e;
+    snprintf(L->m.url, sizeof L->m.url, "http://%s:%d", L->m.opts.bind_addr,
+             dt__http_server_port(L->m.http));
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX - 1};
+    if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, dt__http_server_fd(L->m.http), &ev) != 0)
+        return dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
+    return DT_OK;
+}
+
+static dt_err setup_signals(loop *L) {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGPIPE);
+    if (sigprocmask(SIG_BLOCK, &mask, &L->old_mask) != 0)
+        return dt_err_set(DT_ERR_IO, "sigprocmask: %s", strerror(errno));
+    sigdelset(&mask, SIGPIPE); /* blocked and never read: writes to closed sockets just fail */
+    L->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (L->sigfd < 0) return dt_err_set(DT_ERR_IO, "signalfd: %s", strerror(errno));
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+    if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, L->sigfd, &ev) != 0)
+        return dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
+    return DT_OK;
+}
+
+static void read_signals(loop *L) {
+    struct signalfd_siginfo si;
+    while (read(L->sigfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGCHLD) continue; /* reaped below */
+        char why[64];
+        snprintf(why, sizeof why, "the master got %s", sigabbrev_np((int)si.ssi_signo));
+        dt__master_request_stop(&L->m, why);
+    }
+    reap(L);
+}
+
+static void result_json(loop *L) {
+    static const char *const names[] = {"Succeeded", "Failed", "Stopped"};
+    const dt__condition *c =
+        &L->m.st.cond[L->m.st.outcome == DT_JOB_OUTCOME_SUCCEEDED ? DT__COND_SUCCEEDED
+                                                                   : DT__COND_FAILED];
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "status", names[L->m.st.outcome], "name",
+                          L->m.job->name, "kind", kind_name(L->m.job), "reason", c->reason,
+                          "message", c->message);
+    char a[40], b[40];
+    json_object_set_new(j, "startTime", json_string(dt__rfc3339(L->m.st.start_time, a, sizeof a)));
+    json_object_set_new(j, "completionTime",
+                        json_string(dt__rfc3339(L->m.st.completion_time, b, sizeof b)));
+    json_object_set_new(j, "wall_seconds",
+                        json_real(L->m.st.completion_time - L->m.st.start_time));
+    json_object_set_new(j, "restarts", json_integer(L->m.st.total_restarts));
+    json_t *st = dt__job_state_json(&L->m.st, L->m.job, NULL);
+    json_object_set(j, "replicaStatuses", json_object_get(st, "replicaStatuses"));
+    json_decref(st);
+    json_t *reps = json_object();
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        const dt__replica *r = &L->m.st.replicas[i];
+        json_t *rj = json_pack("{s:s, s:i}", "state", dt__replica_state_name(r->state),
+                               "restarts", r->restarts);
+        json_object_set_new(rj, "exitCode", r->exit_code >= 0 ? json_integer(r->exit_code)
+                                                             : json_null());
+        if (r->report) json_object_set(rj, "report", r->report);
+        /* A built-in role's own result.json (a TrainJob's training figures). */
+        char path[4200];
+        path_in(L, path, sizeof path, "replicas/%s/result.json", r->name);
+        json_t *own = json_load_file(path, 0, NULL);
+        if (own) json_object_set_new(rj, "result", own);
+        json_object_set_new(reps, r->name, rj);
+    }
+    json_object_set_new(j, "replicas", reps);
+    write_json_file(L, "result.json", j);
+    json_decref(j);
+}
+
+static dt_err resolve_self(loop *L) {
+    const char *exe = L->m.opts.self_exe ? L->m.opts.self_exe : "/proc/self/exe";
+    if (!realpath(exe, L->self_exe))
+        return dt_err_set(DT_ERR_IO, "%s: cannot resolve the dtrain binary: %s", exe,
+                          strerror(errno));
+    return DT_OK;
+}
+
+dt_err dt_master_load_job(const char *job_dir, dt_job_spec **job) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/journal.jsonl", job_dir);
+    /* The spec is parsed under its original path, so relative data paths resolve as they
+     * did when the job started. */
+    char *data = NULL;
+    size_t len = 0;
+    dt_err e = dt__read_file(path, &data, &len);
+    if (e) return dt_err_set(DT_ERR_NOTFOUND, "%s: no journal here: not a job directory", job_dir);
+    char *nl = memchr(data, '\n', len);
+    json_t *first = nl ? json_loadb(data, (size_t)(nl - data), 0, NULL) : NULL;
+    free(data);
+    const char *spec = json_string_value(json_object_get(first, "spec"));
+    char spec_name[4200];
+    snprintf(spec_name, sizeof spec_name, "%s", spec ? spec : path);
+    json_decref(first);
+    snprintf(path, sizeof path, "%s/spec.yaml", job_dir);
+    if ((e = dt__read_file(path, &data, &len))) return e;
+    e = dt_job_spec_parse(job, data, len, spec_name);
+    free(data);
+    return e;
+}
+
+dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
+                     dt_job_outcome *outcome) {
+    loop *L = calloc(1, sizeof *L);
+    if (!L) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    L->epfd = L->sigfd = L->lock_fd = -1;
+    dt__master *m = &L->m;
+    m->job = job;
+    m->opts = *opts_in;
+    if (!m->opts.bind_addr) m->opts.bind_addr = "127.0.0.1";
+    if (m->opts.stop_grace_ms <= 0) m->opts.stop_grace_ms = 5000;
+    dt_err e = DT_OK;
+    int signals_set = 0;
+
+    if (job->kind == DT_JOB_KIND_TRAINJOB && dt_job_spec_total_replicas(job) != 1) {
+        e = dt_err_set(DT_ERR_SPEC,
+                       "%s: spec.replicas: dtrain's built-in roles run a TrainJob as one replica "
+                       "so far (the parameter-server and all-reduce strategies across processes "
+                       "are not built yet); use replicas: {worker: 1}",
+                       job->path);
+        goto end;
+    }
+    if (job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job))) goto end;
+    if ((e = dt__mkdirs(opts_in->job_dir))) goto end;
+    if (!realpath(opts_in->job_dir, m->dir)) {
+        e = dt_err_set(DT_ERR_IO, "%s: %s", opts_in->job_dir, strerror(errno));
+        goto end;
+    }
+    char sub[4200];
+    path_in(L, sub, sizeof sub, "logs");
+    if ((e = dt__mkdirs(sub))) goto end;
+    path_in(L, sub, sizeof sub, "run");
+    if ((e = dt__mkdirs(sub))) goto end;
+    if ((e = take_lock(L))) goto end;
+    if ((e = resolve_self(L))) goto end;
+    if ((e = dt__job_state_init(&m->st, job))) goto end;
+    if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
+        goto end;
+    }
+
+    char jpath[4200];
+    path_in(L, jpath, sizeof jpath, "journal.jsonl");
+    int http_port = m->opts.port;
+    if (m->opts.resume) {
+        replay_ctx rc = {.L = L};
+        if ((e = dt__journal_replay(jpath, replay_event, &rc))) goto end;
+        if (!rc.started) {
+            e = dt_err_set(DT_ERR_STATE, "%s: the journal has no start: nothing to resume", m->dir);
+            goto end;
+        }
+        if (!http_port) http_port = rc.http_port;
+    } else {
+        struct stat sb;
+        if (stat(jpath, &sb) == 0 && sb.st_size > 0) {
+            e = dt_err_set(DT_ERR_STATE,
+                           "%s holds a job already: resume it with 'dtrain run --resume %s' or "
+                           "choose another --job-dir",
+                           m->dir, m->dir);
+            goto end;
+        }
+        unsigned char rnd[16];
+        if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
+            e = dt_err_set(DT_ERR_IO, "getrandom: %s", strerror(errno));
+            goto end;
+        }
+        for (int i = 0; i < 16; i++) snprintf(m->token + 2 * i, 3, "%02x", rnd[i]);
+        if (!getcwd(L->cwd, sizeof L->cwd)) {
+            e = dt_err_set(DT_ERR_IO, "getcwd: %s", strerror(errno));
+            goto end;
+        }
+        if (!realpath(opts_in->spec_path, L->spec_src)) {
+            e = dt_err_set(DT_ERR_IO, "%s: %s", opts_in->spec_path, strerror(errno));
+            goto end;
+        }
+        if ((e = copy_spec(L, opts_in->spec_path))) goto end;
+        if ((e = alloc_ports(L))) goto end;
+    }
+    if ((e = dt__journal_open(&m->journal, jpath))) goto end;
+    if ((e = setup_signals(L))) goto end;
+    signals_set = 1;
+    if ((e = start_http(L, http_port))) goto end;
+    if ((e = write_master_json(L))) goto end;
+    dt__registry_add(job->name, m->dir);
+
+    double now = dt__now();
+    if (!m->opts.resume) {
+        m->st.start_time = now;
+        json_t *ports = json_object();
+        for (int i = 0; i < m->st.nreplicas; i++)
+            json_object_set_new(ports, m->st.replicas[i].name,
+                                json_integer(m->st.replicas[i].port));
+        journal(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "ev", "start", "token",
+                             m->token, "cwd", L->cwd, "spec", L->spec_src, "url", m->url,
+                             "httpPort", dt__http_server_port(m->http), "ports", ports));
+        char reason[64], msg[256];
+        snprintf(reason, sizeof reason, "%sCreated", kind_name(job));
+        snprintf(msg, sizeof msg, "%s %s is created.", kind_name(job), job->name);
+        dt__job_state_condition(&m->st, DT__COND_CREATED, reason, msg, now);
+        journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Created",
+                             "reason", reason, "message", msg));
+        dt__journal_sync(m->journal);
+        say(L, "job %s: %d replicas, job dir %s, API %s", job->name, m->st.nreplicas, m->dir,
+            m->url);
+    } else {
+        /* Adopt what still runs; settle what ended while no master watched. */
+        for (int i = 0; i < m->st.nreplicas; i++) {
+            dt__replica *r = &m->st.replicas[i];
+            if (r->state != DT__REPLICA_RUNNING) continue;
+            r->pidfd = dt__local_adopt(r->pid, r->proc_start);
+            if (r->pidfd >= 0) {
+                struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+                epoll_ctl(L->epfd, EPOLL_CTL_ADD, r->pidfd, &ev);
+                say(L, "%s still runs (pid %d): adopted", r->name, (int)r->pid);
+            }
+        }
+        say(L, "job %s resumed from %s, API %s", job->name, m->dir, m->url);
+        for (int i = 0; i < m->st.nreplicas; i++) {
+            dt__replica *r = &m->st.replicas[i];
+            if (r->state == DT__REPLICA_RUNNING && r->pidfd < 0) adopted_exited(L, r);
+        }
+    }
+
+    /* Launch what has never run, in start order (PS before workers). */
+    int launched = 0;
+    for (int i = 0; i < m->st.nreplicas && !m->st.finished; i++) {
+        dt__replica *r = &m->st.replicas[i];
+        if (r->state != DT__REPLICA_PENDING) continue;
+        if ((e = launch(L, r))) {
+            say(L, "%s", dt_errmsg());
+            finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
+            e = DT_OK;
+            break;
+        }
+        launched++;
+    }
+    if (!m->st.finished && (launched || !m->st.cond[DT__COND_RUNNING].set)) set_running(L);
+    write_status(L);
+    if (m->opts.ready_fd >= 0) {
+        if (write(m->opts.ready_fd, "R", 1) != 1) { /* the parent is gone; go on */
+        }
+        close(m->opts.ready_fd);
+        m->opts.ready_fd = -1;
+    }
+    draw_table(L);
+
+    /* The loop: until the job has finished and its replicas are cleaned up. */
+    while (!m->st.finished || replicas_running(L)) {
+        tick(L);
+        if (m->st.finished && !replicas_running(L)) break;
+        double t = next_deadline(L);
+        int http_ms = dt__http_server_timeout_ms(m->http);
+        int timeout = -1;
+        if (isfinite(t)) {
+            double ms = (t - dt__now()) * 1000.0;
+            timeout = ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ceil(ms);
+        }
+        if (http_ms >= 0 && (timeout < 0 || http_ms < timeout)) timeout = http_ms;
+        struct epoll_event evs[16];
+        int n = epoll_wait(L->epfd, evs, 16, timeout);
+        if (n < 0 && errno != EINTR) {
+            e = dt_err_set(DT_ERR_IO, "epoll_wait: %s", strerror(errno));
+            break;
+        }
+        int http_ready = 0;
+        for (int k = 0; k < n; k++) {
+            uint64_t tag = evs[k].data.u64;
+            if (tag == UINT64_MAX) read_signals(L);
+            else if (tag == UINT64_MAX - 1) http_ready = 1;
+            else if (tag < (uint64_t)m->st.nreplicas) {
+                dt__replica *r = &m->st.replicas[tag];
+                if (r->state == DT__REPLICA_RUNNING && r->pidfd >= 0) adopted_exited(L, r);
+            }
+        }
+        if (http_ready || http_ms == 0) dt__http_server_run(m->http);
+        double now2 = dt__now();
+        if (m->dirty && now2 - L->status_written >= STATUS_INTERVAL) write_status(L);
+        if (m->opts.live_table && now2 - L->table_drawn >= TABLE_INTERVAL) draw_table(L);
+    }
+    if (!e) {
+        result_json(L);
+        write_status(L);
+        draw_table(L);
+        dt__journal_sync(m->journal);
+        *outcome = m->st.outcome;
+    }
+
+end:
+    if (m->opts.ready_fd >= 0) close(m->opts.ready_fd);
+    dt__http_server_free(m->http);
+    dt__journal_close(m->journal);
+    for (int i = 0; i < m->st.nreplicas; i++)
+        if (m->st.replicas[i].pidfd >= 0) close(m->st.replicas[i].pidfd);
+    dt__job_state_free(&m->st);
+    if (L->sigfd >= 0) close(L->sigfd);
+    if (L->epfd >= 0) close(L->epfd);
+    if (signals_set) sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
+    if (L->lock_fd >= 0) close(L->lock_fd);
+    free(L);
+    return e;
+}

@@ -1,0 +1,26 @@
+/*
+ * registry-impl.h - where `dtrain list`, `status JOB`, `logs JOB` and `stop JOB` find jobs.
+ *
+ * The registry is a directory of symbolic links, $DTRAIN_HOME/jobs/<job name> -> the job
+ * dir (DTRAIN_HOME defaults to ~/.dtrain). A master adds its job when it starts; a newer
+ * job of the same name replaces the link. Stale links (the job dir is gone, or the job
+ * finished longer ago than its ttlSecondsAfterFinished) are pruned by dt__registry_list.
+ */
+#ifndef DTRAIN_REGISTRY_IMPL_H
+#define DTRAIN_REGISTRY_IMPL_H
+
+#include <stddef.h>
+
+#include "dtrain/err.h"
+
+/* Record name -> job_dir (absolute). Failures are not fatal to a job: they return an error
+ * the caller may print as a warning. */
+dt_err dt__registry_add(const char *name, const char *job_dir);
+/* The job dir of name into dir (cap bytes); DT_ERR_NOTFOUND when not registered. */
+dt_err dt__registry_lookup(const char *name, char *dir, size_t cap);
+/* Call fn(ctx, name, job_dir) for every registered job, sorted by name. */
+dt_err dt__registry_list(void (*fn)(void *ctx, const char *name, const char *job_dir), void *ctx);
+/* Remove name from the registry (no error when absent). */
+void dt__registry_remove(const char *name);
+
+#endif

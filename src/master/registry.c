@@ -1,0 +1,140 @@
+/*
+ * registry.c - the registry of jobs: symbolic links in $DTRAIN_HOME/jobs/.
+ *
+ * A link is replaced atomically (symlink to a temporary name, then rename) so a reader
+ * never sees a half-made entry. Pruning (dt__registry_list) drops links whose job dir is
+ * gone and links of jobs whose status.json says they finished more than
+ * ttlSecondsAfterFinished ago (the job dir itself is kept: only the listing forgets it, as
+ * deleting a TFJob object leaves its volumes).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "core/file-impl.h"
+#include "master/registry-impl.h"
+
+static dt_err jobs_dir(char *buf, size_t cap) {
+    const char *home = getenv("DTRAIN_HOME");
+    int n;
+    if (home && *home) {
+        n = snprintf(buf, cap, "%s/jobs", home);
+    } else {
+        const char *h = getenv("HOME");
+        n = snprintf(buf, cap, "%s/.dtrain/jobs", h && *h ? h : "/tmp");
+    }
+    if (n < 0 || (size_t)n >= cap) return dt_err_set(DT_ERR_ARG, "DTRAIN_HOME is too long");
+    return DT_OK;
+}
+
+static int valid_name(const char *name) {
+    if (!*name || strlen(name) > 63) return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-')) return 0;
+    return 1;
+}
+
+dt_err dt__registry_add(const char *name, const char *job_dir) {
+    char dir[PATH_MAX], link[PATH_MAX + 80], tmp[PATH_MAX + 100];
+    dt_err e = jobs_dir(dir, sizeof dir);
+    if (e) return e;
+    if (!valid_name(name)) return dt_err_set(DT_ERR_ARG, "'%s' is not a job name", name);
+    if ((e = dt__mkdirs(dir))) return e;
+    snprintf(link, sizeof link, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.%d", dir, name, (int)getpid());
+    unlink(tmp);
+    if (symlink(job_dir, tmp) != 0 || rename(tmp, link) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return dt_err_set(DT_ERR_IO, "%s: cannot register the job: %s", link, strerror(err));
+    }
+    return DT_OK;
+}
+
+dt_err dt__registry_lookup(const char *name, char *out, size_t cap) {
+    char dir[PATH_MAX], link[PATH_MAX + 80];
+    dt_err e = jobs_dir(dir, sizeof dir);
+    if (e) return e;
+    if (!valid_name(name)) return dt_err_set(DT_ERR_NOTFOUND, "no job named '%s'", name);
+    snprintf(link, sizeof link, "%s/%s", dir, name);
+    ssize_t n = readlink(link, out, cap - 1);
+    if (n < 0)
+        return dt_err_set(DT_ERR_NOTFOUND, "no job named '%s' (see 'dtrain list')", name);
+    out[n] = 0;
+    return DT_OK;
+}
+
+void dt__registry_remove(const char *name) {
+    char dir[PATH_MAX], link[PATH_MAX + 80];
+    if (jobs_dir(dir, sizeof dir) || !valid_name(name)) return;
+    snprintf(link, sizeof link, "%s/%s", dir, name);
+    unlink(link);
+}
+
+/* Has the job in job_dir outlived its ttlSecondsAfterFinished? */
+static int expired(const char *job_dir) {
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/status.json", job_dir);
+    json_t *st = json_load_file(path, 0, NULL);
+    int old = 0;
+    json_t *ttl = json_object_get(st, "ttlSecondsAfterFinished");
+    const char *done = json_string_value(json_object_get(st, "completionTime"));
+    if (json_is_integer(ttl) && done) {
+        struct stat sb;
+        /* status.json is last written when the job finishes: its mtime is the end. */
+        if (stat(path, &sb) == 0 &&
+            (double)time(NULL) - (double)sb.st_mtime > (double)json_integer_value(ttl))
+            old = 1;
+    }
+    json_decref(st);
+    return old;
+}
+
+static int cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+dt_err dt__registry_list(void (*fn)(void *ctx, const char *name, const char *job_dir), void *ctx) {
+    char dir[PATH_MAX];
+    dt_err e = jobs_dir(dir, sizeof dir);
+    if (e) return e;
+    DIR *d = opendir(dir);
+    if (!d) return DT_OK; /* no job registered yet */
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !valid_name(de->d_name)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nn = realloc(names, cap * sizeof *names);
+            if (!nn) break;
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp);
+    for (size_t i = 0; i < n; i++) {
+        char target[PATH_MAX];
+        struct stat sb;
+        if (dt__registry_lookup(names[i], target, sizeof target) == DT_OK) {
+            if (stat(target, &sb) != 0 || !S_ISDIR(sb.st_mode) || expired(target))
+                dt__registry_remove(names[i]);
+            else
+                fn(ctx, names[i], target);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return DT_OK;
+}
