@@ -269,7 +269,8 @@ dt_err dt__job_declare_type(dt_job_spec *job, dt_replica_type t, const dt__yval 
 
 dt_err dt__job_check_total(const dt_job_spec *job, const dt__yval *at) {
     if (dt_job_spec_total_replicas(job) > 0) return DT_OK;
-    return dt__yerr(at, "the job has no replicas (every replica type has replicas: 0)");
+    return dt__yerr_line(at, at->decl_line,
+                         "the job has no replicas (every replica type has replicas: 0)");
 }
 
 int dt_job_spec_total_replicas(const dt_job_spec *job) {
