@@ -80,8 +80,8 @@ static void print_header(const dt_job_spec *job, const dt_job_env_opts *o) {
                "and DTRAIN_JOB_TOKEN\n");
 }
 
-static void print_replica(const dt_job_spec *job, dt_replica_type t, int i,
-                          const dt_env_var *env, int n) {
+static void print_replica(const dt_job_spec *job, dt_replica_type t, int i, const dt_env_var *env,
+                          int n) {
     const dt_replica_spec *rs = &job->replicas[t];
     printf("\n%s-%d\n", dt_replica_type_name(t), i);
     if (job->kind == DT_JOB_KIND_TRAINJOB) {
@@ -104,8 +104,8 @@ static void print_replica(const dt_job_spec *job, dt_replica_type t, int i,
 }
 
 /* The replica as a JSON object; NULL when out of memory. */
-static json_t *replica_json(const dt_job_spec *job, dt_replica_type t, int i,
-                            const dt_env_var *env, int n) {
+static json_t *replica_json(const dt_job_spec *job, dt_replica_type t, int i, const dt_env_var *env,
+                            int n) {
     const dt_replica_spec *rs = &job->replicas[t];
     char name[64];
     snprintf(name, sizeof name, "%s-%d", dt_replica_type_name(t), i);
@@ -211,7 +211,8 @@ static int run(int argc, char **argv) {
             if ((e = dt_job_env(job, (dt_replica_type)t, i, &opts, &env, &n))) goto done;
             if (as_json) {
                 json_t *r = replica_json(job, (dt_replica_type)t, i, env, n);
-                if (!r || json_array_append_new(list, r)) e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+                if (!r || json_array_append_new(list, r))
+                    e = dt_err_set(DT_ERR_NOMEM, "out of memory");
             } else {
                 print_replica(job, (dt_replica_type)t, i, env, n);
             }

@@ -170,8 +170,8 @@ static int position(const dt_job_spec *job, dt_replica_type t, int i) {
 }
 
 /* The local port of (t, i): from opts->ports, else the placeholder. */
-static dt_err local_port(const dt_job_spec *job, const dt_job_env_opts *o, dt_replica_type t,
-                         int i, int *port) {
+static dt_err local_port(const dt_job_spec *job, const dt_job_env_opts *o, dt_replica_type t, int i,
+                         int *port) {
     if (!o->ports) {
         *port = DT__JOB_TF_PORT + position(job, t, i);
         return DT_OK;
@@ -194,8 +194,8 @@ static dt_err put_address(sbuf *b, const dt_job_spec *job, const dt_job_env_opts
     if (o->kubernetes) {
         const char *ns = o->namespace ? o->namespace : job->namespace;
         int port = job->replicas[t].port ? job->replicas[t].port : DT__JOB_TF_PORT;
-        snprintf(addr, sizeof addr, "%s-%s-%d.%s.svc%s%s:%d", job->name, dt_replica_type_name(t),
-                 i, ns, o->cluster_domain ? "." : "", o->cluster_domain ? o->cluster_domain : "",
+        snprintf(addr, sizeof addr, "%s-%s-%d.%s.svc%s%s:%d", job->name, dt_replica_type_name(t), i,
+                 ns, o->cluster_domain ? "." : "", o->cluster_domain ? o->cluster_domain : "",
                  port);
     } else {
         int port = 0;
@@ -327,7 +327,8 @@ static dt_err pytorch_env(envlist *l, const dt_job_spec *job, const dt_job_env_o
     dt_err e;
     if (o->kubernetes) {
         port = job->replicas[t0].port ? job->replicas[t0].port : DT__JOB_PYTORCH_PORT;
-        snprintf(addr, sizeof addr, "%s-%s-0", job->name, dt_replica_type_name((dt_replica_type)t0));
+        snprintf(addr, sizeof addr, "%s-%s-0", job->name,
+                 dt_replica_type_name((dt_replica_type)t0));
     } else {
         if ((e = local_port(job, o, (dt_replica_type)t0, 0, &port))) return e;
         snprintf(addr, sizeof addr, "%s", bind_host(o));

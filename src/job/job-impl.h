@@ -61,8 +61,8 @@ dt_err dt__job_parse_count(const dt__yval *v, dt_replica_type t, int *out);
 dt_err dt__job_parse_env(const dt__yval *list, dt_replica_spec *rs, const dt_job_spec *job);
 /* Mark replica type t present, declared by key at key_line (val: its value, for the path),
  * refusing a type given twice (in any letter case) and a chief next to a master. */
-dt_err dt__job_declare_type(dt_job_spec *job, dt_replica_type t, const dt__yval *val,
-                            int key_line, const char *key);
+dt_err dt__job_declare_type(dt_job_spec *job, dt_replica_type t, const dt__yval *val, int key_line,
+                            const char *key);
 /* The whole job: at least one replica in total (at = the replica specs' mapping). */
 dt_err dt__job_check_total(const dt_job_spec *job, const dt__yval *at);
 

@@ -27,14 +27,18 @@
 #include "spec/spec-impl.h"
 
 const char *const dt__job_kubeflow_type_names[DT_REPLICA_TYPE__COUNT] = {
-    [DT_REPLICA_TYPE_CHIEF] = "Chief",   [DT_REPLICA_TYPE_MASTER] = "Master",
-    [DT_REPLICA_TYPE_PS] = "PS",         [DT_REPLICA_TYPE_WORKER] = "Worker",
+    [DT_REPLICA_TYPE_CHIEF] = "Chief",
+    [DT_REPLICA_TYPE_MASTER] = "Master",
+    [DT_REPLICA_TYPE_PS] = "PS",
+    [DT_REPLICA_TYPE_WORKER] = "Worker",
     [DT_REPLICA_TYPE_EVALUATOR] = "Evaluator",
 };
 
 static const char *const type_names[DT_REPLICA_TYPE__COUNT] = {
-    [DT_REPLICA_TYPE_CHIEF] = "chief",   [DT_REPLICA_TYPE_MASTER] = "master",
-    [DT_REPLICA_TYPE_PS] = "ps",         [DT_REPLICA_TYPE_WORKER] = "worker",
+    [DT_REPLICA_TYPE_CHIEF] = "chief",
+    [DT_REPLICA_TYPE_MASTER] = "master",
+    [DT_REPLICA_TYPE_PS] = "ps",
+    [DT_REPLICA_TYPE_WORKER] = "worker",
     [DT_REPLICA_TYPE_EVALUATOR] = "evaluator",
 };
 
@@ -177,8 +181,7 @@ static dt_err read_policy(dt_job_spec *job, int which, const dt__yval *v) {
     }
 }
 
-dt_err dt__job_parse_policies(dt_job_spec *job, const dt__yval *spec, int run_policy,
-                              int legacy) {
+dt_err dt__job_parse_policies(dt_job_spec *job, const dt__yval *spec, int run_policy, int legacy) {
     /* schedulingPolicy, suspend and managedBy only matter to a Kubernetes scheduler or
      * controller: accepted, not read. */
     static const char *const rp_keys[] = {"cleanPodPolicy",
@@ -200,8 +203,9 @@ dt_err dt__job_parse_policies(dt_job_spec *job, const dt__yval *spec, int run_po
         int ha = legacy && dt__ymap_get(spec, policy_keys[k], &a);
         int hb = has_rp && dt__ymap_get(&rp, policy_keys[k], &b);
         if (ha && hb)
-            return dt__yerr_line(&a, a.decl_line, "also given as %s at line %d: give it in one place",
-                                 b.path, b.decl_line);
+            return dt__yerr_line(&a, a.decl_line,
+                                 "also given as %s at line %d: give it in one place", b.path,
+                                 b.decl_line);
         if ((ha && (e = read_policy(job, k, &a))) || (hb && (e = read_policy(job, k, &b))))
             return e;
     }
@@ -248,8 +252,8 @@ dt_err dt__job_parse_count(const dt__yval *v, dt_replica_type t, int *out) {
     return DT_OK;
 }
 
-dt_err dt__job_declare_type(dt_job_spec *job, dt_replica_type t, const dt__yval *val,
-                            int key_line, const char *key) {
+dt_err dt__job_declare_type(dt_job_spec *job, dt_replica_type t, const dt__yval *val, int key_line,
+                            const char *key) {
     dt_replica_spec *rs = &job->replicas[t];
     if (rs->present)
         return dt__yerr_line(val, key_line, "replica type %s given twice (also at line %d)", key,
@@ -333,13 +337,17 @@ typedef struct layout {
 } layout;
 
 static const layout layouts[] = {
-    {.api_version = "kubeflow.org/v1", .kind = DT_JOB_KIND_TFJOB,
+    {.api_version = "kubeflow.org/v1",
+     .kind = DT_JOB_KIND_TFJOB,
      .layout = DT__JOB_LAYOUT_TFJOB_V1},
-    {.api_version = "kubeflow.org/v1alpha2", .kind = DT_JOB_KIND_TFJOB,
+    {.api_version = "kubeflow.org/v1alpha2",
+     .kind = DT_JOB_KIND_TFJOB,
      .layout = DT__JOB_LAYOUT_TFJOB_V1ALPHA2},
-    {.api_version = "kubeflow.org/v1alpha1", .kind = DT_JOB_KIND_TFJOB,
+    {.api_version = "kubeflow.org/v1alpha1",
+     .kind = DT_JOB_KIND_TFJOB,
      .layout = DT__JOB_LAYOUT_TFJOB_V1ALPHA1},
-    {.api_version = "kubeflow.org/v1", .kind = DT_JOB_KIND_PYTORCHJOB,
+    {.api_version = "kubeflow.org/v1",
+     .kind = DT_JOB_KIND_PYTORCHJOB,
      .layout = DT__JOB_LAYOUT_PYTORCH_V1},
     {.api_version = "dtrain/v1", .kind = DT_JOB_KIND_TRAINJOB, .layout = DT__JOB_LAYOUT_TRAINJOB},
 };
@@ -383,15 +391,14 @@ static dt_err find_layout(dt_job_spec *job, const dt__yval *root, dt_job_kind ki
 static dt_err parse_job_doc(dt_job_spec *job, const dt__yval *root, dt_job_kind kind,
                             const char *base_dir) {
     /* status: what a `kubectl get -o yaml` adds; not read. */
-    static const char *const top_keys[] = {"apiVersion", "kind", "metadata", "spec", "status",
-                                           NULL};
+    static const char *const top_keys[] = {"apiVersion", "kind",   "metadata",
+                                           "spec",       "status", NULL};
     const layout *l = NULL;
     dt_err e;
     job->kind = kind;
     if ((e = find_layout(job, root, kind, &l))) return e;
     if (l->layout == DT__JOB_LAYOUT_TRAINJOB) return dt__job_parse_trainjob(job, root, base_dir);
-    if ((e = dt__ymap_check_keys(root, top_keys, NULL)) ||
-        (e = dt__job_parse_metadata(job, root)))
+    if ((e = dt__ymap_check_keys(root, top_keys, NULL)) || (e = dt__job_parse_metadata(job, root)))
         return e;
     return dt__job_parse_kubeflow(job, root, l->layout);
 }
@@ -423,8 +430,9 @@ static dt_err job_from_stream(dt_job_spec **out, dt__ystream *s, const char *pat
         dt__ydoc_root(doc, "", &root);
         if (is_job_doc(&root, &kind, &kv)) {
             if (job) {
-                e = dt__yerr(&kv, "a second job (%s) in one file; the first starts at line %d: "
-                                  "give each job its own file",
+                e = dt__yerr(&kv,
+                             "a second job (%s) in one file; the first starts at line %d: "
+                             "give each job its own file",
                              kind_names[kind], first_line);
                 goto fail;
             }

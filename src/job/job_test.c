@@ -158,7 +158,8 @@ static void test_tfjob_v1(void) {
     DT_CHECK(c->present && c->replicas == 1 && c->restart == DT_RESTART_POLICY_EXIT_CODE);
     DT_CHECK(c->line == 22);
     DT_CHECK(c->argc == 5 && c->argv[5] == NULL);
-    DT_CHECK(!strcmp(c->argv[0], "python") && !strcmp(c->argv[1], "/var/tf_dist_mnist/dist_mnist.py"));
+    DT_CHECK(!strcmp(c->argv[0], "python") &&
+             !strcmp(c->argv[1], "/var/tf_dist_mnist/dist_mnist.py"));
     DT_CHECK(!strcmp(c->argv[2], "--train_steps") && !strcmp(c->argv[3], "1000"));
     DT_CHECK(!strcmp(c->argv[4], "--sync_replicas=true"));
     DT_CHECK(c->working_dir && !strcmp(c->working_dir, "/var/tf_dist_mnist"));
@@ -293,16 +294,19 @@ static void test_pytorchjob(void) {
      * no TF_CONFIG for a PyTorchJob */
     dt_env_var *env = NULL;
     int n = 0;
-    DT_CHECK_OK(dt_job_env(job, DT_REPLICA_TYPE_WORKER, 2,
-                           &(dt_job_env_opts){.kubernetes = 1, .master_url = "http://m:7070",
-                                              .job_token = "tok"},
-                           &env, &n));
-    static const char *const want[][2] = {
-        {"NCCL_DEBUG", "INFO"},     {"PYTHONUNBUFFERED", "0"},
-        {"MASTER_PORT", "29500"},   {"MASTER_ADDR", "pytorch-dist-mnist-master-0"},
-        {"WORLD_SIZE", "4"},        {"RANK", "3"},
-        {"DTRAIN_MASTER", "http://m:7070"}, {"DTRAIN_JOB_TOKEN", "tok"},
-        {"DTRAIN_REPLICA", "worker-2"}};
+    DT_CHECK_OK(dt_job_env(
+        job, DT_REPLICA_TYPE_WORKER, 2,
+        &(dt_job_env_opts){.kubernetes = 1, .master_url = "http://m:7070", .job_token = "tok"},
+        &env, &n));
+    static const char *const want[][2] = {{"NCCL_DEBUG", "INFO"},
+                                          {"PYTHONUNBUFFERED", "0"},
+                                          {"MASTER_PORT", "29500"},
+                                          {"MASTER_ADDR", "pytorch-dist-mnist-master-0"},
+                                          {"WORLD_SIZE", "4"},
+                                          {"RANK", "3"},
+                                          {"DTRAIN_MASTER", "http://m:7070"},
+                                          {"DTRAIN_JOB_TOKEN", "tok"},
+                                          {"DTRAIN_REPLICA", "worker-2"}};
     DT_CHECK(n == 9);
     for (int i = 0; i < n && i < 9; i++)
         if (strcmp(env[i].name, want[i][0]) || strcmp(env[i].value, want[i][1]))
@@ -312,8 +316,8 @@ static void test_pytorchjob(void) {
 
     /* master: rank 0; local form with ports */
     static const int mp[] = {41000}, wp[] = {41001, 41002, 41003};
-    const int *ports[DT_REPLICA_TYPE__COUNT] = {[DT_REPLICA_TYPE_MASTER] = mp,
-                                                [DT_REPLICA_TYPE_WORKER] = wp};
+    const int *ports[DT_REPLICA_TYPE__COUNT] = {
+        [DT_REPLICA_TYPE_MASTER] = mp, [DT_REPLICA_TYPE_WORKER] = wp};
     DT_CHECK_OK(dt_job_env(job, DT_REPLICA_TYPE_MASTER, 0,
                            &(dt_job_env_opts){.ports = ports, .bind_host = "10.1.2.3"}, &env, &n));
     DT_CHECK(n == 6);
@@ -390,14 +394,13 @@ static void test_trainjob_defaults(void) {
 
     /* pytorchEnv without a master: rank 0 is the chief; WORLD_SIZE counts every replica */
     char text[2048];
-    snprintf(text, sizeof text, "%s  replicas: {worker: 2, chief: 1}\n  pytorchEnv: true\n",
-             TRAIN);
+    snprintf(text, sizeof text, "%s  replicas: {worker: 2, chief: 1}\n  pytorchEnv: true\n", TRAIN);
     DT_CHECK((job = parse_ok(text)));
     DT_CHECK(job->pytorch_env && job->strategy == DT_STRATEGY_ALLREDUCE);
     dt_env_var *env = NULL;
     int n = 0;
-    DT_CHECK_OK(dt_job_env(job, DT_REPLICA_TYPE_WORKER, 1, &(dt_job_env_opts){.kubernetes = 1},
-                           &env, &n));
+    DT_CHECK_OK(
+        dt_job_env(job, DT_REPLICA_TYPE_WORKER, 1, &(dt_job_env_opts){.kubernetes = 1}, &env, &n));
     DT_CHECK(!strcmp(env_get(env, n, "MASTER_ADDR"), "tj-chief-0"));
     DT_CHECK(!strcmp(env_get(env, n, "MASTER_PORT"), "23456"));
     DT_CHECK(!strcmp(env_get(env, n, "RANK"), "2"));
@@ -409,8 +412,8 @@ static void test_trainjob_defaults(void) {
     /* only workers: rank 0 is worker-0 */
     snprintf(text, sizeof text, "%s  replicas: {Worker: 2}\n  pytorchEnv: true\n", TRAIN);
     DT_CHECK((job = parse_ok(text)));
-    DT_CHECK_OK(dt_job_env(job, DT_REPLICA_TYPE_WORKER, 1, &(dt_job_env_opts){.kubernetes = 1},
-                           &env, &n));
+    DT_CHECK_OK(
+        dt_job_env(job, DT_REPLICA_TYPE_WORKER, 1, &(dt_job_env_opts){.kubernetes = 1}, &env, &n));
     DT_CHECK(!strcmp(env_get(env, n, "MASTER_ADDR"), "tj-worker-0"));
     DT_CHECK(!strcmp(env_get(env, n, "RANK"), "1"));
     dt_job_env_free(env, n);
@@ -440,7 +443,8 @@ static void test_single_replica(void) {
     DT_CHECK(n == 4);
     DT_CHECK(!strcmp(env[0].name, "A") && !strcmp(env[0].value, "3"));
     DT_CHECK(!strcmp(env[1].name, "B") && !strcmp(env[1].value, "2"));
-    DT_CHECK(!strcmp(env[2].name, "DTRAIN_MASTER") && !strcmp(env[2].value, "http://127.0.0.1:9000"));
+    DT_CHECK(!strcmp(env[2].name, "DTRAIN_MASTER") &&
+             !strcmp(env[2].value, "http://127.0.0.1:9000"));
     DT_CHECK(!strcmp(env[3].name, "DTRAIN_REPLICA") && !strcmp(env[3].value, "worker-0"));
     dt_job_env_free(env, n);
     dt_job_spec_free(job);
@@ -448,11 +452,11 @@ static void test_single_replica(void) {
 
 /* ---- TF_CONFIG ---- */
 
-#define DIST_MNIST_CLUSTER_K8S                                                                 \
-    "{\"cluster\":{\"chief\":[\"dist-mnist-chief-0.kubeflow.svc:2222\"],"                      \
-    "\"evaluator\":[\"dist-mnist-evaluator-0.kubeflow.svc:2222\"],"                            \
-    "\"ps\":[\"dist-mnist-ps-0.kubeflow.svc:2222\",\"dist-mnist-ps-1.kubeflow.svc:2222\"],"    \
-    "\"worker\":[\"dist-mnist-worker-0.kubeflow.svc:2223\","                                   \
+#define DIST_MNIST_CLUSTER_K8S                                                                     \
+    "{\"cluster\":{\"chief\":[\"dist-mnist-chief-0.kubeflow.svc:2222\"],"                          \
+    "\"evaluator\":[\"dist-mnist-evaluator-0.kubeflow.svc:2222\"],"                                \
+    "\"ps\":[\"dist-mnist-ps-0.kubeflow.svc:2222\",\"dist-mnist-ps-1.kubeflow.svc:2222\"],"        \
+    "\"worker\":[\"dist-mnist-worker-0.kubeflow.svc:2223\","                                       \
     "\"dist-mnist-worker-1.kubeflow.svc:2223\"]},"
 
 static void test_tf_config_kubernetes(void) {
@@ -500,8 +504,7 @@ static void test_tf_config_local(void) {
                          "\"ps\",\"index\":1},\"environment\":\"cloud\"}"));
     free(tf);
     /* ports the master allocated, and a bind host */
-    static const int cp[] = {40001}, pp[] = {40002, 40003}, wp[] = {40004, 40005},
-                     ep[] = {40006};
+    static const int cp[] = {40001}, pp[] = {40002, 40003}, wp[] = {40004, 40005}, ep[] = {40006};
     const int *ports[DT_REPLICA_TYPE__COUNT] = {[DT_REPLICA_TYPE_CHIEF] = cp,
                                                 [DT_REPLICA_TYPE_PS] = pp,
                                                 [DT_REPLICA_TYPE_WORKER] = wp,
@@ -547,14 +550,14 @@ static void test_env_bad_args(void) {
     DT_CHECK_ERR(dt_job_tf_config(job, DT_REPLICA_TYPE_PS, 0,
                                   &(dt_job_env_opts){.kubernetes = 1, .namespace = "Bad_NS"}, &tf),
                  DT_ERR_ARG, "namespace 'Bad_NS'");
-    DT_CHECK_ERR(dt_job_tf_config(job, DT_REPLICA_TYPE_PS, 0,
-                                  &(dt_job_env_opts){.bind_host = "a\"b"}, &tf),
-                 DT_ERR_ARG, "bind host");
+    DT_CHECK_ERR(
+        dt_job_tf_config(job, DT_REPLICA_TYPE_PS, 0, &(dt_job_env_opts){.bind_host = "a\"b"}, &tf),
+        DT_ERR_ARG, "bind host");
     static const int zero[] = {0, 0};
     const int *ports[DT_REPLICA_TYPE__COUNT] = {[DT_REPLICA_TYPE_PS] = zero};
-    DT_CHECK_ERR(dt_job_env(job, DT_REPLICA_TYPE_PS, 0, &(dt_job_env_opts){.ports = ports}, &env,
-                            &n),
-                 DT_ERR_ARG, "no valid port for replica chief-0");
+    DT_CHECK_ERR(
+        dt_job_env(job, DT_REPLICA_TYPE_PS, 0, &(dt_job_env_opts){.ports = ports}, &env, &n),
+        DT_ERR_ARG, "no valid port for replica chief-0");
     DT_CHECK(!tf && !env);
     dt_job_spec_free(job);
 }
@@ -562,7 +565,8 @@ static void test_env_bad_args(void) {
 /* ---- local runs ---- */
 
 static void test_check_local(void) {
-    const char *text = edit(BASE, "              args: [python, b.py]\n", "              image: x:2\n");
+    const char *text =
+        edit(BASE, "              args: [python, b.py]\n", "              image: x:2\n");
     dt_job_spec *job = parse_ok(text);
     DT_CHECK(job);
     char want[200];
@@ -625,8 +629,8 @@ static void test_err_replica_types(void) {
     CHECK_FAILS("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: a}\n"
                 "spec: {tfReplicaSpecs: {}}\n",
                 "spec", "spec.tfReplicaSpecs: the job has no replicas");
-    CHECK_FAILS("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: a}\nspec: {}\n",
-                "spec", "spec.tfReplicaSpecs: required field missing");
+    CHECK_FAILS("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: a}\nspec: {}\n", "spec",
+                "spec.tfReplicaSpecs: required field missing");
 }
 
 static void test_err_replicas(void) {
@@ -664,8 +668,8 @@ static void test_err_templates(void) {
     /* the worker's template, cut off or emptied */
     static const char wt[] = "      template:\n        spec:\n          containers:\n"
                              "            - name: tensorflow\n              args: [python, b.py]\n";
-    CHECK_EDIT_FAILS(wt, "", "    Worker:",
-                     "spec.tfReplicaSpecs.Worker.template: required field missing");
+    CHECK_EDIT_FAILS(wt, "",
+                     "    Worker:", "spec.tfReplicaSpecs.Worker.template: required field missing");
     CHECK_EDIT_FAILS(wt, "      template: {metadata: {}}\n", "template: {metadata",
                      "spec.tfReplicaSpecs.Worker.template.spec: required field missing");
     CHECK_EDIT_FAILS(wt, "      template:\n        spec: {hostNetwork: true}\n", "spec: {host",
@@ -723,8 +727,8 @@ static void test_err_containers(void) {
     CHECK_EDIT_FAILS("{name: tfjob-port, containerPort: 2222}", "{name: tfjob-port}", "tfjob-port",
                      "spec.tfReplicaSpecs.Chief.template.spec.containers[0].ports[0]."
                      "containerPort: required field missing");
-    CHECK_EDIT_FAILS("              image: x:1\n", "              image: x:1\n              workingDir: [a]\n",
-                     "workingDir",
+    CHECK_EDIT_FAILS("              image: x:1\n",
+                     "              image: x:1\n              workingDir: [a]\n", "workingDir",
                      "spec.tfReplicaSpecs.Chief.template.spec.containers[0].workingDir: expected "
                      "a string, got a list");
 }
@@ -758,7 +762,8 @@ static void test_err_policies(void) {
     CHECK_EDIT_FAILS("  runPolicy:\n    cleanPodPolicy: All\n", "  runPolicy: All\n", "runPolicy",
                      "spec.runPolicy: expected a mapping, got 'All'");
     /* successPolicy "" and empty are the default */
-    dt_job_spec *job = parse_ok(edit(BASE, "  runPolicy:\n", "  successPolicy: \"\"\n  runPolicy:\n"));
+    dt_job_spec *job =
+        parse_ok(edit(BASE, "  runPolicy:\n", "  successPolicy: \"\"\n  runPolicy:\n"));
     DT_CHECK(job && job->success_policy == DT_SUCCESS_POLICY_DEFAULT);
     dt_job_spec_free(job);
     /* v1alpha2 has no runPolicy */
@@ -771,7 +776,8 @@ static void test_err_metadata(void) {
     CHECK_EDIT_FAILS("name: base-job", "name: Base_Job", "Base_Job",
                      "metadata.name: 'Base_Job' is not a valid name: use at most 63 lowercase "
                      "letters, digits and '-', starting with a letter and not ending with '-'");
-    CHECK_EDIT_FAILS("name: base-job", "name: 1job", "1job", "metadata.name: '1job' is not a valid");
+    CHECK_EDIT_FAILS("name: base-job", "name: 1job", "1job",
+                     "metadata.name: '1job' is not a valid");
     CHECK_EDIT_FAILS("name: base-job",
                      "name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                      "name: aaa", "metadata.name: 'aaaaaaaa");
@@ -883,7 +889,8 @@ static void test_err_v1alpha1(void) {
     CHECK_FAILS(edit(ALPHA1, "tfReplicaType: MASTER", "tfReplicaType: CHIEF"), "CHIEF",
                 "spec.replicaSpecs[0].tfReplicaType: unknown replica type 'CHIEF' (allowed: "
                 "MASTER, WORKER, PS)");
-    CHECK_FAILS(edit(ALPHA1, "tfReplicaType: MASTER", "tfReplicaType: WORKER"), "WORKER\n      tfPort",
+    CHECK_FAILS(edit(ALPHA1, "tfReplicaType: MASTER", "tfReplicaType: WORKER"),
+                "WORKER\n      tfPort",
                 "spec.replicaSpecs[1].tfReplicaType: replica type WORKER given twice (also at "
                 "line 7)");
     CHECK_FAILS(edit(ALPHA1, "tfPort: 2300", "tfPort: 0"), "tfPort",
@@ -895,19 +902,23 @@ static void test_err_v1alpha1(void) {
                 "spec.replicaSpecs[1].tfReplicaType: required field missing");
     CHECK_FAILS("apiVersion: kubeflow.org/v1alpha1\nkind: TFJob\nmetadata: {name: a}\n"
                 "spec: {replicaSpecs: {}}\n",
-                "spec", "spec.replicaSpecs: expected a non-empty list of replica specs, got a mapping");
+                "spec",
+                "spec.replicaSpecs: expected a non-empty list of replica specs, got a mapping");
     CHECK_FAILS("apiVersion: kubeflow.org/v1alpha1\nkind: TFJob\nmetadata: {name: a}\n"
                 "spec: {replicaSpecs: []}\n",
-                "spec", "spec.replicaSpecs: expected a non-empty list of replica specs, got an empty list");
-    CHECK_FAILS(edit(ALPHA1, "      tfPort: 2300\n", "      tfPort: 2300\n      restartPolicy: Never\n"),
-                "restartPolicy",
-                "spec.replicaSpecs[1].restartPolicy: unknown key 'restartPolicy' for a replica spec");
+                "spec",
+                "spec.replicaSpecs: expected a non-empty list of replica specs, got an empty list");
+    CHECK_FAILS(
+        edit(ALPHA1, "      tfPort: 2300\n", "      tfPort: 2300\n      restartPolicy: Never\n"),
+        "restartPolicy",
+        "spec.replicaSpecs[1].restartPolicy: unknown key 'restartPolicy' for a replica spec");
     char text[4096];
-    snprintf(text, sizeof text, "%s  terminationPolicy: {chief: {replicaName: WORKER, replicaIndex: 1}}\n",
-             ALPHA1);
-    CHECK_FAILS(text, "terminationPolicy",
-                "spec.terminationPolicy.chief: dtrain ends the job when master-0 finishes (master-0, "
-                "or worker-0 without a master); a chief of WORKER 1 is not supported");
+    snprintf(text, sizeof text,
+             "%s  terminationPolicy: {chief: {replicaName: WORKER, replicaIndex: 1}}\n", ALPHA1);
+    CHECK_FAILS(
+        text, "terminationPolicy",
+        "spec.terminationPolicy.chief: dtrain ends the job when master-0 finishes (master-0, "
+        "or worker-0 without a master); a chief of WORKER 1 is not supported");
     snprintf(text, sizeof text, "%s  terminationPolicy: {chief: {replicaName: BOSS}}\n", ALPHA1);
     CHECK_FAILS(text, "terminationPolicy",
                 "spec.terminationPolicy.chief.replicaName: unknown replica type 'BOSS'");
@@ -928,8 +939,8 @@ static void test_err_trainjob(void) {
     CHECK_FAILS(TJ("  replicas: {worker: {replicas: 2, restart: Never}}\n"), "restart:",
                 "spec.replicas.worker.restart: unknown key 'restart' for a replica spec "
                 "(allowed: replicas, restartPolicy, env)");
-    CHECK_FAILS(TJ("  replicas: {worker: 0}\n"), "replicas:",
-                "spec.replicas: the job has no replicas");
+    CHECK_FAILS(TJ("  replicas: {worker: 0}\n"),
+                "replicas:", "spec.replicas: the job has no replicas");
     CHECK_FAILS(TJ("  replicas: {chief: 1, Master: 1}\n"), "replicas:",
                 "spec.replicas.Master: a job has a Chief or a Master, not both (Chief at line 8)");
     CHECK_FAILS(TJ("  replicas: {worker: 2, ps: 1}\n  strategy: allreduce\n"), "strategy",

@@ -37,26 +37,34 @@ typedef struct kf_schema {
     int run_policy, legacy, success_policy; /* which policy places the layout has */
 } kf_schema;
 
-static const char *const tfjob_v1_keys[] = {
-    "tfReplicaSpecs", "runPolicy",    "successPolicy",         "enableDynamicWorker",
-    "cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished",
-    NULL};
-static const char *const tfjob_v1alpha2_keys[] = {"tfReplicaSpecs",        "cleanPodPolicy",
-                                                  "backoffLimit",          "activeDeadlineSeconds",
-                                                  "ttlSecondsAfterFinished", NULL};
+static const char *const tfjob_v1_keys[] = {"tfReplicaSpecs",
+                                            "runPolicy",
+                                            "successPolicy",
+                                            "enableDynamicWorker",
+                                            "cleanPodPolicy",
+                                            "backoffLimit",
+                                            "activeDeadlineSeconds",
+                                            "ttlSecondsAfterFinished",
+                                            NULL};
+static const char *const tfjob_v1alpha2_keys[] = {
+    "tfReplicaSpecs",        "cleanPodPolicy",          "backoffLimit",
+    "activeDeadlineSeconds", "ttlSecondsAfterFinished", NULL};
 /* runtimeId is spelled RuntimeId by the Go type (it has no json tag); tfImage and
  * schedulerName matter only to the v1alpha1 operator. */
-static const char *const tfjob_v1alpha1_keys[] = {"replicaSpecs",  "terminationPolicy",
-                                                  "tfImage",       "runtimeId",
-                                                  "RuntimeId",     "schedulerName", NULL};
-static const char *const pytorch_v1_keys[] = {"pytorchReplicaSpecs",     "runPolicy",
-                                              "cleanPodPolicy",          "backoffLimit",
-                                              "activeDeadlineSeconds",   "ttlSecondsAfterFinished",
+static const char *const tfjob_v1alpha1_keys[] = {
+    "replicaSpecs", "terminationPolicy", "tfImage", "runtimeId",
+    "RuntimeId",    "schedulerName",     NULL};
+static const char *const pytorch_v1_keys[] = {"pytorchReplicaSpecs",
+                                              "runPolicy",
+                                              "cleanPodPolicy",
+                                              "backoffLimit",
+                                              "activeDeadlineSeconds",
+                                              "ttlSecondsAfterFinished",
                                               NULL};
 
-#define ALL_TF_TYPES                                                                            \
-    (TYPE_BIT(DT_REPLICA_TYPE_CHIEF) | TYPE_BIT(DT_REPLICA_TYPE_MASTER) |                      \
-     TYPE_BIT(DT_REPLICA_TYPE_PS) | TYPE_BIT(DT_REPLICA_TYPE_WORKER) |                         \
+#define ALL_TF_TYPES                                                                               \
+    (TYPE_BIT(DT_REPLICA_TYPE_CHIEF) | TYPE_BIT(DT_REPLICA_TYPE_MASTER) |                          \
+     TYPE_BIT(DT_REPLICA_TYPE_PS) | TYPE_BIT(DT_REPLICA_TYPE_WORKER) |                             \
      TYPE_BIT(DT_REPLICA_TYPE_EVALUATOR))
 
 static const kf_schema schemas[] = {
@@ -104,10 +112,9 @@ static const kf_schema schemas[] = {
 static const char *const container_keys[] = {
     "name", "image", "command", "args", "env", "workingDir", "ports",
     /* KUBERNETES_CONTAINER_KEYS */
-    "imagePullPolicy", "resources", "volumeMounts", "volumeDevices", "envFrom",
-    "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
-    "terminationMessagePath", "terminationMessagePolicy", "stdin", "stdinOnce", "tty",
-    "resizePolicy", "restartPolicy", NULL};
+    "imagePullPolicy", "resources", "volumeMounts", "volumeDevices", "envFrom", "securityContext",
+    "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
+    "terminationMessagePolicy", "stdin", "stdinOnce", "tty", "resizePolicy", "restartPolicy", NULL};
 
 /* ---- containers ---- */
 
@@ -131,8 +138,8 @@ static dt_err read_strings(const dt_job_spec *job, const dt__yval *v, dt_replica
 }
 
 static dt_err read_ports(const dt__yval *v, dt_replica_spec *rs, const char *port_name) {
-    static const char *const keys[] = {"name", "containerPort", "protocol", "hostPort", "hostIP",
-                                       NULL};
+    static const char *const keys[] = {"name",     "containerPort", "protocol",
+                                       "hostPort", "hostIP",        NULL};
     dt_err e;
     if ((e = dt__yexpect_seq(v))) return e;
     for (int i = 0; i < dt__yseq_size(v); i++) {
@@ -158,7 +165,8 @@ static dt_err parse_container(const dt_job_spec *job, const dt__yval *c, dt_repl
     if ((e = dt__ymap_check_keys(c, container_keys, "a container"))) return e;
     snprintf(rs->container_path, sizeof rs->container_path, "%s", c->path);
     rs->container_line = c->line;
-    if ((dt__ymap_get(c, "name", &v) && (e = dt__yget_strbuf(&v, rs->container, sizeof rs->container))) ||
+    if ((dt__ymap_get(c, "name", &v) &&
+         (e = dt__yget_strbuf(&v, rs->container, sizeof rs->container))) ||
         (dt__ymap_get(c, "image", &v) && (e = dt__yget_strbuf(&v, rs->image, sizeof rs->image))))
         return e;
     int has_cmd = dt__ymap_get(c, "command", &cmd), has_args = dt__ymap_get(c, "args", &args);
@@ -305,8 +313,8 @@ static dt_err parse_termination(const dt_job_spec *job, const dt__yval *spec) {
     if (dt__ymap_get(&c, "replicaIndex", &v) && (e = dt__yget_int(&v, 0, INT32_MAX, &index)))
         return e;
     const dt_replica_spec *master = &job->replicas[DT_REPLICA_TYPE_MASTER];
-    int want = master->present && master->replicas > 0 ? DT_REPLICA_TYPE_MASTER
-                                                       : DT_REPLICA_TYPE_WORKER;
+    int want =
+        master->present && master->replicas > 0 ? DT_REPLICA_TYPE_MASTER : DT_REPLICA_TYPE_WORKER;
     if (t != want || index != 0)
         return dt__yerr(&c,
                         "dtrain ends the job when %s-0 finishes (master-0, or worker-0 without "

@@ -61,8 +61,9 @@ static dt_err parse_replicas(dt_job_spec *job, const dt__yval *spec) {
             if ((e = dt__job_parse_count(&val, (dt_replica_type)t, &rs->replicas))) return e;
         } else {
             char got[80];
-            return dt__yerr(&val, "expected a replica count or a mapping {replicas, "
-                                  "restartPolicy, env}, got %s",
+            return dt__yerr(&val,
+                            "expected a replica count or a mapping {replicas, "
+                            "restartPolicy, env}, got %s",
                             dt__yval_describe(&val, got, sizeof got));
         }
     }
