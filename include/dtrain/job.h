@@ -103,6 +103,12 @@ typedef struct dt_replica_spec {
     char container[64];  /* the container run: the one named tensorflow (pytorch), else the first */
     char image[256];     /* kept for the Kubernetes backend; ignored locally */
     int line;            /* where the replica type is declared */
+    /* Added by the job-spec loader (for messages about the container, e.g. from the local
+     * backend): the field path of the container run, such as
+     * "spec.tfReplicaSpecs.Worker.template.spec.containers[0]", and its line; "" and 0 for
+     * a TrainJob. */
+    char container_path[256];
+    int container_line;
 } dt_replica_spec;
 
 typedef struct dt_job_spec {
@@ -139,6 +145,18 @@ dt_err dt_job_spec_check_local(const dt_job_spec *job);
 
 /* Total replicas over all types. */
 int dt_job_spec_total_replicas(const dt_job_spec *job);
+
+/* Can the local backend run this job? Every replica type of a TFJob or PyTorchJob with
+ * replicas > 0 needs a command line (the container's command or args): without Kubernetes
+ * the image's entrypoint is not available. A TrainJob always can (dtrain's built-in roles).
+ * DT_ERR_SPEC "FILE:LINE: ...containers[0].command: required to run locally: ..." naming
+ * the first replica type without one. */
+dt_err dt_job_spec_check_local(const dt_job_spec *job);
+
+/* "TFJob", "PyTorchJob", "TrainJob". */
+const char *dt_job_kind_name(dt_job_kind k);
+/* "none", "parameter_server", "allreduce". */
+const char *dt_strategy_name(dt_strategy s);
 
 /* How to form hosts in the cluster map. */
 typedef struct dt_job_env_opts {

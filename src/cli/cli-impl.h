@@ -16,6 +16,7 @@ typedef struct dt__cli_cmd {
     int (*run)(int argc, char **argv); /* argv[0] is the command name */
 } dt__cli_cmd;
 
+extern const dt__cli_cmd dt__cmd_plan;
 extern const dt__cli_cmd dt__cmd_train;
 extern const dt__cli_cmd dt__cmd_run;
 extern const dt__cli_cmd dt__cmd_status;

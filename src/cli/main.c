@@ -8,6 +8,7 @@
 #include "cli/cli-impl.h"
 
 static const dt__cli_cmd *const commands[] = {
+    &dt__cmd_plan,
     &dt__cmd_train,
     &dt__cmd_run,
     &dt__cmd_status,

@@ -17,6 +17,11 @@
  * Paths: dt_spec_load resolves relative data paths against the directory of the spec
  * file; dt_spec_parse keeps them as written (its path is only for messages).
  *
+ * Job keys: a TrainJob job file (src/job) is a training spec plus spec.replicas, strategy,
+ * runPolicy, successPolicy, pytorchEnv and metadata.namespace. The document parser takes
+ * such extra keys as a list (spec-impl.h), and dt_spec_load allows exactly these, unread,
+ * so that `dtrain train` runs a job file's training part as it is.
+ *
  * Only the first YAML document of a stream is read; later documents are not even parsed.
  * Errors: the first problem found wins; everything allocated hangs off the dt_spec, which
  * dt_spec_free releases on every error path.
@@ -28,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec/yaml_doc-impl.h"
+#include "spec/spec-impl.h"
 
 #define API_VERSION "dtrain/v1"
 #define KIND "TrainJob"
@@ -83,6 +88,17 @@ static dt_err get_map(const dt__yval *parent, const char *key, int required, dt_
     return dt__yexpect_map(out);
 }
 
+/* keys + extra (either may hold NULL at its end) into out[cap]; the caller sizes out. */
+static void merge_keys(const char **out, size_t cap, const char *const *keys,
+                       const char *const *extra) {
+    size_t n = 0;
+    for (; *keys && n + 1 < cap; keys++)
+        out[n++] = *keys;
+    for (; extra && *extra && n + 1 < cap; extra++)
+        out[n++] = *extra;
+    out[n] = NULL;
+}
+
 /* ---- paths ---- */
 
 /* A data path: absolute paths as written, relative ones joined to base_dir (when given). */
@@ -122,11 +138,13 @@ static int is_dns1035(const char *s) {
     return s[n - 1] != '-';
 }
 
-static dt_err parse_metadata(dt_spec *sp, const dt__yval *root) {
-    static const char *const keys[] = {"name", NULL};
+static dt_err parse_metadata(dt_spec *sp, const dt__yval *root, const char *const *extra) {
+    static const char *const own[] = {"name", NULL};
+    const char *keys[16];
     dt__yval m, v;
     dt_err e;
     const char *name = NULL;
+    merge_keys(keys, sizeof keys / sizeof keys[0], own, extra);
     if ((e = get_map(root, "metadata", 1, &m)) || (e = dt__ymap_check_keys(&m, keys, NULL)) ||
         (e = dt__ymap_require(&m, "name", &v)) || (e = dt__yget_str(&v, &name)))
         return e;
@@ -632,25 +650,35 @@ static dt_err expect_string(const dt__yval *root, const char *key, const char *w
     return DT_OK;
 }
 
-static dt_err parse_doc(dt_spec *sp, dt__ydoc *doc, const char *base_dir) {
+static const char *const job_spec_keys[] = {"replicas",      "strategy",   "runPolicy",
+                                            "successPolicy", "pytorchEnv", NULL};
+static const char *const job_metadata_keys[] = {"namespace", NULL};
+const dt__spec_extra dt__spec_job_extra = {.spec_keys = job_spec_keys,
+                                           .metadata_keys = job_metadata_keys};
+
+dt_err dt__spec_parse_doc(dt_spec *sp, const dt__yval *root, const char *base_dir,
+                          const dt__spec_extra *extra) {
     static const char *const top_keys[] = {"apiVersion", "kind", "metadata", "spec", NULL};
-    static const char *const spec_keys[] = {"seed",      "data",     "model", "loss",
-                                            "optimizer", "training", NULL};
-    dt__yval root, spec, v;
+    static const char *const own_spec_keys[] = {"seed",      "data",     "model", "loss",
+                                                "optimizer", "training", NULL};
+    const char *spec_keys[32];
+    dt__yval spec, v;
     dt_err e;
     int loss = DT_LOSS_SOFTMAX_CROSS_ENTROPY;
-    dt__ydoc_root(doc, "", &root);
-    if (!dt__yval_is_map(&root)) {
+    merge_keys(spec_keys, sizeof spec_keys / sizeof spec_keys[0], own_spec_keys,
+               extra ? extra->spec_keys : NULL);
+    if (!dt__yval_is_map(root)) {
         char got[80];
-        return dt__yerr(&root,
+        return dt__yerr(root,
                         "expected a mapping with apiVersion, kind, metadata and spec, "
                         "got %s",
-                        dt__yval_describe(&root, got, sizeof got));
+                        dt__yval_describe(root, got, sizeof got));
     }
-    if ((e = dt__ymap_check_keys(&root, top_keys, NULL)) ||
-        (e = expect_string(&root, "apiVersion", API_VERSION)) ||
-        (e = expect_string(&root, "kind", KIND)) || (e = parse_metadata(sp, &root)) ||
-        (e = get_map(&root, "spec", 1, &spec)) || (e = dt__ymap_check_keys(&spec, spec_keys, NULL)))
+    if ((e = dt__ymap_check_keys(root, top_keys, NULL)) ||
+        (e = expect_string(root, "apiVersion", API_VERSION)) ||
+        (e = expect_string(root, "kind", KIND)) ||
+        (e = parse_metadata(sp, root, extra ? extra->metadata_keys : NULL)) ||
+        (e = get_map(root, "spec", 1, &spec)) || (e = dt__ymap_check_keys(&spec, spec_keys, NULL)))
         return e;
     if (dt__ymap_get(&spec, "seed", &v) && (e = dt__yget_u64(&v, &sp->seed))) return e;
     if ((e = parse_data(sp, &spec, base_dir)) || (e = parse_model(sp, &spec)) ||
@@ -673,11 +701,32 @@ static void spec_defaults(dt_spec *sp) {
     sp->checkpoint_keep = 3;
 }
 
+dt_err dt__spec_new(dt_spec **out, const char *path) {
+    dt_spec *sp = calloc(1, sizeof *sp);
+    *out = NULL;
+    if (!sp) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", path);
+    memcpy(sp->path, path, strlen(path) + 1); /* callers checked the length */
+    spec_defaults(sp);
+    *out = sp;
+    return DT_OK;
+}
+
+const char *dt__spec_base_dir(const char *path, char *dir) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return NULL;
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= DT_PATH_MAX) n = DT_PATH_MAX - 1;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return dir;
+}
+
 /* Load the first document of stream s into a new spec. base_dir may be NULL. */
 static dt_err spec_from_stream(dt_spec **out, dt__ystream *s, const char *path,
                                const char *base_dir) {
     dt_spec *sp = NULL;
     dt__ydoc *doc = NULL;
+    dt__yval root;
     dt_err e;
     if ((e = dt__ystream_next(s, &doc))) goto fail;
     if (!doc) {
@@ -687,13 +736,9 @@ static dt_err spec_from_stream(dt_spec **out, dt__ystream *s, const char *path,
                        path);
         goto fail;
     }
-    if (!(sp = calloc(1, sizeof *sp))) {
-        e = dt_err_set(DT_ERR_NOMEM, "%s: out of memory", path);
-        goto fail;
-    }
-    memcpy(sp->path, path, strlen(path) + 1); /* callers checked the length */
-    spec_defaults(sp);
-    if ((e = parse_doc(sp, doc, base_dir))) goto fail;
+    if ((e = dt__spec_new(&sp, path))) goto fail;
+    dt__ydoc_root(doc, "", &root);
+    if ((e = dt__spec_parse_doc(sp, &root, base_dir, &dt__spec_job_extra))) goto fail;
     dt__ydoc_free(doc);
     *out = sp;
     return DT_OK;
@@ -716,13 +761,7 @@ dt_err dt_spec_load(dt_spec **out, const char *path) {
     dt_err e;
     *out = NULL;
     if ((e = check_path(path)) || (e = dt__ystream_open_file(&s, path))) return e;
-    const char *slash = strrchr(path, '/');
-    if (slash) {
-        size_t n = slash == path ? 1 : (size_t)(slash - path);
-        memcpy(dir, path, n);
-        dir[n] = '\0';
-    }
-    e = spec_from_stream(out, s, path, slash ? dir : NULL);
+    e = spec_from_stream(out, s, path, dt__spec_base_dir(path, dir));
     dt__ystream_free(s);
     return e;
 }

@@ -437,9 +437,9 @@ static void test_err_unknown_keys(void) {
     CHECK_EDIT_FAILS("kind: TrainJob\n", "kind: TrainJob\nstatus: {}\n", "status",
                      "status: unknown key 'status' (allowed: apiVersion, kind, metadata, spec)");
     CHECK_EDIT_FAILS(
-        "  seed: 7\n", "  seed: 7\n  replicas: 2\n", "replicas",
-        "spec.replicas: unknown key 'replicas' (allowed: seed, data, model, loss, optimizer, "
-        "training)");
+        "  seed: 7\n", "  seed: 7\n  replica: 2\n", "replica",
+        "spec.replica: unknown key 'replica' (allowed: seed, data, model, loss, optimizer, "
+        "training, replicas, strategy, runPolicy, successPolicy, pytorchEnv)");
     CHECK_EDIT_FAILS(
         "units: 8", "unit: 8", "unit:",
         "spec.model.layers[0].unit: unknown key 'unit' for dense (allowed: type, name, "
@@ -449,7 +449,7 @@ static void test_err_unknown_keys(void) {
         "spec.model.layers[1].units: unknown key 'units' for dropout (allowed: type, name, "
         "rate)");
     CHECK_EDIT_FAILS("  name: test-job\n", "  name: test-job\n  labels: {a: b}\n", "labels",
-                     "metadata.labels: unknown key 'labels' (allowed: name)");
+                     "metadata.labels: unknown key 'labels' (allowed: name, namespace)");
     CHECK_EDIT_FAILS("eval_fraction: 0.25", "eval_fractoin: 0.25", "eval_fractoin",
                      "spec.data.eval_fractoin: unknown key 'eval_fractoin'");
     CHECK_EDIT_FAILS("classes: 3}", "classes: 3, path: x}", "train:",

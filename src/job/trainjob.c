@@ -1,0 +1,111 @@
+/*
+ * trainjob.c - dtrain's own job kind: apiVersion dtrain/v1, kind TrainJob.
+ *
+ * Design: a TrainJob is the engine's training spec (docs/SPEC.md) plus, under spec:,
+ *
+ *   replicas:      {chief|master|worker|ps|evaluator: COUNT | {replicas, restartPolicy, env}}
+ *                  (default: one worker)
+ *   strategy:      parameter_server | allreduce (default parameter_server with ps, else
+ *                  allreduce)
+ *   runPolicy:     as a TFJob's
+ *   successPolicy: "" | AllWorkers
+ *   pytorchEnv:    true: also set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
+ *
+ * and metadata.namespace. The training part is read by spec.c's dt__spec_parse_doc, which
+ * is told to allow these keys (spec-impl.h); this file reads them from the same document.
+ * Replicas have no command: the master runs dtrain's built-in roles, so argv stays NULL.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "job/job-impl.h"
+#include "spec/spec-impl.h"
+
+static dt_err parse_replicas(dt_job_spec *job, const dt__yval *spec) {
+    static const char *const keys[] = {"replicas", "restartPolicy", "env", NULL};
+    dt__yval m, v;
+    dt_err e;
+    if (!dt__ymap_get(spec, "replicas", &m)) {
+        dt_replica_spec *rs = &job->replicas[DT_REPLICA_TYPE_WORKER];
+        rs->present = 1;
+        rs->replicas = 1;
+        rs->restart = DT_RESTART_POLICY_ON_FAILURE;
+        rs->line = spec->decl_line;
+        return DT_OK;
+    }
+    if ((e = dt__yexpect_map(&m))) return e;
+    for (int i = 0; i < dt__ymap_size(&m); i++) {
+        dt__yval val;
+        const char *key = NULL;
+        int key_line = 0;
+        dt__ymap_entry(&m, i, &key, &key_line, &val);
+        char buf[48];
+        if (!key) return dt__yerr_line(&val, key_line, "a replica type must be a plain string");
+        int t = dt_replica_type_parse(key);
+        if (t < 0)
+            return dt__yerr_line(&val, key_line,
+                                 "unknown replica type '%s' (allowed: chief, master, worker, ps, "
+                                 "evaluator)",
+                                 dt__job_show_key(key, buf, sizeof buf));
+        dt_replica_spec *rs = &job->replicas[t];
+        if ((e = dt__job_declare_type(job, (dt_replica_type)t, &val, key_line, key))) return e;
+        rs->restart = DT_RESTART_POLICY_ON_FAILURE;
+        if (dt__yval_is_map(&val)) {
+            if ((e = dt__ymap_check_keys(&val, keys, "a replica spec")) ||
+                (dt__ymap_get(&val, "replicas", &v) &&
+                 (e = dt__job_parse_count(&v, (dt_replica_type)t, &rs->replicas))) ||
+                (e = dt__job_parse_restart(&val, &rs->restart)) ||
+                (dt__ymap_get(&val, "env", &v) && (e = dt__job_parse_env(&v, rs, job))))
+                return e;
+        } else if (dt__yval_is_scalar(&val)) {
+            if ((e = dt__job_parse_count(&val, (dt_replica_type)t, &rs->replicas))) return e;
+        } else {
+            char got[80];
+            return dt__yerr(&val,
+                            "expected a replica count or a mapping {replicas, "
+                            "restartPolicy, env}, got %s",
+                            dt__yval_describe(&val, got, sizeof got));
+        }
+    }
+    return dt__job_check_total(job, &m);
+}
+
+static dt_err parse_strategy(dt_job_spec *job, const dt__yval *spec) {
+    static const dt__yenum strategies[] = {{"parameter_server", DT_STRATEGY_PARAMETER_SERVER},
+                                           {"allreduce", DT_STRATEGY_ALLREDUCE},
+                                           {NULL, 0}};
+    const dt_replica_spec *ps = &job->replicas[DT_REPLICA_TYPE_PS];
+    int nps = ps->present ? ps->replicas : 0, s = 0;
+    dt__yval v;
+    dt_err e;
+    if (!dt__ymap_get(spec, "strategy", &v)) {
+        job->strategy = nps > 0 ? DT_STRATEGY_PARAMETER_SERVER : DT_STRATEGY_ALLREDUCE;
+        return DT_OK;
+    }
+    if ((e = dt__yget_enum(&v, strategies, &s))) return e;
+    if (s == DT_STRATEGY_PARAMETER_SERVER && nps == 0)
+        return dt__yerr(&v, "parameter_server needs at least one ps replica (spec.replicas.ps)");
+    if (s == DT_STRATEGY_ALLREDUCE && nps > 0)
+        return dt__yerr(&v,
+                        "allreduce runs no parameter servers: remove spec.replicas.ps (line %d) "
+                        "or use parameter_server",
+                        ps->line);
+    job->strategy = (dt_strategy)s;
+    return DT_OK;
+}
+
+dt_err dt__job_parse_trainjob(dt_job_spec *job, const dt__yval *root, const char *base_dir) {
+    dt__yval spec, v;
+    dt_err e;
+    if ((e = dt__spec_new(&job->train, job->path)) ||
+        (e = dt__spec_parse_doc(job->train, root, base_dir, &dt__spec_job_extra)) ||
+        (e = dt__job_parse_metadata(job, root)))
+        return e;
+    dt__ymap_get(root, "spec", &spec); /* present and a mapping: checked by the spec parser */
+    if ((e = parse_replicas(job, &spec)) || (e = parse_strategy(job, &spec)) ||
+        (e = dt__job_parse_policies(job, &spec, 1, 0)) ||
+        (e = dt__job_parse_success_policy(job, &spec)) ||
+        (dt__ymap_get(&spec, "pytorchEnv", &v) && (e = dt__yget_bool(&v, &job->pytorch_env))))
+        return e;
+    return DT_OK;
+}
