@@ -85,6 +85,8 @@ typedef struct dt__http_server_opts {
     const dt__http_route *routes;
     int nroutes;
     void *ctx; /* passed to handlers */
+    int max_connections; /* connections open at once; 0: 512 */
+    int idle_timeout_s;  /* a connection idle this long is closed; 0: 60 s */
 } dt__http_server_opts;
 
 /* Bind and listen. DT_ERR_IO "cannot listen on ADDR:PORT: reason" on failure. The opts'
@@ -112,5 +114,8 @@ void dt__http_client_free(dt__http_client *c);
 dt_err dt__http_client_request(dt__http_client *c, const char *method, const char *path,
                                const char *body, size_t body_len, long *status, char **resp,
                                size_t *resp_len);
+/* A header of the last response ("X-Dtrain-Log-Offset"), any letter case; NULL when absent.
+ * Valid until the next request on c. */
+const char *dt__http_client_header(dt__http_client *c, const char *name);
 
 #endif
