@@ -138,11 +138,6 @@ dt_err dt_job_spec_load(dt_job_spec **out, const char *path);
 dt_err dt_job_spec_parse(dt_job_spec **out, const char *yaml, size_t len, const char *path);
 void dt_job_spec_free(dt_job_spec *job);
 
-/* For the local backend: every replica type with replicas > 0 of a TFJob or PyTorchJob
- * must have a command (without Kubernetes the image's entrypoint is not available).
- * DT_ERR_SPEC naming the field path and line otherwise. */
-dt_err dt_job_spec_check_local(const dt_job_spec *job);
-
 /* Total replicas over all types. */
 int dt_job_spec_total_replicas(const dt_job_spec *job);
 

@@ -43,7 +43,7 @@ static void print_status(json_t *st) {
     printf("%-16s %-11s %8s %8s %5s %8s\n", "REPLICA", "STATE", "PID", "RESTARTS", "EXIT", "AGE");
     json_t *r;
     json_array_foreach(json_object_get(st, "replicas"), i, r) {
-        char pid[16] = "-", code[8] = "-", age[16] = "-";
+        char pid[24] = "-", code[24] = "-", age[16] = "-";
         json_t *p = json_object_get(r, "pid"), *x = json_object_get(r, "exitCode");
         if (json_is_integer(p)) snprintf(pid, sizeof pid, "%lld", (long long)json_integer_value(p));
         if (json_is_integer(x)) snprintf(code, sizeof code, "%lld", (long long)json_integer_value(x));

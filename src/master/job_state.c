@@ -35,7 +35,7 @@ static const char *const type_keys[] = {
 const char *dt__replica_state_name(dt__replica_state s) { return state_names[s]; }
 const char *dt__cond_type_name(dt__cond_type t) { return cond_names[t]; }
 
-double dt__now(void) {
+double dt__wall_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -48,8 +48,10 @@ const char *dt__rfc3339(double t, char *buf, size_t len) {
     int ms = (int)((t - (double)s) * 1000.0);
     if (ms < 0) ms = 0;
     if (ms > 999) ms = 999;
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    char tmp[96];
+    snprintf(tmp, sizeof tmp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    snprintf(buf, len, "%s", tmp);
     return buf;
 }
 
@@ -68,7 +70,9 @@ dt_err dt__job_state_init(dt__job_state *st, const dt_job_spec *job) {
             dt__replica *r = &st->replicas[st->nreplicas++];
             r->type = (dt_replica_type)t;
             r->index = i;
-            snprintf(r->name, sizeof r->name, "%s-%d", dt_replica_type_name(r->type), i);
+            /* "evaluator-1023" at the longest: fits */
+            snprintf(r->name, sizeof r->name, "%.10s-%d", dt_replica_type_name(r->type),
+                     i & 0xfffff);
             r->pidfd = -1;
             r->exit_code = -1;
         }

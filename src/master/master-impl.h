@@ -116,7 +116,7 @@ json_t *dt__job_state_json(const dt__job_state *st, const dt_job_spec *job, cons
 json_t *dt__replica_json(const dt__replica *r, const char *job_dir);
 /* RFC 3339 UTC with milliseconds into buf. */
 const char *dt__rfc3339(double t, char *buf, size_t len);
-double dt__now(void);
+double dt__wall_now(void);
 
 /* ---- policies (policy.c): what the training operator would do ---- */
 typedef enum dt__exit_action {

@@ -80,7 +80,7 @@ static void say(loop *L, const char *fmt, ...) {
     FILE *out = L->m.opts.out;
     if (!out || L->m.opts.live_table) return;
     char ts[40];
-    dt__rfc3339(dt__now(), ts, sizeof ts);
+    dt__rfc3339(dt__wall_now(), ts, sizeof ts);
     fprintf(out, "[%.8s] ", ts + 11);
     va_list ap;
     va_start(ap, fmt);
@@ -92,7 +92,7 @@ static void say(loop *L, const char *fmt, ...) {
 
 static void journal(loop *L, json_t *ev) {
     if (!ev) return;
-    json_object_set_new(ev, "time", json_real(dt__now()));
+    json_object_set_new(ev, "time", json_real(dt__wall_now()));
     if (dt__journal_append(L->m.journal, ev))
         say(L, "warning: %s", dt_errmsg());
 }
@@ -135,13 +135,13 @@ static void write_status(loop *L) {
     write_json_file(L, "status.json", j);
     json_decref(j);
     L->m.dirty = 0;
-    L->status_written = dt__now();
+    L->status_written = dt__wall_now();
 }
 
 static void draw_table(loop *L) {
     FILE *out = L->m.opts.out;
     if (!out || !L->m.opts.live_table) return;
-    double now = dt__now();
+    double now = dt__wall_now();
     if (L->table_lines) fprintf(out, "\033[%dA", L->table_lines);
     int lines = 0;
     fprintf(out, "\033[2Kjob %s  %s  %.0fs  %s\n", L->m.job->name, dt__job_state_phase(&L->m.st),
@@ -151,7 +151,7 @@ static void draw_table(loop *L) {
     lines += 2;
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         const dt__replica *r = &L->m.st.replicas[i];
-        char pid[16] = "-", code[8] = "-";
+        char pid[16] = "-", code[16] = "-";
         if (r->pid > 0 && r->state == DT__REPLICA_RUNNING) snprintf(pid, sizeof pid, "%d", r->pid);
         if (r->exit_code >= 0) snprintf(code, sizeof code, "%d", r->exit_code);
         double age = r->start_time > 0 ? (r->end_time > r->start_time ? r->end_time : now) -
@@ -275,7 +275,7 @@ static dt_err launch(loop *L, dt__replica *r) {
     if (lf) {
         char ts[40];
         fprintf(lf, "--- dtrain: %s attempt %d started at %s\n", r->name, r->attempt + 1,
-                dt__rfc3339(dt__now(), ts, sizeof ts));
+                dt__rfc3339(dt__wall_now(), ts, sizeof ts));
         fclose(lf);
     }
     dt__launch l = {.name = r->name,
@@ -291,9 +291,8 @@ static dt_err launch(loop *L, dt__replica *r) {
     r->pid = pid;
     r->proc_start = dt__local_proc_start(pid);
     r->state = DT__REPLICA_RUNNING;
-    r->start_time = dt__now();
+    r->start_time = dt__wall_now();
     r->end_time = 0;
-    r->exit_code = -1;
     r->stopping = 0;
     char ps[24];
     snprintf(ps, sizeof ps, "%llu", (unsigned long long)r->proc_start);
@@ -328,7 +327,7 @@ static void stop_replicas(loop *L, int all) {
         r->stopping = 1;
         any = 1;
     }
-    if (any && L->kill_at == 0) L->kill_at = dt__now() + L->m.opts.stop_grace_ms / 1000.0;
+    if (any && L->kill_at == 0) L->kill_at = dt__wall_now() + L->m.opts.stop_grace_ms / 1000.0;
     L->m.dirty = 1;
 }
 
@@ -341,7 +340,7 @@ static void finish(loop *L, dt_job_outcome outcome, const char *reason, const ch
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    double now = dt__now();
+    double now = dt__wall_now();
     L->m.st.finished = 1;
     L->m.st.outcome = outcome;
     L->m.st.completion_time = now;
@@ -370,7 +369,7 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
     r->report = report;
     json_t *ev = json_pack("{s:s, s:s, s:O}", "ev", "report", "replica", r->name, "report", report);
     if (!ev) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    json_object_set_new(ev, "time", json_real(dt__now()));
+    json_object_set_new(ev, "time", json_real(dt__wall_now()));
     m->dirty = 1;
     return dt__journal_append(m->journal, ev);
 }
@@ -378,7 +377,7 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
 /* ---- replica exits and the policies ---- */
 
 static void exited(loop *L, dt__replica *r, int code) {
-    double now = dt__now();
+    double now = dt__wall_now();
     r->exit_code = code;
     r->end_time = now;
     r->pid = 0;
@@ -481,7 +480,7 @@ static void set_running(loop *L) {
     char reason[64], msg[256];
     snprintf(reason, sizeof reason, "%sRunning", kind_name(L->m.job));
     snprintf(msg, sizeof msg, "%s %s is running.", kind_name(L->m.job), L->m.job->name);
-    dt__job_state_condition(&L->m.st, DT__COND_RUNNING, reason, msg, dt__now());
+    dt__job_state_condition(&L->m.st, DT__COND_RUNNING, reason, msg, dt__wall_now());
     journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Running", "reason",
                          reason, "message", msg));
     L->m.dirty = 1;
@@ -489,7 +488,7 @@ static void set_running(loop *L) {
 
 /* Timers: relaunches due, the deadline, the stop grace. */
 static void tick(loop *L) {
-    double now = dt__now();
+    double now = dt__wall_now();
     const dt_job_spec *job = L->m.job;
     if (L->m.stop_requested && !L->m.st.finished) {
         char reason[64];
@@ -630,7 +629,6 @@ static void replay_event(void *vctx, json_t *ev) {
         r->state = DT__REPLICA_RUNNING;
         r->start_time = t;
         r->end_time = 0;
-        r->exit_code = -1;
     } else if (!strcmp(kind, "exit") && r) {
         r->exit_code = (int)json_integer_value(json_object_get(ev, "code"));
         r->end_time = t;
@@ -918,7 +916,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = write_master_json(L))) goto end;
     dt__registry_add(job->name, m->dir);
 
-    double now = dt__now();
+    double now = dt__wall_now();
     if (!m->opts.resume) {
         m->st.start_time = now;
         json_t *ports = json_object();
@@ -987,7 +985,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         int http_ms = dt__http_server_timeout_ms(m->http);
         int timeout = -1;
         if (isfinite(t)) {
-            double ms = (t - dt__now()) * 1000.0;
+            double ms = (t - dt__wall_now()) * 1000.0;
             timeout = ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ceil(ms);
         }
         if (http_ms >= 0 && (timeout < 0 || http_ms < timeout)) timeout = http_ms;
@@ -1008,7 +1006,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             }
         }
         if (http_ready || http_ms == 0) dt__http_server_run(m->http);
-        double now2 = dt__now();
+        double now2 = dt__wall_now();
         if (m->dirty && now2 - L->status_written >= STATUS_INTERVAL) write_status(L);
         if (m->opts.live_table && now2 - L->table_drawn >= TABLE_INTERVAL) draw_table(L);
     }
