@@ -91,7 +91,7 @@ typedef struct dt_env_var {
 typedef struct dt_replica_spec {
     int present;                /* the manifest has this type */
     int replicas;               /* default 1 */
-    dt_restart_policy restart;  /* default Never (TrainJob: OnFailure) */
+    dt_restart_policy restart;  /* default Never (PyTorchJob, TrainJob: OnFailure) */
     char **argv;                /* owned, NULL-terminated: container command + args;
                                    NULL for a TrainJob (dtrain's built-in role) */
     int argc;
@@ -167,7 +167,8 @@ typedef struct dt_job_env_opts {
 } dt_job_env_opts;
 
 /* The environment of replica (type, index): the container's own env first, then
- * TF_CONFIG (left out when the job has one replica in all), the PyTorch variables when
+ * TF_CONFIG (left out when the job has one replica in all, and for a PyTorchJob, as the
+ * training operator does), the PyTorch variables when
  * the job asks, DTRAIN_MASTER, DTRAIN_JOB_TOKEN and DTRAIN_REPLICA (e.g. "worker-1").
  * A variable dtrain sets replaces one of the same name given by the container.
  * *out (owned, *n entries) is freed with dt_job_env_free. */
