@@ -304,6 +304,11 @@ static int path_decode(const char *raw, size_t n, char *out) {
 static void *uri_begin(void *cls, const char *uri, struct MHD_Connection *conn) {
     (void)cls;
     (void)conn;
+    /* the absolute form "http://host:port/path" (RFC 9112 3.2.2): keep the path */
+    if (!strncasecmp(uri, "http://", 7) || !strncasecmp(uri, "https://", 8)) {
+        const char *p = strchr(strstr(uri, "//") + 2, '/');
+        uri = p ? p : "/";
+    }
     size_t n = strcspn(uri, "?");
     http_call *c = calloc(1, sizeof *c + 2 * (n + 1));
     if (!c) return NULL; /* on_access answers by closing the connection */

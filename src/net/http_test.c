@@ -315,6 +315,17 @@ static void test_routes_and_captures(void) {
         json_decref(j);
     }
 
+    /* the absolute form of a request target */
+    int fd = raw_connect(ts.port);
+    DT_CHECK(fd >= 0);
+    const char abs_req[] = "GET http://127.0.0.1/v1/jobs/abs/replicas/r?x=1 HTTP/1.1\r\nHost: x\r\n"
+                           "Authorization: Bearer " TOKEN "\r\nConnection: close\r\n\r\n";
+    raw_send(fd, abs_req, sizeof abs_req - 1);
+    char buf[4096];
+    raw_read_all(fd, buf, sizeof buf);
+    close(fd);
+    DT_CHECK(!strncmp(buf, "HTTP/1.1 200", 12) && strstr(buf, "\"job\":\"abs\""));
+
     /* DELETE on the same pattern; an empty 204 */
     char *resp = NULL;
     size_t len = 99;
@@ -400,6 +411,37 @@ static void test_json_bodies(void) {
     DT_CHECK(json_is_true(json_object_get(j, "terminated")));
     DT_CHECK(!strcmp(jstr(j, "method"), "PUT"));
     json_decref(j);
+    dt__http_client_free(c);
+    server_stop(&ts);
+}
+
+/* Deep nesting, long strings, a body right at a 1 MiB limit: a 400 or a 200, no crash. */
+static void test_json_limits(void) {
+    test_server ts;
+    DT_CHECK_OK(server_start(&ts, 1 << 20, TOKEN, 0));
+    dt__http_client *c;
+    DT_CHECK_OK(dt__http_client_init(&c, ts.url, TOKEN, 0));
+    size_t n = 1 << 20;
+    char *body = malloc(n + 1);
+    DT_CHECK(body);
+    memset(body, '[', n);
+    body[n] = '\0';
+    long st;
+    json_t *j = call(c, "POST", "/v1/jobs", body, &st);
+    DT_CHECK(st == 400 && j && strstr(jstr(j, "error"), "not valid JSON"));
+    json_decref(j);
+    memset(body, '{', n);
+    j = call(c, "POST", "/v1/jobs", body, &st);
+    DT_CHECK(st == 400 && j);
+    json_decref(j);
+    /* {"name": "xxx...x"} of exactly 1 MiB */
+    memset(body, 'x', n);
+    memcpy(body, "{\"name\": \"", 10);
+    memcpy(body + n - 2, "\"}", 2);
+    j = call(c, "POST", "/v1/jobs", body, &st);
+    DT_CHECK(st == 201 && j && strlen(jstr(j, "name")) == n - 12);
+    json_decref(j);
+    free(body);
     dt__http_client_free(c);
     server_stop(&ts);
 }
@@ -699,27 +741,36 @@ static void test_garbage_and_half_requests(void) {
     test_server ts;
     DT_CHECK_OK(server_start(&ts, MAX_BODY, TOKEN, 0));
     char buf[8192];
-    /* complete garbage: the server answers (libmicrohttpd's 400) or closes */
-    const char *junk[] = {
-        "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", /* a TLS hello */
-        "\x00\x01\x02\xff\xfe\r\n\r\n",
-        "GET\r\n\r\n",
-        "GET / HTTP/9.9\r\nHost: x\r\n\r\n",
-        "GET /v1/health HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n",
-        "POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
-        "POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
-        "POST /v1/raw HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n",
+    /* complete garbage: the server answers (libmicrohttpd's 400), closes, or waits for
+     * more (then we give up after 2 s) */
+#define JUNK(lit) {lit, sizeof lit - 1}
+    static const struct {
+        const char *s;
+        size_t n;
+    } junk[] = {
+        JUNK("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n"), /* TLS hello */
+        JUNK("\x00\x01\x02\xff\xfe\r\n\r\n"),
+        JUNK("GET\r\n\r\n"),
+        JUNK("GET / HTTP/9.9\r\nHost: x\r\n\r\n"),
+        JUNK("GET /v1/health HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n"),
+        JUNK("GET /v1/he\x00alth HTTP/1.1\r\nHost: x\r\n\r\n"),
+        JUNK("POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"),
+        JUNK("POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"),
+        JUNK("POST /v1/raw HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n"),
     };
+#undef JUNK
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
         /* send and close at once (the server may be mid-answer) ... */
         int fd = raw_connect(ts.port);
         DT_CHECK(fd >= 0);
-        raw_send(fd, junk[i], strlen(junk[i]) + (i < 2)); /* the first two with a NUL */
+        raw_send(fd, junk[i].s, junk[i].n);
         close(fd);
         /* ... send, half-close our side and read whatever comes back */
         fd = raw_connect(ts.port);
         DT_CHECK(fd >= 0);
-        raw_send(fd, junk[i], strlen(junk[i]));
+        struct timeval tv = {.tv_sec = 2};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        raw_send(fd, junk[i].s, junk[i].n);
         shutdown(fd, SHUT_WR);
         raw_read_all(fd, buf, sizeof buf);
         close(fd);
@@ -1011,7 +1062,7 @@ static void test_resp_helpers(void) {
     DT_CHECK(dt__http_req_query(&req, "offset") == NULL); /* no connection */
 }
 
-DT_TEST_MAIN(DT_T(test_routes_and_captures), DT_T(test_query_args), DT_T(test_json_bodies),
+DT_TEST_MAIN(DT_T(test_routes_and_captures), DT_T(test_query_args), DT_T(test_json_bodies), DT_T(test_json_limits),
              DT_T(test_auth), DT_T(test_not_found_and_method), DT_T(test_body_limit),
              DT_T(test_response_headers), DT_T(test_keep_alive), DT_T(test_concurrent_clients),
              DT_T(test_garbage_and_half_requests), DT_T(test_reset_mid_response),
