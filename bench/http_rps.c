@@ -50,12 +50,12 @@ static void h_status(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     (void)req;
     json_t *replicas = json_array();
     for (int i = 0; i < 3; i++)
-        json_array_append_new(replicas, json_pack("{s:s, s:i, s:s, s:i, s:i}", "type", "worker",
-                                                  "index", i, "state", "Running", "pid",
-                                                  40000 + i, "restarts", 0));
-    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:o, s:i}", "job", "mnist-dist", "kind", "TFJob",
-                          "phase", "Running", "started", 1760000000, "replicas", replicas,
-                          "epoch", 3);
+        json_array_append_new(replicas,
+                              json_pack("{s:s, s:i, s:s, s:i, s:i}", "type", "worker", "index", i,
+                                        "state", "Running", "pid", 40000 + i, "restarts", 0));
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:i, s:o, s:i}", "job", "mnist-dist", "kind", "TFJob", "phase",
+                  "Running", "started", 1760000000, "replicas", replicas, "epoch", 3);
     dt__http_resp_json(resp, 200, j);
 }
 
@@ -161,9 +161,12 @@ static void *run_raw(void *arg) {
         int close_after = 0, status = -1;
         if (send(fd, req, (size_t)rn, MSG_NOSIGNAL) == rn)
             status = read_response(fd, buf, sizeof buf, &close_after);
-        if (status == 200) w->ok++;
-        else if (status > 0) w->other++;
-        else w->errors++;
+        if (status == 200)
+            w->ok++;
+        else if (status > 0)
+            w->other++;
+        else
+            w->errors++;
         if (status < 0 || close_after) {
             close(fd);
             fd = -1;
@@ -188,8 +191,10 @@ static void *run_curl(void *arg) {
         long status;
         if (dt__http_client_request(c, "GET", l->path, NULL, 0, &status, NULL, NULL) != DT_OK)
             w->errors++;
-        else if (status == 200) w->ok++;
-        else w->other++;
+        else if (status == 200)
+            w->ok++;
+        else
+            w->other++;
     }
     dt__http_client_free(c);
     return NULL;
@@ -205,8 +210,10 @@ static int parse_url(load *l, const char *url) {
     if (hn == 0 || hn >= sizeof l->host) return -1;
     memcpy(l->host, h, hn);
     l->host[hn] = '\0';
-    if (colon) snprintf(l->port, sizeof l->port, "%.*s", (int)(hend - colon - 1), colon + 1);
-    else snprintf(l->port, sizeof l->port, "80");
+    if (colon)
+        snprintf(l->port, sizeof l->port, "%.*s", (int)(hend - colon - 1), colon + 1);
+    else
+        snprintf(l->port, sizeof l->port, "80");
     snprintf(l->path, sizeof l->path, "%s", slash ? slash : "/");
     return 0;
 }
@@ -225,14 +232,22 @@ int main(int argc, char **argv) {
     int npos = 0;
     const char *pos[2] = {0};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--serve")) serve_mode = 1;
-        else if (!strcmp(argv[i], "--curl")) use_curl = 1;
-        else if (!strcmp(argv[i], "--port") && i + 1 < argc) port = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--token") && i + 1 < argc) token = argv[++i];
-        else if (!strcmp(argv[i], "--connections") && i + 1 < argc) conns = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
-        else if (argv[i][0] != '-' && npos < 2) pos[npos++] = argv[i];
-        else return usage();
+        if (!strcmp(argv[i], "--serve"))
+            serve_mode = 1;
+        else if (!strcmp(argv[i], "--curl"))
+            use_curl = 1;
+        else if (!strcmp(argv[i], "--port") && i + 1 < argc)
+            port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--token") && i + 1 < argc)
+            token = argv[++i];
+        else if (!strcmp(argv[i], "--connections") && i + 1 < argc)
+            conns = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (argv[i][0] != '-' && npos < 2)
+            pos[npos++] = argv[i];
+        else
+            return usage();
     }
     if (serve_mode) return serve(port, token, seconds > 0 ? seconds : 0);
     if (npos != 2 || conns < 1 || conns > 1024) return usage();
