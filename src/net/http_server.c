@@ -34,9 +34,9 @@
  * path would either move segment boundaries or cut the string short, so a capture can
  * never contain '/' and never be truncated.
  *
- * SIGPIPE. libmicrohttpd sends with MSG_NOSIGNAL on Linux (http_test.c checks it by
- * resetting a connection while a large response is being written), so a client that
- * goes away cannot kill the process.
+ * SIGPIPE. libmicrohttpd 0.9.75 sends with sendmsg(..., MSG_NOSIGNAL) on Linux (seen with
+ * strace; http_test.c, which leaves SIGPIPE at its default, resets connections while large
+ * responses are being written), so a client that goes away cannot kill the process.
  */
 #include "net/http-impl.h"
 
@@ -518,7 +518,7 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
         json_error_t jerr;
         if (c->len == 0) {
             dt__http_resp_error(&resp, 400,
-                                "%s %s: the request body is empty; expected a JSON "
+                                "%s %.200s: the request body is empty; expected a JSON "
                                 "object",
                                 method, c->path);
             return send_resp(conn, &resp);
