@@ -60,7 +60,11 @@ typedef struct dt__http_resp {
 } dt__http_resp;
 
 /* Fill resp with a JSON body: dt__http_resp_json steals a reference to j (decref'd);
- * dt__http_resp_error gives {"error": "..."} with status. */
+ * dt__http_resp_error gives {"error": "..."} with status. Both free a body already in resp
+ * (so resp must be zero-initialized or filled by the server) and set content_type to
+ * "application/json"; a NULL j or an encoding failure gives a 500 error body.
+ * dt__http_resp_header replaces a header of the same name; a fifth name is dropped; control
+ * characters in the value become spaces; values are cut at 63 bytes. */
 void dt__http_resp_json(dt__http_resp *resp, int status, json_t *j);
 void dt__http_resp_error(dt__http_resp *resp, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -110,7 +114,9 @@ dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const c
 void dt__http_client_free(dt__http_client *c);
 /* One request on the kept-alive connection. body may be NULL (no body). On success
  * *status is the HTTP status and *resp (malloc'd, NUL-terminated, caller frees) the body;
- * a transport failure (refused, timed out) is DT_ERR_IO "URL: reason". */
+ * a transport failure (refused, timed out) is DT_ERR_IO "URL: reason". status, resp and
+ * resp_len may each be NULL when not wanted. A response over 64 MiB is DT_ERR_IO "URL:
+ * response larger than 64 MiB"; a bad method or a path not starting with '/' DT_ERR_ARG. */
 dt_err dt__http_client_request(dt__http_client *c, const char *method, const char *path,
                                const char *body, size_t body_len, long *status, char **resp,
                                size_t *resp_len);

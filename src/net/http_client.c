@@ -36,7 +36,7 @@
 
 struct dt__http_client {
     CURL *curl;
-    char *base_url; /* without a trailing '/' */
+    char *base_url;                  /* without a trailing '/' */
     struct curl_slist *headers;      /* Authorization */
     struct curl_slist *json_headers; /* the same plus Content-Type: application/json */
     char *url;                       /* base_url + path of the current request */
@@ -63,7 +63,8 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *userdata) {
     }
     if (c->len + n + 1 > c->cap) {
         size_t want = c->cap ? c->cap : 4096;
-        while (want < c->len + n + 1) want *= 2;
+        while (want < c->len + n + 1)
+            want *= 2;
         char *b = realloc(c->buf, want);
         if (!b) return 0;
         c->buf = b;
@@ -102,7 +103,8 @@ dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const c
     c->base_url = strdup(base_url);
     if (!c->base_url) goto err_nomem;
     size_t n = strlen(c->base_url);
-    while (n > 0 && c->base_url[n - 1] == '/') c->base_url[--n] = '\0';
+    while (n > 0 && c->base_url[n - 1] == '/')
+        c->base_url[--n] = '\0';
     c->curl = curl_easy_init();
     if (!c->curl) goto err_nomem;
 
@@ -136,8 +138,7 @@ dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const c
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
     if (!rc)
-        rc = curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
-                              (curl_off_t)DT__HTTP_CLIENT_MAX_RESP);
+        rc = curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)DT__HTTP_CLIENT_MAX_RESP);
     if (rc) {
         err = dt_err_set(DT_ERR_IO, "%s: cannot configure libcurl: %s", c->base_url,
                          curl_easy_strerror(rc));

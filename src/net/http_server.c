@@ -34,9 +34,9 @@
  * path would either move segment boundaries or cut the string short, so a capture can
  * never contain '/' and never be truncated.
  *
- * SIGPIPE. libmicrohttpd sends with MSG_NOSIGNAL on Linux (http_test.c checks it by
- * resetting a connection while a large response is being written), so a client that
- * goes away cannot kill the process.
+ * SIGPIPE. libmicrohttpd 0.9.75 sends with sendmsg(..., MSG_NOSIGNAL) on Linux (seen with
+ * strace; http_test.c, which leaves SIGPIPE at its default, resets connections while large
+ * responses are being written), so a client that goes away cannot kill the process.
  */
 #include "net/http-impl.h"
 
@@ -99,14 +99,14 @@ typedef enum call_state {
 
 typedef struct http_call {
     call_state state;
-    int bad_path;  /* the path's percent-encoding is malformed or encodes '/' or NUL */
-    char *path;    /* decoded, without the query string */
-    char *segbuf;  /* the decoded path with '/' turned into NULs */
-    int nsegs;     /* -1: more than MAX_SEGS */
+    int bad_path; /* the path's percent-encoding is malformed or encodes '/' or NUL */
+    char *path;   /* decoded, without the query string */
+    char *segbuf; /* the decoded path with '/' turned into NULs */
+    int nsegs;    /* -1: more than MAX_SEGS */
     const char *segs[MAX_SEGS];
     const compiled_route *route;
     const char *caps[DT__HTTP_MAX_PARAMS];
-    int refused;        /* err holds the answer; the body is discarded */
+    int refused; /* err holds the answer; the body is discarded */
     dt__http_resp err;
     int expect_continue; /* the client waits for "100 Continue" before sending the body */
     size_t received;     /* body bytes seen, stored or not */
@@ -139,8 +139,10 @@ static char *error_json(const char *msg) {
     }
     json_t *o = json_object();
     char *out = NULL;
-    if (o && json_object_set_new(o, "error", s) == 0) out = json_dumps(o, JSON_COMPACT);
-    else json_decref(s);
+    if (o && json_object_set_new(o, "error", s) == 0)
+        out = json_dumps(o, JSON_COMPACT);
+    else
+        json_decref(s);
     json_decref(o);
     return out;
 }
@@ -221,8 +223,7 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, dt__http_resp *res
 
 static dt_err compile_route(compiled_route *cr, const dt__http_route *r, int index) {
     if (!r->method || !r->pattern || !r->handler)
-        return dt_err_set(DT_ERR_ARG, "route %d: method, pattern and handler are required",
-                          index);
+        return dt_err_set(DT_ERR_ARG, "route %d: method, pattern and handler are required", index);
     if (r->pattern[0] != '/')
         return dt_err_set(DT_ERR_ARG, "route %d (%s %s): the pattern must start with '/'", index,
                           r->method, r->pattern);
@@ -241,8 +242,8 @@ static dt_err compile_route(compiled_route *cr, const dt__http_route *r, int ind
         seg->text = p + seg->capture;
         if (seg->capture) {
             if (!seg->text[0])
-                return dt_err_set(DT_ERR_ARG, "route %d (%s %s): a capture without a name",
-                                  index, r->method, r->pattern);
+                return dt_err_set(DT_ERR_ARG, "route %d (%s %s): a capture without a name", index,
+                                  r->method, r->pattern);
             if (cr->ncaps == DT__HTTP_MAX_PARAMS)
                 return dt_err_set(DT_ERR_ARG, "route %d (%s %s): more than %d captures", index,
                                   r->method, r->pattern, DT__HTTP_MAX_PARAMS);
@@ -304,6 +305,11 @@ static int path_decode(const char *raw, size_t n, char *out) {
 static void *uri_begin(void *cls, const char *uri, struct MHD_Connection *conn) {
     (void)cls;
     (void)conn;
+    /* the absolute form "http://host:port/path" (RFC 9112 3.2.2): keep the path */
+    if (!strncasecmp(uri, "http://", 7) || !strncasecmp(uri, "https://", 8)) {
+        const char *p = strchr(strstr(uri, "//") + 2, '/');
+        uri = p ? p : "/";
+    }
     size_t n = strcspn(uri, "?");
     http_call *c = calloc(1, sizeof *c + 2 * (n + 1));
     if (!c) return NULL; /* on_access answers by closing the connection */
@@ -356,9 +362,11 @@ static int token_ok(const dt__http_server *s, const char *auth) {
     if (!auth || strncasecmp(auth, "Bearer", 6) != 0 || (auth[6] != ' ' && auth[6] != '\t'))
         return 0;
     const char *t = auth + 7;
-    while (*t == ' ' || *t == '\t') t++;
+    while (*t == ' ' || *t == '\t')
+        t++;
     size_t n = strlen(t);
-    while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t')) n--;
+    while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+        n--;
     /* every byte of the candidate is compared whatever the outcome; only its length (which
      * the client knows) can show in the timing */
     unsigned diff = n != s->token_len;
@@ -398,8 +406,8 @@ static void begin(dt__http_server *s, http_call *c, struct MHD_Connection *conn,
     const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Expect");
     c->expect_continue = expect && !strcasecmp(expect, "100-continue");
     if (c->bad_path) {
-        refuse(c, 400,
-               "bad path '%.200s': malformed percent-encoding, or an encoded '/' or NUL", c->path);
+        refuse(c, 400, "bad path '%.200s': malformed percent-encoding, or an encoded '/' or NUL",
+               c->path);
         return;
     }
     char allowed[256] = "";
@@ -413,8 +421,8 @@ static void begin(dt__http_server *s, http_call *c, struct MHD_Connection *conn,
             memcpy(c->caps, caps, sizeof caps);
             break;
         }
-        if (!strstr(allowed, cr->route->method) && na + strlen(cr->route->method) + 3 <
-                                                         sizeof allowed)
+        if (!strstr(allowed, cr->route->method) &&
+            na + strlen(cr->route->method) + 3 < sizeof allowed)
             na += (size_t)snprintf(allowed + na, sizeof allowed - na, "%s%s", na ? ", " : "",
                                    cr->route->method);
     }
@@ -429,8 +437,8 @@ static void begin(dt__http_server *s, http_call *c, struct MHD_Connection *conn,
         return;
     }
     if (s->token && !c->route->route->public &&
-        !token_ok(s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_AUTHORIZATION))) {
+        !token_ok(
+            s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))) {
         refuse(c, 401, "missing or wrong job token: send 'Authorization: Bearer <token>'");
         dt__http_resp_header(&c->err, "WWW-Authenticate", "Bearer");
         return;
@@ -464,7 +472,8 @@ static void absorb(dt__http_server *s, http_call *c, const char *data, size_t n)
     }
     if (c->len + n + 1 > c->cap) {
         size_t want = c->cap ? c->cap : 4096;
-        while (want < c->len + n + 1) want *= 2;
+        while (want < c->len + n + 1)
+            want *= 2;
         if (want > s->max_body + 1) want = s->max_body + 1;
         char *b = realloc(c->body, want);
         if (!b) {
@@ -479,8 +488,7 @@ static void absorb(dt__http_server *s, http_call *c, const char *data, size_t n)
 }
 
 /* Answer a refused request now rather than after its body? */
-static int answer_early(const dt__http_server *s, const http_call *c,
-                        struct MHD_Connection *conn) {
+static int answer_early(const dt__http_server *s, const http_call *c, struct MHD_Connection *conn) {
     if (c->expect_continue) return 1;
     long long cl = content_length(conn);
     size_t limit = s->max_body + DRAIN_MAX;
@@ -509,8 +517,10 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
     if (r->json) {
         json_error_t jerr;
         if (c->len == 0) {
-            dt__http_resp_error(&resp, 400, "%s %s: the request body is empty; expected a JSON "
-                                            "object", method, c->path);
+            dt__http_resp_error(&resp, 400,
+                                "%s %.200s: the request body is empty; expected a JSON "
+                                "object",
+                                method, c->path);
             return send_resp(conn, &resp);
         }
         j = json_loadb(req.body, req.body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
@@ -523,14 +533,13 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
         }
         if (!json_is_object(j)) {
             static const char *const names[] = {
-                [JSON_OBJECT] = "an object", [JSON_ARRAY] = "an array",
-                [JSON_STRING] = "a string",  [JSON_INTEGER] = "a number",
-                [JSON_REAL] = "a number",    [JSON_TRUE] = "true",
+                [JSON_OBJECT] = "an object", [JSON_ARRAY] = "an array", [JSON_STRING] = "a string",
+                [JSON_INTEGER] = "a number", [JSON_REAL] = "a number",  [JSON_TRUE] = "true",
                 [JSON_FALSE] = "false",      [JSON_NULL] = "null",
             };
             dt__http_resp_error(&resp, 400,
-                                "%s %.200s: the request body must be a JSON object, not %s",
-                                method, c->path, names[json_typeof(j)]);
+                                "%s %.200s: the request body must be a JSON object, not %s", method,
+                                c->path, names[json_typeof(j)]);
             json_decref(j);
             return send_resp(conn, &resp);
         }
@@ -547,9 +556,8 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version,
-                                 const char *upload_data, size_t *upload_data_size,
-                                 void **req_cls) {
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **req_cls) {
     (void)url;
     (void)version;
     dt__http_server *s = cls;
@@ -620,7 +628,8 @@ dt_err dt__http_server_start(dt__http_server **out, const dt__http_server_opts *
             if ((err = compile_route(&s->compiled[i], &s->routes[i], i))) goto err;
     }
 
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV};
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", opts->port);
@@ -634,10 +643,10 @@ dt_err dt__http_server_start(dt__http_server **out, const dt__http_server_opts *
     }
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    unsigned max_conns = opts->max_connections > 0 ? (unsigned)opts->max_connections
-                                                   : DEFAULT_MAX_CONNECTIONS;
-    unsigned idle = opts->idle_timeout_s > 0 ? (unsigned)opts->idle_timeout_s
-                                             : DEFAULT_IDLE_TIMEOUT_S;
+    unsigned max_conns =
+        opts->max_connections > 0 ? (unsigned)opts->max_connections : DEFAULT_MAX_CONNECTIONS;
+    unsigned idle =
+        opts->idle_timeout_s > 0 ? (unsigned)opts->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, max_conns,
@@ -648,7 +657,8 @@ dt_err dt__http_server_start(dt__http_server **out, const dt__http_server_opts *
          * it names is the unused argument): keep the reason */
         const char *why = strrchr(s->last_log, ':');
         why = why ? why + 1 : s->last_log;
-        while (*why == ' ') why++;
+        while (*why == ' ')
+            why++;
         if (!*why) why = "libmicrohttpd could not start";
         err = dt_err_set(DT_ERR_IO, "cannot listen on %s:%d: %s", addr, opts->port, why);
         goto err;
@@ -657,8 +667,8 @@ dt_err dt__http_server_start(dt__http_server **out, const dt__http_server_opts *
     s->port = info ? info->port : opts->port;
     info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     if (!info || info->epoll_fd < 0) {
-        err = dt_err_set(DT_ERR_IO, "cannot listen on %s:%d: libmicrohttpd has no epoll fd",
-                         addr, opts->port);
+        err = dt_err_set(DT_ERR_IO, "cannot listen on %s:%d: libmicrohttpd has no epoll fd", addr,
+                         opts->port);
         goto err;
     }
     s->epoll_fd = info->epoll_fd;
@@ -677,7 +687,8 @@ err:
 void dt__http_server_free(dt__http_server *s) {
     if (!s) return;
     if (s->daemon) MHD_stop_daemon(s->daemon);
-    for (int i = 0; s->compiled && i < s->nroutes; i++) free(s->compiled[i].pat);
+    for (int i = 0; s->compiled && i < s->nroutes; i++)
+        free(s->compiled[i].pat);
     free(s->compiled);
     free(s->token);
     free(s);
@@ -708,8 +719,7 @@ int dt__http_server_timeout_ms(const dt__http_server *s) {
 
 const char *dt__http_req_param(const dt__http_req *req, const char *name) {
     for (int i = 0; i < req->nparams && i < DT__HTTP_MAX_PARAMS; i++)
-        if (req->param_names[i] && !strcmp(req->param_names[i], name))
-            return req->param_values[i];
+        if (req->param_names[i] && !strcmp(req->param_names[i], name)) return req->param_values[i];
     return NULL;
 }
 

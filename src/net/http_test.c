@@ -30,10 +30,10 @@
 
 static void h_replica(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     (void)ctx;
-    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:b}", "job", dt__http_req_param(req, "job"),
-                          "replica", dt__http_req_param(req, "replica"), "path", req->path,
-                          "nparams", req->nparams, "missing",
-                          dt__http_req_param(req, "nope") == NULL);
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:i, s:b}", "job", dt__http_req_param(req, "job"), "replica",
+                  dt__http_req_param(req, "replica"), "path", req->path, "nparams", req->nparams,
+                  "missing", dt__http_req_param(req, "nope") == NULL);
     dt__http_resp_json(resp, 200, j);
 }
 
@@ -49,9 +49,10 @@ static json_t *str_or_null(const char *s) {
 
 static void h_query(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     (void)ctx;
-    json_t *j = json_pack("{s:o, s:o, s:o}", "offset", str_or_null(dt__http_req_query(req, "offset")),
-                          "q", str_or_null(dt__http_req_query(req, "q")), "absent",
-                          str_or_null(dt__http_req_query(req, "absent")));
+    json_t *j =
+        json_pack("{s:o, s:o, s:o}", "offset", str_or_null(dt__http_req_query(req, "offset")), "q",
+                  str_or_null(dt__http_req_query(req, "q")), "absent",
+                  str_or_null(dt__http_req_query(req, "absent")));
     dt__http_resp_json(resp, 200, j);
 }
 
@@ -66,7 +67,8 @@ static void h_create(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
 static void h_raw(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     (void)ctx;
     int sum = 0;
-    for (size_t i = 0; i < req->body_len; i++) sum += (unsigned char)req->body[i];
+    for (size_t i = 0; i < req->body_len; i++)
+        sum += (unsigned char)req->body[i];
     dt__http_resp_json(resp, 200,
                        json_pack("{s:i, s:i, s:b, s:s}", "len", (json_int_t)req->body_len, "sum",
                                  sum, "terminated", req->body[req->body_len] == '\0', "method",
@@ -315,11 +317,22 @@ static void test_routes_and_captures(void) {
         json_decref(j);
     }
 
+    /* the absolute form of a request target */
+    int fd = raw_connect(ts.port);
+    DT_CHECK(fd >= 0);
+    const char abs_req[] = "GET http://127.0.0.1/v1/jobs/abs/replicas/r?x=1 HTTP/1.1\r\nHost: x\r\n"
+                           "Authorization: Bearer " TOKEN "\r\nConnection: close\r\n\r\n";
+    raw_send(fd, abs_req, sizeof abs_req - 1);
+    char buf[4096];
+    raw_read_all(fd, buf, sizeof buf);
+    close(fd);
+    DT_CHECK(!strncmp(buf, "HTTP/1.1 200", 12) && strstr(buf, "\"job\":\"abs\""));
+
     /* DELETE on the same pattern; an empty 204 */
     char *resp = NULL;
     size_t len = 99;
-    DT_CHECK_OK(dt__http_client_request(c, "DELETE", "/v1/jobs/a/replicas/b", NULL, 0, &st, &resp,
-                                        &len));
+    DT_CHECK_OK(
+        dt__http_client_request(c, "DELETE", "/v1/jobs/a/replicas/b", NULL, 0, &st, &resp, &len));
     DT_CHECK(st == 204 && len == 0 && resp && resp[0] == '\0');
     free(resp);
     dt__http_client_free(c);
@@ -337,6 +350,10 @@ static void test_query_args(void) {
     DT_CHECK(!strcmp(jstr(j, "offset"), "10"));
     DT_CHECK(!strcmp(jstr(j, "q"), "a b&c"));
     DT_CHECK(json_is_null(json_object_get(j, "absent")));
+    json_decref(j);
+    /* libmicrohttpd's decoding of arguments: '+' is a space */
+    j = call(c, "GET", "/v1/query?q=a+b%2Bc&offset", NULL, &st);
+    DT_CHECK(st == 200 && j && !strcmp(jstr(j, "q"), "a b+c"));
     json_decref(j);
     j = call(c, "GET", "/v1/query", NULL, &st);
     DT_CHECK(st == 200 && j && json_is_null(json_object_get(j, "offset")));
@@ -373,8 +390,7 @@ static void test_json_bodies(void) {
         DT_CHECK(st == 400 && j);
         const char *e = jstr(j, "error");
         if (!e || !strstr(e, bad[i].want) || !strstr(e, "POST /v1/jobs"))
-            DT_FAIL("body '%s': error '%s' lacks '%s'", bad[i].body, e ? e : "(none)",
-                    bad[i].want);
+            DT_FAIL("body '%s': error '%s' lacks '%s'", bad[i].body, e ? e : "(none)", bad[i].want);
         json_decref(j);
     }
     /* no body at all */
@@ -400,6 +416,37 @@ static void test_json_bodies(void) {
     DT_CHECK(json_is_true(json_object_get(j, "terminated")));
     DT_CHECK(!strcmp(jstr(j, "method"), "PUT"));
     json_decref(j);
+    dt__http_client_free(c);
+    server_stop(&ts);
+}
+
+/* Deep nesting, long strings, a body right at a 1 MiB limit: a 400 or a 200, no crash. */
+static void test_json_limits(void) {
+    test_server ts;
+    DT_CHECK_OK(server_start(&ts, 1 << 20, TOKEN, 0));
+    dt__http_client *c;
+    DT_CHECK_OK(dt__http_client_init(&c, ts.url, TOKEN, 0));
+    size_t n = 1 << 20;
+    char *body = malloc(n + 1);
+    DT_CHECK(body);
+    memset(body, '[', n);
+    body[n] = '\0';
+    long st;
+    json_t *j = call(c, "POST", "/v1/jobs", body, &st);
+    DT_CHECK(st == 400 && j && strstr(jstr(j, "error"), "not valid JSON"));
+    json_decref(j);
+    memset(body, '{', n);
+    j = call(c, "POST", "/v1/jobs", body, &st);
+    DT_CHECK(st == 400 && j);
+    json_decref(j);
+    /* {"name": "xxx...x"} of exactly 1 MiB */
+    memset(body, 'x', n);
+    memcpy(body, "{\"name\": \"", 10);
+    memcpy(body + n - 2, "\"}", 2);
+    j = call(c, "POST", "/v1/jobs", body, &st);
+    DT_CHECK(st == 201 && j && strlen(jstr(j, "name")) == n - 12);
+    json_decref(j);
+    free(body);
     dt__http_client_free(c);
     server_stop(&ts);
 }
@@ -439,10 +486,14 @@ static void test_auth(void) {
         const char *auth;
         int ok;
     } cases[] = {
-        {"Authorization: Bearer " TOKEN, 1},   {"authorization: bearer  " TOKEN, 1},
-        {"Authorization: Basic " TOKEN, 0},    {"Authorization: Bearer", 0},
-        {"Authorization: Bearer ", 0},         {"Authorization: Bearer" TOKEN, 0},
-        {"Authorization: " TOKEN, 0},          {"Authorization: Bearer s3cret", 0},
+        {"Authorization: Bearer " TOKEN, 1},
+        {"authorization: bearer  " TOKEN, 1},
+        {"Authorization: Basic " TOKEN, 0},
+        {"Authorization: Bearer", 0},
+        {"Authorization: Bearer ", 0},
+        {"Authorization: Bearer" TOKEN, 0},
+        {"Authorization: " TOKEN, 0},
+        {"Authorization: Bearer s3cret", 0},
         {"Authorization: Bearer " TOKEN TOKEN, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -534,8 +585,7 @@ static void test_body_limit(void) {
     DT_CHECK(st == 413 && strstr(resp, "larger than the limit of 1024 bytes"));
     free(resp);
     /* ... and a body of 4 MiB is refused before it is sent (curl waits for 100 Continue) */
-    DT_CHECK_OK(
-        dt__http_client_request(c, "POST", "/v1/raw", body, 4 << 20, &st, &resp, &len));
+    DT_CHECK_OK(dt__http_client_request(c, "POST", "/v1/raw", body, 4 << 20, &st, &resp, &len));
     DT_CHECK(st == 413 && strstr(resp, "4194304 bytes is larger than the limit of 1024 bytes"));
     free(resp);
     /* the client recovers */
@@ -642,8 +692,7 @@ static void test_keep_alive(void) {
     json_decref(j);
     for (int i = 0; i < 500; i++) {
         const char *path = i % 3 == 0 ? "/v1/peer" : i % 3 == 1 ? "/v1/x" : "/v1/jobs";
-        j = call(c, i % 3 == 2 ? "POST" : "GET", path, i % 3 == 2 ? "{\"name\":\"n\"}" : NULL,
-                 &st);
+        j = call(c, i % 3 == 2 ? "POST" : "GET", path, i % 3 == 2 ? "{\"name\":\"n\"}" : NULL, &st);
         DT_CHECK(j);
         if (i % 3 == 0 && json_integer_value(json_object_get(j, "port")) != port)
             DT_FAIL("request %d came on a new connection", i);
@@ -690,8 +739,10 @@ static void test_concurrent_clients(void) {
         w[i] = (worker_arg){.url = ts.url};
         DT_CHECK(pthread_create(&th[i], NULL, worker, &w[i]) == 0);
     }
-    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < 4; i++) DT_CHECK(w[i].ok == 200);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++)
+        DT_CHECK(w[i].ok == 200);
     server_stop(&ts);
 }
 
@@ -699,27 +750,37 @@ static void test_garbage_and_half_requests(void) {
     test_server ts;
     DT_CHECK_OK(server_start(&ts, MAX_BODY, TOKEN, 0));
     char buf[8192];
-    /* complete garbage: the server answers (libmicrohttpd's 400) or closes */
-    const char *junk[] = {
-        "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", /* a TLS hello */
-        "\x00\x01\x02\xff\xfe\r\n\r\n",
-        "GET\r\n\r\n",
-        "GET / HTTP/9.9\r\nHost: x\r\n\r\n",
-        "GET /v1/health HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n",
-        "POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
-        "POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
-        "POST /v1/raw HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n",
+    /* complete garbage: the server answers (libmicrohttpd's 400), closes, or waits for
+     * more (then we give up after 2 s) */
+#define JUNK(lit)                                                                                  \
+    { lit, sizeof lit - 1 }
+    static const struct {
+        const char *s;
+        size_t n;
+    } junk[] = {
+        JUNK("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n"), /* TLS hello */
+        JUNK("\x00\x01\x02\xff\xfe\r\n\r\n"),
+        JUNK("GET\r\n\r\n"),
+        JUNK("GET / HTTP/9.9\r\nHost: x\r\n\r\n"),
+        JUNK("GET /v1/health HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n"),
+        JUNK("GET /v1/he\x00alth HTTP/1.1\r\nHost: x\r\n\r\n"),
+        JUNK("POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"),
+        JUNK("POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"),
+        JUNK("POST /v1/raw HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n"),
     };
+#undef JUNK
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
         /* send and close at once (the server may be mid-answer) ... */
         int fd = raw_connect(ts.port);
         DT_CHECK(fd >= 0);
-        raw_send(fd, junk[i], strlen(junk[i]) + (i < 2)); /* the first two with a NUL */
+        raw_send(fd, junk[i].s, junk[i].n);
         close(fd);
         /* ... send, half-close our side and read whatever comes back */
         fd = raw_connect(ts.port);
         DT_CHECK(fd >= 0);
-        raw_send(fd, junk[i], strlen(junk[i]));
+        struct timeval tv = {.tv_sec = 2};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        raw_send(fd, junk[i].s, junk[i].n);
         shutdown(fd, SHUT_WR);
         raw_read_all(fd, buf, sizeof buf);
         close(fd);
@@ -727,7 +788,7 @@ static void test_garbage_and_half_requests(void) {
     /* half requests, then the client goes away (libmicrohttpd 0.9.75 may only notice at the
      * idle timeout, see test_idle_timeout) */
     const char *half[] = {
-        "GET /v1/health HTTP/1.1\r\nHost: x\r\n",                          /* no blank line */
+        "GET /v1/health HTTP/1.1\r\nHost: x\r\n",                             /* no blank line */
         "POST /v1/raw HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc", /* half body */
         "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
         "\r\nContent-Length: 5\r\n\r\n{\"a\":", /* bad JSON, complete */
@@ -759,7 +820,7 @@ static void test_garbage_and_half_requests(void) {
     raw_read_all(fd, buf, sizeof buf);
     close(fd);
     free(huge);
-    DT_CHECK(!strncmp(buf, "HTTP/1.1 4", 10)); /* 431 or 414, from libmicrohttpd */
+    DT_CHECK(!strncmp(buf, "HTTP/1.1 431", 12)); /* from libmicrohttpd */
 
     /* the server still answers */
     dt__http_client *c;
@@ -862,7 +923,8 @@ static void test_client_errors(void) {
     dt__http_client_free(c);
     dt__http_client_free(NULL);
 
-    DT_CHECK_ERR(dt__http_client_init(&c, "ftp://x", NULL, 0), DT_ERR_ARG, "bad base URL 'ftp://x'");
+    DT_CHECK_ERR(dt__http_client_init(&c, "ftp://x", NULL, 0), DT_ERR_ARG,
+                 "bad base URL 'ftp://x'");
     DT_CHECK(c == NULL);
     DT_CHECK_ERR(dt__http_client_init(&c, base, "tok\r\nX-Evil: 1", 0), DT_ERR_ARG, "bad token");
 
@@ -875,8 +937,8 @@ static void test_client_errors(void) {
              getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
     snprintf(base, sizeof base, "http://127.0.0.1:%d", ntohs(a.sin_port));
     DT_CHECK_OK(dt__http_client_init(&c, base, NULL, 300));
-    DT_CHECK_ERR(dt__http_client_request(c, "GET", "/slow", NULL, 0, &st, &resp, NULL),
-                 DT_ERR_IO, "/slow: ");
+    DT_CHECK_ERR(dt__http_client_request(c, "GET", "/slow", NULL, 0, &st, &resp, NULL), DT_ERR_IO,
+                 "/slow: ");
     DT_CHECK(strstr(dt_errmsg(), "imeout") || strstr(dt_errmsg(), "timed out"));
     dt__http_client_free(c);
     close(lfd);
@@ -1012,9 +1074,9 @@ static void test_resp_helpers(void) {
 }
 
 DT_TEST_MAIN(DT_T(test_routes_and_captures), DT_T(test_query_args), DT_T(test_json_bodies),
-             DT_T(test_auth), DT_T(test_not_found_and_method), DT_T(test_body_limit),
-             DT_T(test_response_headers), DT_T(test_keep_alive), DT_T(test_concurrent_clients),
-             DT_T(test_garbage_and_half_requests), DT_T(test_reset_mid_response),
-             DT_T(test_client_response_limit), DT_T(test_client_errors),
-             DT_T(test_server_start_errors), DT_T(test_idle_timeout), DT_T(test_free_with_open_connections),
-             DT_T(test_resp_helpers))
+             DT_T(test_json_limits), DT_T(test_auth), DT_T(test_not_found_and_method),
+             DT_T(test_body_limit), DT_T(test_response_headers), DT_T(test_keep_alive),
+             DT_T(test_concurrent_clients), DT_T(test_garbage_and_half_requests),
+             DT_T(test_reset_mid_response), DT_T(test_client_response_limit),
+             DT_T(test_client_errors), DT_T(test_server_start_errors), DT_T(test_idle_timeout),
+             DT_T(test_free_with_open_connections), DT_T(test_resp_helpers))
