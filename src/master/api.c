@@ -51,13 +51,34 @@ static void healthz(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
 static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
-    json_t *j = dt__job_state_json(&m->st, m->job, m->url);
-    json_object_set_new(j, "jobDir", json_string(m->dir));
-    json_t *reps = json_array();
-    for (int i = 0; i < m->st.nreplicas; i++)
-        json_array_append_new(reps, dt__replica_json(&m->st.replicas[i], m->dir));
-    json_object_set_new(j, "replicas", reps);
-    dt__http_resp_json(resp, 200, j);
+    if (!m->status_cache || m->status_cache_version != m->version) {
+        json_t *j = dt__job_state_json(&m->st, m->job, m->url);
+        json_object_set_new(j, "jobDir", json_string(m->dir));
+        json_t *reps = json_array();
+        for (int i = 0; i < m->st.nreplicas; i++)
+            json_array_append_new(reps, dt__replica_json(&m->st.replicas[i], m->dir));
+        json_object_set_new(j, "replicas", reps);
+        char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(j);
+        if (!text) {
+            dt__http_resp_error(resp, 500, "out of memory");
+            return;
+        }
+        free(m->status_cache);
+        m->status_cache = text;
+        m->status_cache_len = strlen(text);
+        m->status_cache_version = m->version;
+    }
+    char *body = malloc(m->status_cache_len + 1);
+    if (!body) {
+        dt__http_resp_error(resp, 500, "out of memory");
+        return;
+    }
+    memcpy(body, m->status_cache, m->status_cache_len + 1);
+    resp->status = 200;
+    resp->content_type = "application/json";
+    resp->body = body;
+    resp->len = m->status_cache_len;
 }
 
 static void get_replicas(void *ctx, const dt__http_req *req, dt__http_resp *resp) {

@@ -89,8 +89,21 @@ typedef struct dt__master {
     dt__http_server *http;
     int stop_requested;
     char stop_reason[128];
-    int dirty; /* status.json is out of date */
+    int dirty;        /* status.json is out of date */
+    uint64_t version; /* bumped by every change of the job's state */
+    /* The last status body served, while version has not moved: the status route is
+     * polled far more often than the state changes, and building it is most of a
+     * request's cost. */
+    char *status_cache;
+    size_t status_cache_len;
+    uint64_t status_cache_version;
 } dt__master;
+
+/* Note a change of the job's state (status.json and the status cache are out of date). */
+static inline void dt__master_touch(dt__master *m) {
+    m->dirty = 1;
+    m->version++;
+}
 
 /* Ask the job to stop (API, signals): replicas are stopped, the outcome is Stopped. */
 void dt__master_request_stop(dt__master *m, const char *why);

@@ -298,7 +298,7 @@ static dt_err launch(loop *L, dt__replica *r) {
     snprintf(ps, sizeof ps, "%llu", (unsigned long long)r->proc_start);
     journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "launch", "replica", r->name,
                          "attempt", r->attempt, "pid", (int)pid, "procStart", ps));
-    L->m.dirty = 1;
+    dt__master_touch(&L->m);
     if (r->attempt > 1)
         say(L, "%s started again (attempt %d, pid %d)", r->name, r->attempt, (int)pid);
 end:
@@ -328,7 +328,7 @@ static void stop_replicas(loop *L, int all) {
         any = 1;
     }
     if (any && L->kill_at == 0) L->kill_at = dt__wall_now() + L->m.opts.stop_grace_ms / 1000.0;
-    L->m.dirty = 1;
+    dt__master_touch(&L->m);
 }
 
 static void finish(loop *L, dt_job_outcome outcome, const char *reason, const char *fmt, ...)
@@ -355,7 +355,7 @@ static void finish(loop *L, dt_job_outcome outcome, const char *reason, const ch
     /* Clean-up: a stop request stops everything; otherwise the cleanPodPolicy decides. */
     if (outcome == DT_JOB_OUTCOME_STOPPED || L->m.job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE)
         stop_replicas(L, 1);
-    L->m.dirty = 1;
+    dt__master_touch(&L->m);
 }
 
 void dt__master_request_stop(dt__master *m, const char *why) {
@@ -370,7 +370,7 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
     json_t *ev = json_pack("{s:s, s:s, s:O}", "ev", "report", "replica", r->name, "report", report);
     if (!ev) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     json_object_set_new(ev, "time", json_real(dt__wall_now()));
-    m->dirty = 1;
+    dt__master_touch(m);
     return dt__journal_append(m->journal, ev);
 }
 
@@ -386,7 +386,7 @@ static void exited(loop *L, dt__replica *r, int code) {
         close(r->pidfd);
         r->pidfd = -1;
     }
-    L->m.dirty = 1;
+    dt__master_touch(&L->m);
     const dt_job_spec *job = L->m.job;
     dt_restart_policy policy = job->replicas[r->type].restart;
     if (L->m.st.finished || r->stopping) {
@@ -483,7 +483,7 @@ static void set_running(loop *L) {
     dt__job_state_condition(&L->m.st, DT__COND_RUNNING, reason, msg, dt__wall_now());
     journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Running", "reason",
                          reason, "message", msg));
-    L->m.dirty = 1;
+    dt__master_touch(&L->m);
 }
 
 /* Timers: relaunches due, the deadline, the stop grace. */
@@ -1025,6 +1025,7 @@ end:
     for (int i = 0; i < m->st.nreplicas; i++)
         if (m->st.replicas[i].pidfd >= 0) close(m->st.replicas[i].pidfd);
     dt__job_state_free(&m->st);
+    free(m->status_cache);
     if (L->sigfd >= 0) close(L->sigfd);
     if (L->epfd >= 0) close(L->epfd);
     if (signals_set) sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
