@@ -253,6 +253,33 @@ result_has "resume: nothing restarted" '"status": "Succeeded"' '"restarts": 0'
 expect_exit 1 "resume twice: a finished job" -- "$DTRAIN" run resume.yaml --job-dir runs/resume
 expect_err_has "rerun refuses a used job dir" "holds a job already"
 
+# ---- a TrainJob: dtrain's built-in role trains the model in its replica ----
+cat >train1.yaml <<EOF
+apiVersion: dtrain/v1
+kind: TrainJob
+metadata: {name: train1}
+spec:
+  seed: 3
+  data:
+    train: {format: synthetic, samples: 256, shape: [8], classes: 4}
+  model:
+    layers:
+      - {type: dense, units: 16, activation: relu}
+      - {type: dense, units: 4}
+  optimizer: {type: sgd, learning_rate: 0.1}
+  training: {batch_size: 32, epochs: 1, threads: 1}
+  replicas: {worker: 1}
+EOF
+run_job train1
+[ $rc -eq 0 ] && pass "trainjob: exit 0" || fail "trainjob: exit $rc: $(tail -5 "$TMP/err"; cat runs/train1/logs/worker-0.log)"
+result_has "trainjob: the replica's training result is in result.json" '"status": "Succeeded"' \
+    '"result": {' '"accuracy":'
+[ -n "$(ls runs/train1/replicas/worker-0/checkpoints/ 2>/dev/null)" ] && pass "trainjob: checkpoints in the replica's dir" ||
+    fail "trainjob: no checkpoints: $(ls -R runs/train1 | head -20)"
+sed 's/name: train1/name: train2/; s/replicas: {worker: 1}/replicas: {worker: 2, ps: 1}/' train1.yaml >train2.yaml
+expect_exit 2 "trainjob: several replicas" -- "$DTRAIN" run train2.yaml
+expect_err_has "trainjob: several replicas are refused, saying why" "spec.replicas"
+
 # ---- what cannot run locally, and bad command lines ----
 cat >nocmd.yaml <<EOF
 apiVersion: kubeflow.org/v1
