@@ -253,6 +253,37 @@ result_has "resume: nothing restarted" '"status": "Succeeded"' '"restarts": 0'
 expect_exit 1 "resume twice: a finished job" -- "$DTRAIN" run resume.yaml --job-dir runs/resume
 expect_err_has "rerun refuses a used job dir" "holds a job already"
 
+# ---- what a replica leaves behind in its process group ends with it ----
+job leftover "" "$(replica_sh Worker 1 Never "sleep 301 \& exit 0")"
+run_job leftover
+[ $rc -eq 0 ] && pass "leftover: job succeeded" || fail "leftover: exit $rc: $(tail -3 "$TMP/err")"
+wait_for sh -c '! pgrep -f "[s]leep 301" >/dev/null' && pass "leftover: background child stopped" ||
+    { fail "leftover: 'sleep 301' survived"; pkill -f "sleep 301"; }
+
+# ---- SIGCHLD ignored by whoever started dtrain does not blind the master ----
+job sigign "" "$(replica_spec Worker 1 Never exit 0)"
+rm -f "$STATE"/*
+timeout 20 bash -c 'trap "" CHLD; exec "$0" run sigign.yaml' "$DTRAIN" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -eq 0 ] && pass "sigchld ignored: the job still completes" || fail "sigign: exit $rc: $(tail -3 "$TMP/err")"
+
+# ---- a torn journal line (a master killed mid-write) survives two resumes ----
+job torn "" "$(replica_spec Worker 2 Never wait-file "$STATE/go")"
+rm -f "$STATE"/*
+expect_exit 0 "torn: detach" -- "$DTRAIN" run torn.yaml --detach
+wait_for ran_at_least 2 || fail "torn: replicas did not start"
+mpid=$(grep -o '"pid": [0-9]*' runs/torn/master.json | grep -o '[0-9]*')
+kill -KILL "$mpid"
+wait_for sh -c "! kill -0 $mpid 2>/dev/null"
+printf '{"ev":"exit","repl' >>runs/torn/journal.jsonl
+expect_exit 0 "torn: resume detached" -- "$DTRAIN" run --resume runs/torn --detach
+mpid=$(grep -o '"pid": [0-9]*' runs/torn/master.json | grep -o '[0-9]*')
+kill -KILL "$mpid"
+wait_for sh -c "! kill -0 $mpid 2>/dev/null"
+touch "$STATE/go"
+expect_exit 0 "torn: second resume" -- "$DTRAIN" run --resume runs/torn &&
+    pass "torn: resumed twice, job succeeded" || fail "torn: $(tail -3 "$TMP/err")"
+
 # ---- a TrainJob: dtrain's built-in role trains the model in its replica ----
 cat >train1.yaml <<EOF
 apiVersion: dtrain/v1

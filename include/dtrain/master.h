@@ -43,8 +43,9 @@ typedef struct dt_master_opts {
     int stop_grace_ms;       /* SIGTERM → SIGKILL delay (default 5000) */
     int live_table;          /* redraw a table of replicas on `out` (a terminal) */
     FILE *out;               /* progress lines / the table; NULL: silent */
-    int ready_fd;            /* >= 0: write one byte there once every replica is launched
-                                (used by `dtrain run --detach`), then close it */
+    int ready_fd;            /* > 0: write one byte there once every replica is launched,
+                                'R', or 'F' when the job failed while launching (used by
+                                `dtrain run --detach`), then close it; <= 0: none */
 } dt_master_opts;
 
 /* Run the job to its end. Returns DT_OK when the job ran (whatever its outcome, given in

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +74,9 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     }
     char log_path[4200];
     snprintf(log_path, sizeof log_path, "%s/master.log", mo->job_dir);
+    /* What this start adds to master.log is what to show if it fails. */
+    struct stat sb;
+    off_t log_start = stat(log_path, &sb) == 0 ? sb.st_size : 0;
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         perror("dtrain run: pipe");
@@ -87,7 +91,12 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     if (pid == 0) {
         close(p[0]);
         /* A grandchild, so the master is not our child and has its own session. */
-        if (fork() != 0) _exit(0);
+        pid_t g = fork();
+        if (g < 0) {
+            perror("dtrain run: fork");
+            _exit(1);
+        }
+        if (g != 0) _exit(0);
         setsid();
         int null_fd = open("/dev/null", O_RDONLY);
         int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -112,16 +121,17 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     while ((n = read(p[0], &c, 1)) < 0 && errno == EINTR) {
     }
     close(p[0]);
-    if (n == 1) {
+    if (n == 1 && c == 'R') {
         printf("job %s started in the background; job dir %s (see 'dtrain status %s')\n",
                job->name, mo->job_dir, job->name);
         return DT_EXIT_OK;
     }
-    /* The master ended before launching: its log says why. */
+    /* The master could not start, or the job failed while launching: this start's part of
+     * its log says why. */
     char *text = NULL;
     size_t len = 0;
     if (dt__read_file(log_path, &text, &len) == DT_OK) {
-        fputs(text, stderr);
+        if ((size_t)log_start < len) fputs(text + log_start, stderr);
         free(text);
     }
     return DT_EXIT_FAILED;

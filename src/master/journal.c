@@ -30,11 +30,23 @@ dt_err dt__journal_open(dt__journal **out, const char *path) {
     dt__journal *j = calloc(1, sizeof *j);
     if (!j) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     snprintf(j->path, sizeof j->path, "%s", path);
-    j->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    j->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (j->fd < 0) {
         int err = errno;
         free(j);
         return dt_err_set(DT_ERR_IO, "%s: cannot open the journal: %s", path, strerror(err));
+    }
+    /* A torn last line (a master killed mid-write) is cut off, so that the next event
+     * starts a line of its own instead of completing the torn one into garbage. */
+    off_t size = lseek(j->fd, 0, SEEK_END), keep = size;
+    char c;
+    while (keep > 0 && pread(j->fd, &c, 1, keep - 1) == 1 && c != '\n') keep--;
+    if (keep != size && ftruncate(j->fd, keep) != 0) {
+        int err = errno;
+        close(j->fd);
+        free(j);
+        return dt_err_set(DT_ERR_IO, "%s: cannot cut its torn last line: %s", path,
+                          strerror(err));
     }
     *out = j;
     return DT_OK;

@@ -19,6 +19,13 @@
  * threaded libraries); every string the children need is prepared before the first fork.
  * The supervisor ignores SIGINT/SIGTERM/SIGHUP so that a stop request reaches the command
  * and the supervisor still records how the command ended; SIGKILL ends both.
+ *
+ * When the command ends, what it left behind in its process group ends too, as a
+ * container's processes do when its main process exits: the supervisor is a child
+ * subreaper (orphaned descendants become its children), sends the group SIGTERM, reaps
+ * until no descendant is left, and after LEFTOVER_GRACE_MS sends SIGKILL to the group,
+ * itself included. The exit file is written first, so the master takes the command's code
+ * from it rather than the supervisor's own 137.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,12 +34,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "master/master-impl.h"
+
+#define LEFTOVER_GRACE_MS 2000
 
 /* Write all of s to fd (async-signal-safe). */
 static void put(int fd, const char *s) {
@@ -79,8 +90,15 @@ _Noreturn static void supervise(const dt__launch *l, int log_fd, const char *exi
     if (null_fd >= 0) dup2(null_fd, 0);
     dup2(log_fd, 1);
     dup2(log_fd, 2);
-    close_range(3, ~0U, 0); /* the master's sockets and files stay with the master */
+    /* The master's sockets and files (its lock, its listening socket) stay with it. */
+    if (close_range(3, ~0U, 0) != 0) {
+        struct rlimit rl;
+        int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int)rl.rlim_cur
+                                                                               : 65536;
+        for (int fd = 3; fd < max; fd++) close(fd);
+    }
     prctl(PR_SET_NAME, "dtrain-replica", 0, 0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
     pid_t child = fork();
     if (child < 0) {
@@ -90,11 +108,12 @@ _Noreturn static void supervise(const dt__launch *l, int log_fd, const char *exi
     }
     if (child == 0) {
         reset_signals();
+        char num[16];
         if (l->cwd && chdir(l->cwd) != 0) {
             put(2, "dtrain: cannot change to the working directory ");
             put(2, l->cwd);
-            put(2, ": ");
-            put(2, strerror(errno));
+            put(2, ": errno ");
+            put(2, utoa((unsigned)errno, num + sizeof num - 1));
             put(2, "\n");
             _exit(127);
         }
@@ -102,9 +121,9 @@ _Noreturn static void supervise(const dt__launch *l, int log_fd, const char *exi
         int err = errno;
         put(2, "dtrain: cannot run '");
         put(2, l->argv[0]);
-        put(2, "': ");
-        put(2, strerror(err));
-        put(2, "\n");
+        put(2, err == ENOENT ? "': no such file or command on PATH\n"
+               : err == EACCES ? "': permission denied\n"
+                               : "': exec failed\n");
         _exit(err == ENOENT ? 127 : 126);
     }
     signal(SIGINT, SIG_IGN);
@@ -118,6 +137,17 @@ _Noreturn static void supervise(const dt__launch *l, int log_fd, const char *exi
         if (errno != EINTR) _exit(127);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     write_exit_file(l->exit_path, exit_tmp, code);
+    /* Leftovers: SIGTERM, reap until none is left, then SIGKILL (ourselves too). */
+    kill(0, SIGTERM);
+    struct timespec tick = {0, 20 * 1000 * 1000};
+    for (int waited = 0; waited < LEFTOVER_GRACE_MS; waited += 20) {
+        pid_t p;
+        while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+        }
+        if (p < 0 && errno == ECHILD) _exit(code);
+        nanosleep(&tick, NULL);
+    }
+    kill(0, SIGKILL);
     _exit(code);
 }
 

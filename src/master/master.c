@@ -462,7 +462,12 @@ static void reap(loop *L) {
         for (int i = 0; i < L->m.st.nreplicas; i++) {
             dt__replica *r = &L->m.st.replicas[i];
             if (r->pid == pid && r->state == DT__REPLICA_RUNNING) {
-                exited(L, r, code);
+                /* The supervisor's file has the command's own code (the supervisor may
+                 * have been SIGKILLed with the command's leftovers). */
+                char exit_path[4200];
+                path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
+                int file_code = dt__local_read_exit(exit_path);
+                exited(L, r, file_code >= 0 ? file_code : code);
                 break;
             }
         }
@@ -671,6 +676,7 @@ static dt_err take_lock(loop *L) {
         char buf[32] = "";
         ssize_t n = pread(L->lock_fd, buf, sizeof buf - 1, 0);
         buf[n > 0 ? n : 0] = 0;
+        buf[strcspn(buf, "\n")] = 0;
         return dt_err_set(DT_ERR_STATE, "%s: a master (pid %s) is already running this job",
                           L->m.dir, buf[0] ? buf : "?");
     }
@@ -734,6 +740,8 @@ static dt_err start_http(loop *L, int port) {
 }
 
 static dt_err setup_signals(loop *L) {
+    /* Inherited SIG_IGN for SIGCHLD would make the kernel reap supervisors unseen. */
+    signal(SIGCHLD, SIG_DFL);
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -948,6 +956,11 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             }
         }
         say(L, "job %s resumed from %s, API %s", job->name, m->dir, m->url);
+        for (int i = 0; i < m->st.nreplicas; i++) m->st.total_restarts += m->st.replicas[i].restarts;
+        /* Finished before it died: the clean-up it may not have completed. */
+        if (m->st.finished &&
+            (m->st.outcome == DT_JOB_OUTCOME_STOPPED || job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE))
+            stop_replicas(L, 1);
         for (int i = 0; i < m->st.nreplicas; i++) {
             dt__replica *r = &m->st.replicas[i];
             if (r->state == DT__REPLICA_RUNNING && r->pidfd < 0) adopted_exited(L, r);
@@ -969,8 +982,10 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     }
     if (!m->st.finished && (launched || !m->st.cond[DT__COND_RUNNING].set)) set_running(L);
     write_status(L);
-    if (m->opts.ready_fd >= 0) {
-        if (write(m->opts.ready_fd, "R", 1) != 1) { /* the parent is gone; go on */
+    if (m->opts.ready_fd > 0) {
+        /* 'R': every replica launched; 'F': the job failed while launching. */
+        if (write(m->opts.ready_fd, m->st.finished ? "F" : "R", 1) != 1) {
+            /* the parent is gone; go on */
         }
         close(m->opts.ready_fd);
         m->opts.ready_fd = -1;
@@ -1019,7 +1034,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     }
 
 end:
-    if (m->opts.ready_fd >= 0) close(m->opts.ready_fd);
+    if (m->opts.ready_fd > 0) close(m->opts.ready_fd);
     dt__http_server_free(m->http);
     dt__journal_close(m->journal);
     for (int i = 0; i < m->st.nreplicas; i++)
