@@ -2,6 +2,8 @@
 #ifndef DTRAIN_CLI_IMPL_H
 #define DTRAIN_CLI_IMPL_H
 
+#include <stdint.h>
+
 /* Exit codes shared by every subcommand. */
 enum {
     DT_EXIT_OK = 0,
@@ -24,6 +26,9 @@ extern const dt__cli_cmd dt__cmd_logs;
 extern const dt__cli_cmd dt__cmd_stop;
 extern const dt__cli_cmd dt__cmd_list;
 extern const dt__cli_cmd dt__cmd_version;
+
+/* A decimal integer in [lo, hi] (the whole string); 0 on success, -1 otherwise. */
+int dt__cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
 /* Is `arg` -h or --help? */
 int dt__cli_is_help(const char *arg);

@@ -47,15 +47,6 @@ static const char usage[] =
     "Exit status: 0 succeeded (detached: started), 1 failed or stopped, 2 bad arguments or\n"
     "malformed spec.\n";
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 static int exit_for(dt_err e) {
     return e == DT_ERR_SPEC || e == DT_ERR_ARG ? DT_EXIT_USAGE : DT_EXIT_FAILED;
 }
@@ -152,7 +143,7 @@ static int run(int argc, char **argv) {
     dt_master_opts mo = {.ready_fd = -1};
     const char *job_dir = NULL, *resume = NULL;
     int detach = 0;
-    long v;
+    int64_t v;
     opterr = 0;
     optind = 1;
     int c;
@@ -171,12 +162,12 @@ static int run(int argc, char **argv) {
             mo.bind_addr = optarg;
             break;
         case OPT_PORT:
-            if (parse_int(optarg, 1, 65535, &v))
+            if (dt__cli_parse_i64(optarg, 1, 65535, &v))
                 return dt__cli_usage_error(cmd, "--port: expected 1..65535, got '%s'", optarg);
             mo.port = (int)v;
             break;
         case OPT_GRACE:
-            if (parse_int(optarg, 0, 3600, &v))
+            if (dt__cli_parse_i64(optarg, 0, 3600, &v))
                 return dt__cli_usage_error(cmd, "--stop-grace: expected 0..3600 seconds, got '%s'",
                                            optarg);
             mo.stop_grace_ms = v ? (int)v * 1000 : 1;

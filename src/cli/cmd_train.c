@@ -37,15 +37,6 @@ static const char usage[] =
     "\n"
     "Exit status: 0 trained, 1 failed, 2 bad arguments or malformed spec.\n";
 
-static int parse_i64(const char *s, int64_t min, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min) return -1;
-    *out = v;
-    return 0;
-}
-
 static int copy_spec(const char *from, const char *job_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/spec.yaml", job_dir);
@@ -100,13 +91,13 @@ static int run(int argc, char **argv) {
             job_dir = optarg;
             break;
         case OPT_EPOCHS:
-            if (parse_i64(optarg, 1, &v))
+            if (dt__cli_parse_i64(optarg, 1, INT64_MAX, &v))
                 return dt__cli_usage_error(cmd, "--epochs: expected a positive integer, got '%s'",
                                            optarg);
             opts.epochs = v;
             break;
         case OPT_THREADS:
-            if (parse_i64(optarg, 1, &v) || v > 256)
+            if (dt__cli_parse_i64(optarg, 1, INT64_MAX, &v) || v > 256)
                 return dt__cli_usage_error(
                     cmd, "--threads: expected an integer in 1..256, got '%s'", optarg);
             opts.threads = (int)v;
@@ -123,7 +114,7 @@ static int run(int argc, char **argv) {
             break;
         }
         case OPT_MAX_STEPS:
-            if (parse_i64(optarg, 1, &v))
+            if (dt__cli_parse_i64(optarg, 1, INT64_MAX, &v))
                 return dt__cli_usage_error(
                     cmd, "--max-steps: expected a positive integer, got '%s'", optarg);
             opts.max_steps = v;

@@ -1,8 +1,10 @@
 /*
  * main.c - the dtrain binary: dispatch argv[1] through the command table.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli-impl.h"
@@ -18,6 +20,15 @@ static const dt__cli_cmd *const commands[] = {
     &dt__cmd_version,
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+int dt__cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
 
 int dt__cli_is_help(const char *arg) {
     return !strcmp(arg, "-h") || !strcmp(arg, "--help");

@@ -458,19 +458,12 @@ fail:
     return e;
 }
 
-static dt_err check_path(const char *path) {
-    if (strlen(path) >= DT_PATH_MAX)
-        return dt_err_set(DT_ERR_ARG, "%.64s...: path too long (at most %d bytes)", path,
-                          DT_PATH_MAX - 1);
-    return DT_OK;
-}
-
 dt_err dt_job_spec_load(dt_job_spec **out, const char *path) {
     dt__ystream *s = NULL;
     char dir[DT_PATH_MAX];
     dt_err e;
     *out = NULL;
-    if ((e = check_path(path)) || (e = dt__ystream_open_file(&s, path))) return e;
+    if ((e = dt__spec_check_path(path)) || (e = dt__ystream_open_file(&s, path))) return e;
     e = job_from_stream(out, s, path, dt__spec_base_dir(path, dir));
     dt__ystream_free(s);
     return e;
@@ -481,7 +474,7 @@ dt_err dt_job_spec_parse(dt_job_spec **out, const char *yaml, size_t len, const 
     dt_err e;
     *out = NULL;
     if (!path) path = "<string>";
-    if ((e = check_path(path)) || (e = dt__ystream_open_mem(&s, yaml, len, path))) return e;
+    if ((e = dt__spec_check_path(path)) || (e = dt__ystream_open_mem(&s, yaml, len, path))) return e;
     e = job_from_stream(out, s, path, NULL);
     dt__ystream_free(s);
     return e;

@@ -8,6 +8,7 @@
 
 #include "dtrain/job.h"
 #include "testing/dt_test.h"
+#include "testing/yaml_fixture.h"
 
 #define DATA DT_SOURCE_DIR "/tests/data/jobs/"
 
@@ -39,36 +40,6 @@ static const char BASE[] = "apiVersion: kubeflow.org/v1\n"
                            "          containers:\n"
                            "            - name: tensorflow\n"
                            "              args: [python, b.py]\n";
-
-/* base with the first `from` replaced by `to`, in a static buffer (two alternate, so that an
- * edit of an edit works). */
-static const char *edit(const char *base, const char *from, const char *to) {
-    static char bufs[2][8192];
-    static int next;
-    char *buf = bufs[next++ % 2];
-    const char *p = strstr(base, from);
-    if (!p) {
-        fprintf(stderr, "fixture lacks \"%s\"\n", from);
-        exit(2);
-    }
-    char tmp[sizeof bufs[0]]; /* base may be the other buffer */
-    snprintf(tmp, sizeof tmp, "%.*s%s%s", (int)(p - base), base, to, p + strlen(from));
-    memcpy(buf, tmp, sizeof tmp);
-    return buf;
-}
-
-/* 1-based line of the first occurrence of needle in text. */
-static int line_of(const char *text, const char *needle) {
-    const char *p = strstr(text, needle);
-    if (!p) {
-        fprintf(stderr, "text lacks \"%s\"\n", needle);
-        exit(2);
-    }
-    int line = 1;
-    for (const char *q = text; q < p; q++)
-        line += *q == '\n';
-    return line;
-}
 
 /* Parse text as "j.yaml": DT_ERR_SPEC, no job, and a message that starts with
  * "j.yaml:LINE: " + want, LINE being the line of `at`. */

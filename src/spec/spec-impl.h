@@ -36,5 +36,7 @@ dt_err dt__spec_parse_doc(dt_spec *sp, const dt__yval *root, const char *base_di
 /* The directory part of path into dir (DT_PATH_MAX bytes): "a/b.yaml" -> "a", "/b.yaml" ->
  * "/"; returns dir, or NULL when path has no '/'. */
 const char *dt__spec_base_dir(const char *path, char *dir);
+/* A spec file's path must fit DT_PATH_MAX: DT_ERR_ARG "PATH...: path too long" otherwise. */
+dt_err dt__spec_check_path(const char *path);
 
 #endif

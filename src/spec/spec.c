@@ -748,7 +748,7 @@ fail:
     return e;
 }
 
-static dt_err check_path(const char *path) {
+dt_err dt__spec_check_path(const char *path) {
     if (strlen(path) >= DT_PATH_MAX)
         return dt_err_set(DT_ERR_ARG, "%.64s...: path too long (at most %d bytes)", path,
                           DT_PATH_MAX - 1);
@@ -760,7 +760,7 @@ dt_err dt_spec_load(dt_spec **out, const char *path) {
     char dir[DT_PATH_MAX];
     dt_err e;
     *out = NULL;
-    if ((e = check_path(path)) || (e = dt__ystream_open_file(&s, path))) return e;
+    if ((e = dt__spec_check_path(path)) || (e = dt__ystream_open_file(&s, path))) return e;
     e = spec_from_stream(out, s, path, dt__spec_base_dir(path, dir));
     dt__ystream_free(s);
     return e;
@@ -771,7 +771,7 @@ dt_err dt_spec_parse(dt_spec **out, const char *yaml, size_t len, const char *pa
     dt_err e;
     *out = NULL;
     if (!path) path = "<string>";
-    if ((e = check_path(path)) || (e = dt__ystream_open_mem(&s, yaml, len, path))) return e;
+    if ((e = dt__spec_check_path(path)) || (e = dt__ystream_open_mem(&s, yaml, len, path))) return e;
     e = spec_from_stream(out, s, path, NULL);
     dt__ystream_free(s);
     return e;

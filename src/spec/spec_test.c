@@ -8,6 +8,7 @@
 #include "dtrain/spec.h"
 #include "spec/yaml_doc-impl.h"
 #include "testing/dt_test.h"
+#include "testing/yaml_fixture.h"
 
 #define MAX_LAYERS_FOR_TEST 4096 /* MAX_LAYERS in spec.c */
 
@@ -35,32 +36,6 @@ static const char BASE[] = "# a training spec for tests\n"
                            "  training:\n"
                            "    batch_size: 16\n"
                            "    epochs: 2\n";
-
-/* BASE with the first `from` replaced by `to`, in a static buffer. Aborts the test binary if
- * `from` is missing (a broken fixture, not a failing loader). */
-static const char *edit(const char *base, const char *from, const char *to) {
-    static char buf[8192];
-    const char *p = strstr(base, from);
-    if (!p) {
-        fprintf(stderr, "fixture lacks \"%s\"\n", from);
-        exit(2);
-    }
-    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - base), base, to, p + strlen(from));
-    return buf;
-}
-
-/* 1-based line of the first occurrence of needle in text. */
-static int line_of(const char *text, const char *needle) {
-    const char *p = strstr(text, needle);
-    if (!p) {
-        fprintf(stderr, "text lacks \"%s\"\n", needle);
-        exit(2);
-    }
-    int line = 1;
-    for (const char *q = text; q < p; q++)
-        line += *q == '\n';
-    return line;
-}
 
 /* Parse text as "t.yaml" and expect DT_ERR_SPEC, no spec, and a message that starts with
  * "t.yaml:LINE: " + want, LINE being the line of `at` in text. */
