@@ -38,17 +38,23 @@
  * The seed is a decimal string because a JSON integer (jansson: int64) cannot hold every
  * uint64. Replay re-executes each event with the same logic as the live call (everything
  * is a deterministic function of the ledger's state and the event) and checks that a
- * replayed fetch hands out the journaled (epoch, id, lease) and that a replayed report is
- * accepted; a mismatch is DT_ERR_FORMAT. A release that re-queues nothing emits no event.
+ * replayed fetch hands out the journaled (epoch, id, lease), that a replayed report is
+ * accepted and that a replayed release re-queues "shards" shards; a mismatch is
+ * DT_ERR_FORMAT. A release that re-queues nothing emits no event.
  *
  * Not journaled (and so not rebuilt by replay): heartbeats and the last-seen time of
  * replicas that only fetched WAIT/END (replayed replicas are last seen at the time of
  * their last journaled event: a resumed master should heartbeat the replicas it finds
  * alive before it calls dt__ledger_expire), and the late_reports_refused statistic.
  *
+ * Progress counters: "failures" counts failed reports, "requeued" every return of a shard
+ * to todo (failed reports and releases), "late_reports_refused" the reports refused with
+ * DT_ERR_STATE because the replica did not hold the shard under that lease.
+ *
  * Not thread-safe: owned by the master's event-loop thread.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,8 +190,7 @@ static int find_replica(const dt__ledger *l, const char *name) {
 static int get_replica(dt__ledger *l, const char *name) {
     int r = find_replica(l, name);
     if (r >= 0) return r;
-    if (grow_int((void **)&l->replicas, &l->cap_replicas, l->nreplicas + 1,
-                 sizeof *l->replicas))
+    if (grow_int((void **)&l->replicas, &l->cap_replicas, l->nreplicas + 1, sizeof *l->replicas))
         return -1;
     char *dup = strdup(name);
     if (!dup) return -1;
@@ -254,9 +259,10 @@ static dt_err epoch_open(ld_dataset *d) {
     if (!ep->shards || !ep->front || (d->conf.shuffle && !ep->perm) ||
         (d->conf.shuffle_shards && !ep->order)) {
         epoch_close(ep);
-        return dt_err_set(DT_ERR_NOMEM, "dataset %s: opening epoch %" PRId64 " (%" PRId64
-                          " shards, %" PRId64 " samples)", d->conf.name, e, n,
-                          d->conf.dataset_size);
+        return dt_err_set(DT_ERR_NOMEM,
+                          "dataset %s: opening epoch %" PRId64 " (%" PRId64 " shards, %" PRId64
+                          " samples)",
+                          d->conf.name, e, n, d->conf.dataset_size);
     }
     for (int64_t i = 0; i < n; i++)
         ep->shards[i] = (ld_shard){.holder = -1, .prev = -1};
@@ -387,13 +393,12 @@ static dt_err conf_same(const dt__dataset_conf *a, const dt__dataset_conf *b) {
 static json_t *register_event(const dt__dataset_conf *c) {
     char seed[24];
     snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:b, s:s, s:i}", "ev",
-                     "shard.register", "dataset", c->name, "dataset_size",
-                     (json_int_t)c->dataset_size, "batch_size", (json_int_t)c->batch_size,
-                     "num_epochs", (json_int_t)c->num_epochs, "num_minibatches_per_shard",
-                     (json_int_t)c->num_minibatches_per_shard, "shuffle", c->shuffle != 0,
-                     "shuffle_shards", c->shuffle_shards != 0, "seed", seed, "max_failures",
-                     c->max_failures);
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:b, s:s, s:i}", "ev", "shard.register",
+                     "dataset", c->name, "dataset_size", (json_int_t)c->dataset_size, "batch_size",
+                     (json_int_t)c->batch_size, "num_epochs", (json_int_t)c->num_epochs,
+                     "num_minibatches_per_shard", (json_int_t)c->num_minibatches_per_shard,
+                     "shuffle", c->shuffle != 0, "shuffle_shards", c->shuffle_shards != 0, "seed",
+                     seed, "max_failures", c->max_failures);
 }
 
 static dt_err do_register(dt__ledger *l, const dt__dataset_conf *conf, int journal) {
@@ -407,8 +412,7 @@ static dt_err do_register(dt__ledger *l, const dt__dataset_conf *conf, int journ
     memset(c.name + strlen(c.name), 0, sizeof c.name - strlen(c.name));
     ld_dataset *old = find_dataset(l, c.name);
     if (old) return conf_same(&old->conf, &c);
-    if (grow_int((void **)&l->datasets, &l->cap_datasets, l->ndatasets + 1,
-                 sizeof *l->datasets))
+    if (grow_int((void **)&l->datasets, &l->cap_datasets, l->ndatasets + 1, sizeof *l->datasets))
         return dt_err_set(DT_ERR_NOMEM, "registering dataset %s", c.name);
     ld_dataset *d = calloc(1, sizeof *d);
     json_t *ev = journal && l->journal ? register_event(&c) : NULL;
@@ -433,6 +437,7 @@ dt_err dt__ledger_register(dt__ledger *l, const dt__dataset_conf *conf) {
 
 static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, double now,
                        dt__fetch_status *status, dt__shard *shard, int journal) {
+    if (!isfinite(now)) return dt_err_set(DT_ERR_ARG, "now: expected a finite time");
     ld_dataset *d;
     dt_err err = get_dataset(l, name, &d);
     if (err) return err;
@@ -460,9 +465,9 @@ static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, dou
     uint64_t lease = l->next_lease;
     json_t *ev = NULL;
     if (journal && l->journal) {
-        ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f}", "ev", "shard.fetch", "dataset",
-                       name, "replica", replica, "epoch", (json_int_t)e, "id", (json_int_t)id,
-                       "lease", (json_int_t)lease, "time", now);
+        ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f}", "ev", "shard.fetch", "dataset", name,
+                       "replica", replica, "epoch", (json_int_t)e, "id", (json_int_t)id, "lease",
+                       (json_int_t)lease, "time", now);
         if (!ev) return dt_err_set(DT_ERR_NOMEM, "fetch from %s by %s", name, replica);
     }
     ld_epoch *ep = &d->epochs[e];
@@ -496,8 +501,8 @@ dt_err dt__ledger_fetch(dt__ledger *l, const char *name, const char *replica, do
 /* ---- report ---- */
 
 /* Explain why replica r (maybe -1) does not hold shard s under lease. */
-static dt_err refuse(const dt__ledger *l, ld_dataset *d, const char *replica, int64_t e,
-                     int64_t id, uint64_t lease, const ld_shard *s, int r) {
+static dt_err refuse(const dt__ledger *l, ld_dataset *d, const char *replica, int64_t e, int64_t id,
+                     uint64_t lease, const ld_shard *s, int r) {
     d->late_refused++;
     char hist[512] = "", cur[300] = "";
     const char *prev = s->prev >= 0 ? l->replicas[s->prev].name : "?";
@@ -523,9 +528,9 @@ static dt_err refuse(const dt__ledger *l, ld_dataset *d, const char *replica, in
                       replica, id, e, d->conf.name, lease, hist, hist[0] ? "now" : "it is", cur);
 }
 
-static dt_err do_report(dt__ledger *l, const char *name, const char *replica, int64_t e,
-                        int64_t id, uint64_t lease, int ok, const char *message, double now,
-                        int journal) {
+static dt_err do_report(dt__ledger *l, const char *name, const char *replica, int64_t e, int64_t id,
+                        uint64_t lease, int ok, const char *message, double now, int journal) {
+    if (!isfinite(now)) return dt_err_set(DT_ERR_ARG, "now: expected a finite time");
     ld_dataset *d;
     dt_err err = get_dataset(l, name, &d);
     if (err) return err;
@@ -533,21 +538,26 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
         return dt_err_set(DT_ERR_ARG, "replica: expected 1 to 126 printable characters "
                                       "without spaces");
     if (d->state == LD_FAILED)
-        return dt_err_set(DT_ERR_STATE, "report of %s on shard %" PRId64 " of epoch %" PRId64
-                          " refused: dataset %s has failed: %s", replica, id, e, name, d->why);
+        return dt_err_set(DT_ERR_STATE,
+                          "report of %s on shard %" PRId64 " of epoch %" PRId64
+                          " refused: dataset %s has failed: %s",
+                          replica, id, e, name, d->why);
     if (e < 0 || e >= d->conf.num_epochs)
-        return dt_err_set(DT_ERR_ARG, "report of %s: epoch %" PRId64 " of %s: expected 0..%"
-                          PRId64, replica, e, name, d->conf.num_epochs - 1);
+        return dt_err_set(DT_ERR_ARG, "report of %s: epoch %" PRId64 " of %s: expected 0..%" PRId64,
+                          replica, e, name, d->conf.num_epochs - 1);
     if (id < 0 || id >= d->nshards)
-        return dt_err_set(DT_ERR_ARG, "report of %s: shard id %" PRId64 " of %s: expected 0..%"
-                          PRId64, replica, id, name, d->nshards - 1);
+        return dt_err_set(DT_ERR_ARG,
+                          "report of %s: shard id %" PRId64 " of %s: expected 0..%" PRId64, replica,
+                          id, name, d->nshards - 1);
     int r = find_replica(l, replica);
     if (e >= d->nopened || d->epochs[e].done) {
         d->late_refused++;
-        return dt_err_set(DT_ERR_STATE, "%s does not hold shard %" PRId64 " of epoch %" PRId64
-                          " of %s under lease %" PRIu64 ": %s; late report refused", replica,
-                          id, e, name, lease, e >= d->nopened ? "that epoch has not begun"
-                          : "that epoch is done (every shard of it was reported)");
+        return dt_err_set(DT_ERR_STATE,
+                          "%s does not hold shard %" PRId64 " of epoch %" PRId64
+                          " of %s under lease %" PRIu64 ": %s; late report refused",
+                          replica, id, e, name, lease,
+                          e >= d->nopened ? "that epoch has not begun"
+                                          : "that epoch is done (every shard of it was reported)");
     }
     ld_epoch *ep = &d->epochs[e];
     ld_shard *s = &ep->shards[id];
@@ -636,8 +646,8 @@ static int do_release(dt__ledger *l, int r, const char *why, double now, int jou
         json_t *w = json_text(why ? why : "");
         /* Out of memory: the shards are re-queued all the same; a replayed ledger keeps
          * them doing under this replica, which a resumed master releases again. */
-        emit(l, json_pack("{s:s, s:s, s:o, s:f, s:i}", "ev", "shard.release", "replica",
-                          rp->name, "why", w, "time", now, "shards", count));
+        emit(l, json_pack("{s:s, s:s, s:o, s:f, s:i}", "ev", "shard.release", "replica", rp->name,
+                          "why", w, "time", now, "shards", count));
     }
     return count;
 }
@@ -654,8 +664,8 @@ int dt__ledger_expire(dt__ledger *l, double now, double timeout) {
         ld_replica *rp = &l->replicas[r];
         if (rp->ndoing == 0 || !(now - rp->last_seen > timeout)) continue;
         char why[128];
-        snprintf(why, sizeof why, "no heartbeat for %.1f s (timeout %.1f s)",
-                 now - rp->last_seen, timeout);
+        snprintf(why, sizeof why, "no heartbeat for %.1f s (timeout %.1f s)", now - rp->last_seen,
+                 timeout);
         count += do_release(l, r, why, now, 1);
     }
     return count;
@@ -681,24 +691,22 @@ int dt__ledger_all_done(const dt__ledger *l) {
 static json_t *dataset_progress(const dt__ledger *l, const ld_dataset *d) {
     static const char *const states[] = {"running", "done", "failed"};
     json_t *epochs = json_array(), *reps = json_object();
-    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:I, s:I, s:I}", "dataset_size",
-                          (json_int_t)d->conf.dataset_size, "batch_size",
-                          (json_int_t)d->conf.batch_size, "num_epochs",
-                          (json_int_t)d->conf.num_epochs, "shards_per_epoch",
-                          (json_int_t)d->nshards, "state", states[d->state], "epochs", epochs,
-                          "replicas", reps, "failures", (json_int_t)d->failures, "requeued",
-                          (json_int_t)d->requeued, "late_reports_refused",
-                          (json_int_t)d->late_refused);
+    json_t *j =
+        json_pack("{s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:I, s:I, s:I}", "dataset_size",
+                  (json_int_t)d->conf.dataset_size, "batch_size", (json_int_t)d->conf.batch_size,
+                  "num_epochs", (json_int_t)d->conf.num_epochs, "shards_per_epoch",
+                  (json_int_t)d->nshards, "state", states[d->state], "epochs", epochs, "replicas",
+                  reps, "failures", (json_int_t)d->failures, "requeued", (json_int_t)d->requeued,
+                  "late_reports_refused", (json_int_t)d->late_refused);
     if (!j) return NULL;
     if (d->state == LD_FAILED) json_object_set_new(j, "reason", json_text(d->why));
     for (int64_t e = 0; e < d->nopened; e++) {
         const ld_epoch *ep = &d->epochs[e];
-        json_array_append_new(
-            epochs, json_pack("{s:I, s:I, s:I, s:I, s:I}", "epoch", (json_int_t)e,
-                              "shards_done", (json_int_t)ep->shards_done, "shards_total",
-                              (json_int_t)d->nshards, "samples_done",
-                              (json_int_t)ep->samples_done, "samples_total",
-                              (json_int_t)d->conf.dataset_size));
+        json_array_append_new(epochs, json_pack("{s:I, s:I, s:I, s:I, s:I}", "epoch", (json_int_t)e,
+                                                "shards_done", (json_int_t)ep->shards_done,
+                                                "shards_total", (json_int_t)d->nshards,
+                                                "samples_done", (json_int_t)ep->samples_done,
+                                                "samples_total", (json_int_t)d->conf.dataset_size));
     }
     for (int i = 0; i < d->nrstats; i++) {
         const ld_rstat *s = &d->rstats[i];
@@ -861,8 +869,14 @@ static dt_err replay_release(dt__ledger *l, const json_t *j, const char *ev) {
         (json_object_get(j, "why") && (err = ev_str(j, ev, "why", &why))) ||
         (err = ev_time(j, ev, &now)))
         return err;
+    json_t *n = json_object_get(j, "shards");
     int r = find_replica(l, replica);
-    if (r >= 0) do_release(l, r, why, now, 0);
+    int got = r >= 0 ? do_release(l, r, why, now, 0) : 0;
+    if (json_is_integer(n) && json_integer_value(n) != got)
+        return dt_err_set(DT_ERR_FORMAT,
+                          "ledger event %s: %s released %" JSON_INTEGER_FORMAT
+                          " shards, but the replayed ledger re-queues %d",
+                          ev, replica, json_integer_value(n), got);
     return DT_OK;
 }
 

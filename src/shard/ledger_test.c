@@ -54,8 +54,8 @@ static int progress_equal(const dt__ledger *a, const dt__ledger *b) {
 
 static json_int_t prog_int(const dt__ledger *l, const char *ds, const char *key) {
     json_t *p = dt__ledger_progress(l);
-    json_int_t v = json_integer_value(json_object_get(
-        json_object_get(json_object_get(p, "datasets"), ds), key));
+    json_int_t v = json_integer_value(
+        json_object_get(json_object_get(json_object_get(p, "datasets"), ds), key));
     json_decref(p);
     return v;
 }
@@ -102,8 +102,8 @@ static void test_shard_sizes(void) {
 
 /* Run a whole dataset with one worker; order[e][pos] = the sample at position pos of epoch
  * e (as handed out), ids[e][k] = the k-th shard id handed out in epoch e. */
-static void run_all(dt__ledger *l, const char *name, int64_t n, int64_t epochs,
-                    int64_t nshards, int64_t *order, int64_t *ids, int *ok) {
+static void run_all(dt__ledger *l, const char *name, int64_t n, int64_t epochs, int64_t nshards,
+                    int64_t *order, int64_t *ids, int *ok) {
     *ok = 0;
     dt__fetch_status st;
     dt__shard sh;
@@ -116,8 +116,7 @@ static void run_all(dt__ledger *l, const char *name, int64_t n, int64_t epochs,
         k[sh.epoch]++;
         for (int64_t p = sh.start; p < sh.end; p++)
             order[sh.epoch * n + p] = sh.indices ? sh.indices[p - sh.start] : p;
-        if (dt__ledger_report(l, name, "worker-0", sh.epoch, sh.id, sh.lease, 1, "", 0))
-            goto out;
+        if (dt__ledger_report(l, name, "worker-0", sh.epoch, sh.id, sh.lease, 1, "", 0)) goto out;
     }
     *ok = 1;
     for (int64_t e = 0; e < epochs; e++)
@@ -130,8 +129,10 @@ static int is_perm(const int64_t *x, int64_t n) {
     char *seen = calloc((size_t)n, 1);
     int ok = 1;
     for (int64_t i = 0; i < n && ok; i++) {
-        if (x[i] < 0 || x[i] >= n || seen[x[i]]) ok = 0;
-        else seen[x[i]] = 1;
+        if (x[i] < 0 || x[i] >= n || seen[x[i]])
+            ok = 0;
+        else
+            seen[x[i]] = 1;
     }
     free(seen);
     return ok;
@@ -185,9 +186,9 @@ static void test_shuffle_permutation(void) {
         for (int64_t i = 0; i < S; i++) /* without shuffle_shards: ids in order */
             DT_CHECK(ids[e * S + i] == i);
     }
-    DT_CHECK(!memcmp(a, b, sizeof(int64_t) * n * E));     /* same seed, same orders */
-    DT_CHECK(memcmp(a, c2, sizeof(int64_t) * n));         /* another seed differs */
-    DT_CHECK(memcmp(a, a + n, sizeof(int64_t) * n));      /* epochs differ */
+    DT_CHECK(!memcmp(a, b, sizeof(int64_t) * n * E)); /* same seed, same orders */
+    DT_CHECK(memcmp(a, c2, sizeof(int64_t) * n));     /* another seed differs */
+    DT_CHECK(memcmp(a, a + n, sizeof(int64_t) * n));  /* epochs differ */
     DT_CHECK(memcmp(a + n, a + 2 * n, sizeof(int64_t) * n));
     int identity = 1;
     for (int64_t i = 0; i < n; i++)
@@ -357,15 +358,15 @@ static void test_late_report_refused(void) {
     nev = json_array_size(events);
     json_decref(before);
     before = progress_nolate(l);
-    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", d.epoch, d.id, d.lease + 7, 1, "",
-                                   17),
-                 DT_ERR_STATE, "held by worker-0 under lease");
+    DT_CHECK_ERR(
+        dt__ledger_report(l, "training", "worker-0", d.epoch, d.id, d.lease + 7, 1, "", 17),
+        DT_ERR_STATE, "held by worker-0 under lease");
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-9", d.epoch, d.id, d.lease, 1, "", 17),
                  DT_ERR_STATE, "worker-9 does not hold shard 1 of epoch 0");
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", 1, 0, d.lease, 1, "", 17),
                  DT_ERR_STATE, "that epoch has not begun");
-    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", 2, 0, d.lease, 1, "", 17),
-                 DT_ERR_ARG, "epoch 2 of training");
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", 2, 0, d.lease, 1, "", 17), DT_ERR_ARG,
+                 "epoch 2 of training");
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", 0, 10, d.lease, 1, "", 17),
                  DT_ERR_ARG, "shard id 10 of training");
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", 0, 5, d.lease, 1, "", 17),
@@ -373,7 +374,8 @@ static void test_late_report_refused(void) {
     DT_CHECK(json_array_size(events) == nev); /* refused: no event, no change */
     json_t *after = progress_nolate(l);
     DT_CHECK(json_equal(before, after));
-    DT_CHECK(prog_int(l, "training", "late_reports_refused") == 8); /* ARG refusals are not late reports */
+    DT_CHECK(prog_int(l, "training", "late_reports_refused") ==
+             8); /* ARG refusals are not late reports */
     json_decref(before);
     json_decref(after);
     dt__ledger_free(l);
@@ -533,6 +535,9 @@ static void test_unknown_dataset(void) {
     DT_CHECK_ERR(dt__ledger_fetch(l, "training", "", 0, &st, &s), DT_ERR_ARG, "replica");
     DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w 0", 0, &st, &s), DT_ERR_ARG, "replica");
     DT_CHECK_ERR(dt__ledger_fetch(l, "training", NULL, 0, &st, &s), DT_ERR_ARG, "replica");
+    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w0", NAN, &st, &s), DT_ERR_ARG, "now");
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "w0", 0, 0, 1, 1, "", INFINITY), DT_ERR_ARG,
+                 "now");
     dt__ledger_free(l);
     dt__ledger_free(NULL);
 }
@@ -557,9 +562,9 @@ typedef struct sim_worker {
 
 typedef struct sim {
     int64_t n, E, S, bs, mps;
-    int32_t *count;     /* [E * n] times each sample was done */
-    int32_t *sdone;     /* [E * S] times each shard was done */
-    sim_held *zombies;  /* shards of released workers: their reports must be refused */
+    int32_t *count;    /* [E * n] times each sample was done */
+    int32_t *sdone;    /* [E * S] times each shard was done */
+    sim_held *zombies; /* shards of released workers: their reports must be refused */
     int nzombies, capz;
     int refused, accepted, failed, released;
 } sim;
@@ -586,8 +591,8 @@ static void run_scenario(dt__ledger *l, uint64_t seed, int shuffle, int shuffle_
     memset(w, 0, sizeof w);
     for (int i = 0; i < SIM_W; i++)
         snprintf(w[i].name, sizeof w[i].name, "worker-%d", i);
-    dt__dataset_conf c = conf_of("training", m.n, m.bs, m.E, m.mps, shuffle, shuffle_shards,
-                                 seed * 31 + 5);
+    dt__dataset_conf c =
+        conf_of("training", m.n, m.bs, m.E, m.mps, shuffle, shuffle_shards, seed * 31 + 5);
     c.max_failures = 1000;
     dt_rng r;
     dt_rng_seed2(&r, seed, 1234);
@@ -656,8 +661,8 @@ static void run_scenario(dt__ledger *l, uint64_t seed, int shuffle, int shuffle_
             sim_held h = m.zombies[k];
             m.zombies[k] = m.zombies[--m.nzombies];
             json_t *before = progress_nolate(l);
-            dt_err err = dt__ledger_report(l, "training", wk->name, h.s.epoch, h.s.id,
-                                           h.s.lease, 1, "", now);
+            dt_err err = dt__ledger_report(l, "training", wk->name, h.s.epoch, h.s.id, h.s.lease, 1,
+                                           "", now);
             json_t *after = progress_nolate(l);
             if (err != DT_ERR_STATE || !strstr(dt_errmsg(), "late report refused") ||
                 !json_equal(before, after))
@@ -695,8 +700,8 @@ static void run_scenario(dt__ledger *l, uint64_t seed, int shuffle, int shuffle_
         for (int64_t q = 0; q < m.E * m.n; q++)
             if (m.count[q] != 1) goto out;
         if (m.refused == 0 || m.failed == 0 || m.released == 0) {
-            fprintf(stderr, "scenario too tame: %d refused, %d failed, %d released\n",
-                    m.refused, m.failed, m.released);
+            fprintf(stderr, "scenario too tame: %d refused, %d failed, %d released\n", m.refused,
+                    m.failed, m.released);
             goto out;
         }
         if (prog_int(l, "training", "failures") != m.failed) goto out;
@@ -734,8 +739,10 @@ static void test_replay_equivalence(void) {
         DT_CHECK_OK(dt__ledger_init(&l, collect, events));
         int ok;
         /* stop midway: epochs open, shards in flight, re-queued ones waiting */
-        run_scenario(l, seed, (int)(seed % 2), (int)(seed / 2 % 2), 1500, 0, &ok);
+        run_scenario(l, seed, (int)(seed % 2), (int)(seed / 2 % 2), 700, 0, &ok);
         DT_CHECK(ok);
+        DT_CHECK(!dt__ledger_all_done(l));
+        DT_CHECK(prog_nepochs(l, "training") >= 2);
         DT_CHECK(json_array_size(events) > 100);
         /* through the journal's text form, as a resumed master reads it */
         DT_CHECK_OK(dt__ledger_init(&r, NULL, NULL));
@@ -747,6 +754,10 @@ static void test_replay_equivalence(void) {
             DT_CHECK_OK(dt__ledger_replay(r, ev));
             json_decref(ev);
         }
+        DT_CHECK(progress_equal(l, r));
+        /* shards in flight stay with their holders: releasing one re-queues the same */
+        int held = dt__ledger_release(l, "worker-3", "gone", 4000);
+        DT_CHECK(held == dt__ledger_release(r, "worker-3", "gone", 4000));
         DT_CHECK(progress_equal(l, r));
         /* the next fetches (and reports) of both agree */
         for (int k = 0; k < 40; k++) {
@@ -762,12 +773,13 @@ static void test_replay_equivalence(void) {
                      a.start == b.start && a.end == b.end);
             DT_CHECK((a.indices == NULL) == (b.indices == NULL));
             if (a.indices)
-                DT_CHECK(!memcmp(a.indices, b.indices, sizeof(int64_t) * (size_t)(a.end - a.start)));
+                DT_CHECK(
+                    !memcmp(a.indices, b.indices, sizeof(int64_t) * (size_t)(a.end - a.start)));
             if (k % 3 == 0) {
-                DT_CHECK_OK(dt__ledger_report(l, "training", name, a.epoch, a.id, a.lease, 1, "",
-                                              6000));
-                DT_CHECK_OK(dt__ledger_report(r, "training", name, b.epoch, b.id, b.lease, 1, "",
-                                              6000));
+                DT_CHECK_OK(
+                    dt__ledger_report(l, "training", name, a.epoch, a.id, a.lease, 1, "", 6000));
+                DT_CHECK_OK(
+                    dt__ledger_report(r, "training", name, b.epoch, b.id, b.lease, 1, "", 6000));
             }
         }
         DT_CHECK(progress_equal(l, r));
@@ -789,11 +801,11 @@ static void test_replay_malformed(void) {
     ev = json_pack("{s:i}", "ev", 3);
     DT_CHECK_ERR(dt__ledger_replay(l, ev), DT_ERR_FORMAT, "field ev");
     json_decref(ev);
-    ev = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:b, s:s, s:i}", "ev", "shard.register",
-                   "dataset", "training", "dataset_size", (json_int_t)10, "batch_size",
-                   (json_int_t)0, "num_epochs", (json_int_t)1, "num_minibatches_per_shard",
-                   (json_int_t)1, "shuffle", 0, "shuffle_shards", 0, "seed", "5",
-                   "max_failures", 3);
+    ev =
+        json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:b, s:s, s:i}", "ev", "shard.register",
+                  "dataset", "training", "dataset_size", (json_int_t)10, "batch_size",
+                  (json_int_t)0, "num_epochs", (json_int_t)1, "num_minibatches_per_shard",
+                  (json_int_t)1, "shuffle", 0, "shuffle_shards", 0, "seed", "5", "max_failures", 3);
     DT_CHECK_ERR(dt__ledger_replay(l, ev), DT_ERR_FORMAT,
                  "ledger event shard.register: field batch_size: expected an integer >= 1");
     json_object_set_new(ev, "batch_size", json_integer(2));
@@ -813,8 +825,9 @@ static void test_replay_malformed(void) {
     ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:f}", "ev", "shard.report", "dataset",
                    "training", "replica", "w0", "epoch", (json_int_t)0, "id", (json_int_t)4,
                    "lease", (json_int_t)9, "ok", 1, "time", 2.0);
-    DT_CHECK_ERR(dt__ledger_replay(l, ev), DT_ERR_FORMAT, "ledger event shard.report: w0 does "
-                                                          "not hold shard 4");
+    DT_CHECK_ERR(dt__ledger_replay(l, ev), DT_ERR_FORMAT,
+                 "ledger event shard.report: w0 does "
+                 "not hold shard 4");
     json_object_set_new(ev, "ok", json_integer(1));
     DT_CHECK_ERR(dt__ledger_replay(l, ev), DT_ERR_FORMAT, "field ok");
     json_decref(ev);
@@ -854,6 +867,5 @@ DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shu
              DT_T(test_shuffle_shards), DT_T(test_epochs_wait_end), DT_T(test_requeue_front),
              DT_T(test_late_report_refused), DT_T(test_done_epoch_report_refused),
              DT_T(test_heartbeat_expiry), DT_T(test_max_failures), DT_T(test_register),
-             DT_T(test_unknown_dataset), DT_T(test_random_property),
-             DT_T(test_replay_equivalence), DT_T(test_replay_malformed),
-             DT_T(test_ten_million))
+             DT_T(test_unknown_dataset), DT_T(test_random_property), DT_T(test_replay_equivalence),
+             DT_T(test_replay_malformed), DT_T(test_ten_million))
