@@ -467,6 +467,27 @@ static void test_max_failures(void) {
     json_decref(events);
 }
 
+static void test_event_message_sanitized(void) {
+    json_t *events = json_array();
+    dt__ledger *l;
+    DT_CHECK_OK(dt__ledger_init(&l, collect, events));
+    dt__dataset_conf c = conf_of("training", 10, 5, 1, 1, 0, 0, 0);
+    DT_CHECK_OK(dt__ledger_register(l, &c));
+    dt__fetch_status st;
+    dt__shard s;
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, &st, &s));
+    DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 0, s.lease, 0,
+                                  "\xff\x01"
+                                  "bad\n",
+                                  1));
+    json_t *ev = json_array_get(events, 2);
+    DT_CHECK(!strcmp(json_string_value(json_object_get(ev, "ev")), "shard.report"));
+    DT_CHECK(!strcmp(json_string_value(json_object_get(ev, "message")), "? bad "));
+    DT_CHECK(json_is_false(json_object_get(ev, "ok")));
+    dt__ledger_free(l);
+    json_decref(events);
+}
+
 /* ---- registration ---- */
 
 static void test_register(void) {
@@ -866,6 +887,7 @@ static void test_ten_million(void) {
 DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shuffle_permutation),
              DT_T(test_shuffle_shards), DT_T(test_epochs_wait_end), DT_T(test_requeue_front),
              DT_T(test_late_report_refused), DT_T(test_done_epoch_report_refused),
-             DT_T(test_heartbeat_expiry), DT_T(test_max_failures), DT_T(test_register),
-             DT_T(test_unknown_dataset), DT_T(test_random_property), DT_T(test_replay_equivalence),
-             DT_T(test_replay_malformed), DT_T(test_ten_million))
+             DT_T(test_heartbeat_expiry), DT_T(test_max_failures),
+             DT_T(test_event_message_sanitized), DT_T(test_register), DT_T(test_unknown_dataset),
+             DT_T(test_random_property), DT_T(test_replay_equivalence), DT_T(test_replay_malformed),
+             DT_T(test_ten_million))
