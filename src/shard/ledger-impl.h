@@ -57,6 +57,15 @@ typedef struct dt__dataset_conf {
     int max_failures;                  /* default 3 */
 } dt__dataset_conf;
 
+/* Fill c with the defaults: every size and count 1, no shuffle, seed 0, max_failures 3
+ * (the caller sets name and the rest). */
+void dt__dataset_conf_init(dt__dataset_conf *c);
+
+/* Limits checked by dt__ledger_register (DT_ERR_ARG naming the field): an open epoch holds
+ * 48 bytes per shard (56 with shuffle_shards) and, with shuffle, 8 bytes per sample. */
+#define DT__LEDGER_MAX_SHARDS 16777216     /* shards per epoch */
+#define DT__LEDGER_MAX_SHUFFLE 268435456LL /* dataset_size with shuffle */
+
 typedef enum dt__fetch_status {
     DT__FETCH_SHARD = 0, /* *shard is filled */
     DT__FETCH_WAIT,      /* nothing to hand out now; ask again */
