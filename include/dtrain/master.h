@@ -41,6 +41,7 @@ typedef struct dt_master_opts {
     const char *self_exe;    /* the dtrain binary, for built-in roles (default /proc/self/exe) */
     int resume;              /* pick up the job journaled in job_dir */
     int stop_grace_ms;       /* SIGTERM → SIGKILL delay (default 5000) */
+    int heartbeat_timeout_ms; /* a replica silent this long loses its shards (default 30000) */
     int live_table;          /* redraw a table of replicas on `out` (a terminal) */
     FILE *out;               /* progress lines / the table; NULL: silent */
     int ready_fd;            /* > 0: write one byte there once every replica is launched,

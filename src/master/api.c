@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "master/master-impl.h"
@@ -43,9 +44,9 @@ static dt__replica *replica(dt__master *m, const dt__http_req *req, dt__http_res
 }
 
 static void healthz(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
-    (void)ctx;
+    dt__master *m = ctx;
     (void)req;
-    dt__http_resp_json(resp, 200, json_pack("{s:b}", "ok", 1));
+    dt__http_resp_json(resp, 200, json_pack("{s:b, s:s}", "ok", 1, "job", m->job->name));
 }
 
 static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
@@ -58,6 +59,7 @@ static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
         for (int i = 0; i < m->st.nreplicas; i++)
             json_array_append_new(reps, dt__replica_json(&m->st.replicas[i], m->dir));
         json_object_set_new(j, "replicas", reps);
+        json_object_set_new(j, "data", dt__ledger_progress(m->ledger));
         char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(j);
         if (!text) {
@@ -166,6 +168,154 @@ static void post_stop(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
                                  dt__job_state_phase(&m->st)));
 }
 
+/* ---- the shard service (docs/SHARDS.md) ---- */
+
+/* The replica named in a shard request's body: one of this job's. */
+static dt__replica *body_replica(dt__master *m, const dt__http_req *req, dt__http_resp *resp) {
+    const char *name = json_string_value(json_object_get(req->json, "replica"));
+    if (!name) {
+        dt__http_resp_error(resp, 400, "replica: required, a string like \"worker-0\"");
+        return NULL;
+    }
+    dt__replica *r = dt__job_state_find(&m->st, name);
+    if (!r) dt__http_resp_error(resp, 400, "replica: job '%s' has no replica '%s'", m->job->name, name);
+    return r;
+}
+
+/* A JSON integer field in [lo, hi]; 0 and an error response when it is not. */
+static int int_field(const dt__http_req *req, dt__http_resp *resp, const char *key, int64_t lo,
+                     int64_t hi, int required, int64_t *out) {
+    json_t *v = json_object_get(req->json, key);
+    if (!v && !required) return 1;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        dt__http_resp_error(resp, 400, "%s: expected an integer in %lld..%lld", key,
+                            (long long)lo, (long long)hi);
+        return 0;
+    }
+    *out = json_integer_value(v);
+    return 1;
+}
+
+static int bool_field(const dt__http_req *req, dt__http_resp *resp, const char *key, int *out) {
+    json_t *v = json_object_get(req->json, key);
+    if (!v) return 1;
+    if (!json_is_boolean(v)) {
+        dt__http_resp_error(resp, 400, "%s: expected true or false", key);
+        return 0;
+    }
+    *out = json_is_true(v);
+    return 1;
+}
+
+static int err_status(dt_err e) {
+    return e == DT_ERR_NOTFOUND ? 404 : e == DT_ERR_STATE ? 409 : e == DT_ERR_NOMEM ? 500 : 400;
+}
+
+static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt__dataset_conf c = {.max_failures = 3};
+    const char *name = json_string_value(json_object_get(req->json, "name"));
+    if (!name || !*name || strlen(name) >= sizeof c.name) {
+        dt__http_resp_error(resp, 400, "name: required, a string of 1 to %d bytes",
+                            (int)sizeof c.name - 1);
+        return;
+    }
+    snprintf(c.name, sizeof c.name, "%s", name);
+    int64_t seed = 0, maxf = 3;
+    if (!int_field(req, resp, "dataset_size", 1, INT64_MAX / 2, 1, &c.dataset_size) ||
+        !int_field(req, resp, "batch_size", 1, INT32_MAX, 1, &c.batch_size) ||
+        !int_field(req, resp, "num_epochs", 1, 1 << 20, 1, &c.num_epochs) ||
+        !int_field(req, resp, "num_minibatches_per_shard", 1, INT32_MAX, 1,
+                   &c.num_minibatches_per_shard) ||
+        !int_field(req, resp, "seed", 0, INT64_MAX, 0, &seed) ||
+        !int_field(req, resp, "max_failures", 0, 1000, 0, &maxf) ||
+        !bool_field(req, resp, "shuffle", &c.shuffle) ||
+        !bool_field(req, resp, "shuffle_shards", &c.shuffle_shards))
+        return;
+    c.seed = (uint64_t)seed;
+    c.max_failures = (int)maxf;
+    dt_err e = dt__ledger_register(m->ledger, &c);
+    if (e) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    dt__master_touch(m);
+    dt__http_resp_json(resp, 200, json_pack("{s:b}", "registered", 1));
+}
+
+static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt__replica *r = body_replica(m, req, resp);
+    if (!r) return;
+    dt__fetch_status st;
+    dt__shard sh;
+    dt_err e = dt__ledger_fetch(m->ledger, dt__http_req_param(req, "dataset"), r->name,
+                                dt__wall_now(), &st, &sh);
+    if (e) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    if (st == DT__FETCH_WAIT) {
+        dt__http_resp_json(resp, 200, json_pack("{s:s}", "status", "wait"));
+        return;
+    }
+    if (st == DT__FETCH_END) {
+        dt__http_resp_json(resp, 200, json_pack("{s:s}", "status", "end"));
+        return;
+    }
+    json_t *shard = json_pack("{s:I, s:I, s:I, s:I, s:I}", "epoch", (json_int_t)sh.epoch, "id",
+                              (json_int_t)sh.id, "start", (json_int_t)sh.start, "end",
+                              (json_int_t)sh.end, "lease", (json_int_t)sh.lease);
+    if (sh.indices) {
+        json_t *idx = json_array();
+        for (int64_t i = 0; i < sh.end - sh.start; i++)
+            json_array_append_new(idx, json_integer(sh.indices[i]));
+        json_object_set_new(shard, "indices", idx);
+    }
+    dt__master_touch(m);
+    dt__http_resp_json(resp, 200, json_pack("{s:s, s:o}", "status", "shard", "shard", shard));
+}
+
+static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt__replica *r = body_replica(m, req, resp);
+    if (!r) return;
+    int64_t epoch, id, lease;
+    int ok = 1;
+    if (!int_field(req, resp, "epoch", 0, INT64_MAX, 1, &epoch) ||
+        !int_field(req, resp, "id", 0, INT64_MAX, 1, &id) ||
+        !int_field(req, resp, "lease", 0, INT64_MAX, 1, &lease) ||
+        !bool_field(req, resp, "ok", &ok))
+        return;
+    const char *msg = json_string_value(json_object_get(req->json, "message"));
+    dt_err e = dt__ledger_report(m->ledger, dt__http_req_param(req, "dataset"), r->name, epoch, id,
+                                 (uint64_t)lease, ok, msg ? msg : "", dt__wall_now());
+    if (e) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    dt__master_touch(m);
+    dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
+}
+
+static void post_heartbeat(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt__replica *r = replica(m, req, resp);
+    if (!r) return;
+    dt__ledger_heartbeat(m->ledger, r->name, dt__wall_now());
+    dt__http_resp_json(resp, 200, json_pack("{s:b}", "ok", 1));
+}
+
+static void get_datasets(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt__http_resp_json(resp, 200, dt__ledger_progress(m->ledger));
+}
+
 const dt__http_route dt__master_routes[] = {
     {.method = "GET", .pattern = "/v1/healthz", .handler = healthz, .public = 1},
     {.method = "GET", .pattern = "/v1/jobs/:job", .handler = get_job},
@@ -176,5 +326,18 @@ const dt__http_route dt__master_routes[] = {
      .handler = post_report,
      .json = 1},
     {.method = "POST", .pattern = "/v1/jobs/:job/stop", .handler = post_stop},
+    {.method = "GET", .pattern = "/v1/jobs/:job/datasets", .handler = get_datasets},
+    {.method = "POST", .pattern = "/v1/jobs/:job/datasets", .handler = post_dataset, .json = 1},
+    {.method = "POST",
+     .pattern = "/v1/jobs/:job/datasets/:dataset/fetch",
+     .handler = post_fetch,
+     .json = 1},
+    {.method = "POST",
+     .pattern = "/v1/jobs/:job/datasets/:dataset/report",
+     .handler = post_report_shard,
+     .json = 1},
+    {.method = "POST",
+     .pattern = "/v1/jobs/:job/replicas/:replica/heartbeat",
+     .handler = post_heartbeat},
 };
 const int dt__master_nroutes = sizeof dt__master_routes / sizeof dt__master_routes[0];

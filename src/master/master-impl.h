@@ -17,6 +17,7 @@
 #include "dtrain/job.h"
 #include "dtrain/master.h"
 #include "net/http-impl.h"
+#include "shard/ledger-impl.h"
 
 #define DT__MAX_REPLICAS 1024
 
@@ -87,6 +88,7 @@ typedef struct dt__master {
     dt__job_state st;
     dt__journal *journal;
     dt__http_server *http;
+    dt__ledger *ledger; /* the shard service's datasets */
     int stop_requested;
     char stop_reason[128];
     int dirty;        /* status.json is out of date */

@@ -56,6 +56,7 @@ typedef struct loop {
     char cwd[4096];      /* where replicas run unless their spec says otherwise */
     char spec_src[4096]; /* the spec as given (absolute), for built-in roles */
     double status_written, table_drawn, kill_at;
+    double expire_at; /* next check of shard holders' heartbeats */
     int table_lines;
 } loop;
 
@@ -97,6 +98,9 @@ static void journal(loop *L, json_t *ev) {
         say(L, "warning: %s", dt_errmsg());
 }
 
+/* The ledger's events go to the same journal, in order with the master's own. */
+static void ledger_event(void *ctx, json_t *ev) { journal(ctx, ev); }
+
 static void path_in(const loop *L, char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void path_in(const loop *L, char *buf, size_t len, const char *fmt, ...) {
@@ -127,6 +131,7 @@ static json_t *status_json(loop *L) {
     for (int i = 0; i < L->m.st.nreplicas; i++)
         json_array_append_new(reps, dt__replica_json(&L->m.st.replicas[i], L->m.dir));
     json_object_set_new(j, "replicas", reps);
+    json_object_set_new(j, "data", dt__ledger_progress(L->m.ledger));
     return j;
 }
 
@@ -387,6 +392,10 @@ static void exited(loop *L, dt__replica *r, int code) {
         r->pidfd = -1;
     }
     dt__master_touch(&L->m);
+    char why[64];
+    snprintf(why, sizeof why, "%s exited with code %d", r->name, code);
+    int requeued = dt__ledger_release(L->m.ledger, r->name, why, now);
+    if (requeued) say(L, "%s: %d shard(s) re-queued", why, requeued);
     const dt_job_spec *job = L->m.job;
     dt_restart_policy policy = job->replicas[r->type].restart;
     if (L->m.st.finished || r->stopping) {
@@ -501,6 +510,18 @@ static void tick(loop *L) {
         finish(L, DT_JOB_OUTCOME_STOPPED, reason, "%s %s was stopped: %s.", kind_name(job),
                job->name, L->m.stop_reason);
     }
+    if (!L->m.st.finished && now >= L->expire_at) {
+        int n = dt__ledger_expire(L->m.ledger, now, L->m.opts.heartbeat_timeout_ms / 1000.0);
+        if (n) {
+            say(L, "%d shard(s) re-queued: their replicas sent no heartbeat for %.1fs", n,
+                L->m.opts.heartbeat_timeout_ms / 1000.0);
+            dt__master_touch(&L->m);
+        }
+        L->expire_at = now + 0.5;
+        char why[256];
+        if (dt__ledger_failed(L->m.ledger, why, sizeof why))
+            finish(L, DT_JOB_OUTCOME_FAILED, "ShardFailed", "%s", why);
+    }
     if (!L->m.st.finished && job->active_deadline_seconds >= 0 && L->m.st.start_time > 0 &&
         now - L->m.st.start_time >= (double)job->active_deadline_seconds)
         finish(L, DT_JOB_OUTCOME_FAILED, "DeadlineExceeded",
@@ -557,6 +578,7 @@ static double next_deadline(const loop *L) {
         if (d < t) t = d;
     }
     if (L->kill_at > 0 && L->kill_at < t) t = L->kill_at;
+    if (!L->m.st.finished && L->expire_at < t) t = L->expire_at;
     if (L->m.dirty) {
         double s = L->status_written + STATUS_INTERVAL;
         if (s < t) t = s;
@@ -607,6 +629,11 @@ static void replay_event(void *vctx, json_t *ev) {
     const char *kind = json_string_value(json_object_get(ev, "ev"));
     double t = json_number_value(json_object_get(ev, "time"));
     if (!kind) return;
+    if (!strncmp(kind, "shard.", 6)) {
+        if (!c->err && (c->err = dt__ledger_replay(L->m.ledger, ev)))
+            dt_err_wrap(c->err, "replaying the shard ledger");
+        return;
+    }
     if (!strcmp(kind, "start")) {
         c->started = 1;
         L->m.st.start_time = t;
@@ -805,6 +832,7 @@ static void result_json(loop *L) {
         json_object_set_new(reps, r->name, rj);
     }
     json_object_set_new(j, "replicas", reps);
+    json_object_set_new(j, "data", dt__ledger_progress(L->m.ledger));
     write_json_file(L, "result.json", j);
     json_decref(j);
 }
@@ -875,6 +903,8 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = take_lock(L))) goto end;
     if ((e = resolve_self(L))) goto end;
     if ((e = dt__job_state_init(&m->st, job))) goto end;
+    if ((e = dt__ledger_init(&m->ledger, ledger_event, L))) goto end;
+    if (m->opts.heartbeat_timeout_ms <= 0) m->opts.heartbeat_timeout_ms = 30000;
     if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
         goto end;
@@ -885,7 +915,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     int http_port = m->opts.port;
     if (m->opts.resume) {
         replay_ctx rc = {.L = L};
-        if ((e = dt__journal_replay(jpath, replay_event, &rc))) goto end;
+        if ((e = dt__journal_replay(jpath, replay_event, &rc)) || (e = rc.err)) goto end;
         if (!rc.started) {
             e = dt_err_set(DT_ERR_STATE, "%s: the journal has no start: nothing to resume", m->dir);
             goto end;
@@ -956,7 +986,13 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             }
         }
         say(L, "job %s resumed from %s, API %s", job->name, m->dir, m->url);
-        for (int i = 0; i < m->st.nreplicas; i++) m->st.total_restarts += m->st.replicas[i].restarts;
+        for (int i = 0; i < m->st.nreplicas; i++) {
+            dt__replica *r = &m->st.replicas[i];
+            m->st.total_restarts += r->restarts;
+            /* Shards held by a replica that ended while no master watched go back. */
+            if (r->state != DT__REPLICA_RUNNING)
+                dt__ledger_release(m->ledger, r->name, "ended before the master resumed", dt__wall_now());
+        }
         /* Finished before it died: the clean-up it may not have completed. */
         if (m->st.finished &&
             (m->st.outcome == DT_JOB_OUTCOME_STOPPED || job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE))
@@ -1040,6 +1076,7 @@ end:
     for (int i = 0; i < m->st.nreplicas; i++)
         if (m->st.replicas[i].pidfd >= 0) close(m->st.replicas[i].pidfd);
     dt__job_state_free(&m->st);
+    dt__ledger_free(m->ledger);
     free(m->status_cache);
     if (L->sigfd >= 0) close(L->sigfd);
     if (L->epfd >= 0) close(L->epfd);

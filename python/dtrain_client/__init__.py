@@ -1,0 +1,249 @@
+"""dtrain_client: the elastic data shard service for users' own scripts (standard library only).
+
+A replica started by dtrain has DTRAIN_MASTER (the master's URL), DTRAIN_JOB_TOKEN and
+DTRAIN_REPLICA in its environment. The master splits a dataset into shards of sample
+indices; this client fetches a shard, the script trains on its records and reports batches
+done; when a replica dies or hangs, its shards go to another (docs/SHARDS.md).
+
+    import sys; sys.path.insert(0, "<dtrain>/python")
+    from dtrain_client import build_data_shard_service
+
+    svc = build_data_shard_service(batch_size=64, num_epochs=2, dataset_size=60000,
+                                   num_minibatches_per_shard=4, dataset_name="training")
+    while True:
+        shard = svc.fetch_shard()          # None once every shard of every epoch is done
+        if shard is None:
+            break
+        for batch in batches_of(shard.indices, 64):
+            train_on(batch)
+            svc.report_batch_done()        # counted against the fetched shards, in order
+
+The interface is ElasticDL's DataShardService: fetch_shard(), report_batch_done(batch_size,
+err_msg) and a generator of record indices (record_indices()).
+"""
+
+import collections
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.parse
+
+__all__ = ["build_data_shard_service", "DataShardService", "Shard", "MasterClient",
+           "DtrainError"]
+
+
+class DtrainError(Exception):
+    """The master refused a request (status and message) or could not be reached."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+class MasterClient:
+    """One kept-alive HTTP connection to the job's master (not thread-safe)."""
+
+    def __init__(self, url=None, token=None, timeout=30.0):
+        url = url or os.environ.get("DTRAIN_MASTER")
+        token = token or os.environ.get("DTRAIN_JOB_TOKEN")
+        if not url or not token:
+            raise DtrainError("DTRAIN_MASTER and DTRAIN_JOB_TOKEN must be set "
+                              "(run this script as a replica of a dtrain job)")
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise DtrainError("DTRAIN_MASTER: expected http://HOST:PORT, got %r" % url)
+        self._host, self._port = parts.hostname, parts.port or 80
+        self._headers = {"Authorization": "Bearer " + token,
+                         "Content-Type": "application/json"}
+        self._timeout = timeout
+        self._conn = None
+        self.job = self.request("GET", "/v1/healthz")["job"]
+
+    def request(self, method, path, body=None, retries=20):
+        """Send one request; returns the decoded JSON answer. Retries a lost connection
+        (a master restarting) with backoff; raises DtrainError on a 4xx/5xx answer."""
+        data = None if body is None else json.dumps(body).encode()
+        delay = 0.05
+        for attempt in range(retries + 1):
+            try:
+                if self._conn is None:
+                    self._conn = http.client.HTTPConnection(self._host, self._port,
+                                                            timeout=self._timeout)
+                self._conn.request(method, path, body=data, headers=self._headers)
+                resp = self._conn.getresponse()
+                text = resp.read()
+                status = resp.status
+            except (OSError, http.client.HTTPException) as e:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                if attempt == retries:
+                    raise DtrainError("%s %s: %s" % (method, path, e)) from e
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            try:
+                answer = json.loads(text) if text else {}
+            except ValueError:
+                answer = {"error": text.decode(errors="replace")}
+            if status >= 400:
+                raise DtrainError("%s %s: HTTP %d: %s" % (method, path, status,
+                                                         answer.get("error", answer)), status)
+            return answer
+        raise DtrainError("unreachable")
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class Shard:
+    """A shard of one epoch: records start..end-1 of the epoch's order; indices lists the
+    dataset's record indices (a seeded permutation when the dataset is shuffled)."""
+
+    __slots__ = ("epoch", "id", "start", "end", "lease", "indices")
+
+    def __init__(self, d):
+        self.epoch = d["epoch"]
+        self.id = d["id"]
+        self.start = d["start"]
+        self.end = d["end"]
+        self.lease = d["lease"]
+        idx = d.get("indices")
+        self.indices = list(idx) if idx is not None else list(range(self.start, self.end))
+
+    def __len__(self):
+        return self.end - self.start
+
+    def __repr__(self):
+        return "Shard(epoch=%d, id=%d, start=%d, end=%d)" % (self.epoch, self.id,
+                                                              self.start, self.end)
+
+
+class DataShardService:
+    """Fetches shards of one dataset and reports them done, as ElasticDL's service does:
+    batches reported with report_batch_done are counted against the fetched shards in the
+    order they were fetched; a shard is reported done when all its records are."""
+
+    def __init__(self, batch_size, num_epochs, dataset_size, num_minibatches_per_shard,
+                 dataset_name="training", shuffle=False, shuffle_shards=False, seed=0,
+                 heartbeat_interval=1.0, client=None):
+        self.batch_size = int(batch_size)
+        self.dataset_name = dataset_name
+        self.replica = os.environ.get("DTRAIN_REPLICA", "")
+        if not self.replica:
+            raise DtrainError("DTRAIN_REPLICA must be set (run this script as a job replica)")
+        self._client = client or MasterClient()
+        self._lock = threading.Lock()  # one request at a time on the kept-alive connection
+        quoted = urllib.parse.quote(dataset_name, safe="")
+        self._base = "/v1/jobs/%s/datasets" % self._client.job
+        self._path = "%s/%s" % (self._base, quoted)
+        self._pending = collections.deque()  # fetched shards not yet reported, oldest first
+        self._reported = 0  # records of the oldest pending shard reported so far
+        self._current_epoch = 0
+        with self._lock:
+            self._client.request("POST", self._base, {
+                "name": dataset_name, "dataset_size": int(dataset_size),
+                "batch_size": self.batch_size, "num_epochs": int(num_epochs),
+                "num_minibatches_per_shard": int(num_minibatches_per_shard),
+                "shuffle": bool(shuffle), "shuffle_shards": bool(shuffle_shards),
+                "seed": int(seed)})
+        self._stop = threading.Event()
+        if heartbeat_interval and heartbeat_interval > 0:
+            t = threading.Thread(target=self._beat, args=(heartbeat_interval,), daemon=True)
+            t.start()
+
+    def _beat(self, interval):
+        path = "/v1/jobs/%s/replicas/%s/heartbeat" % (self._client.job, self.replica)
+        while not self._stop.wait(interval):
+            try:
+                with self._lock:
+                    self._client.request("POST", path, {}, retries=0)
+            except DtrainError:
+                pass  # the master may be restarting; the next beat tries again
+
+    def fetch_shard(self):
+        """The next shard, or None when every shard of every epoch is done. While the last
+        shards of an epoch are in flight elsewhere, waits (polling) for them."""
+        delay = 0.01
+        while True:
+            with self._lock:
+                ans = self._client.request("POST", self._path + "/fetch",
+                                           {"replica": self.replica})
+            status = ans.get("status")
+            if status == "shard":
+                shard = Shard(ans["shard"])
+                self._pending.append(shard)
+                self._current_epoch = shard.epoch
+                return shard
+            if status == "end":
+                return None
+            if status != "wait":
+                raise DtrainError("fetch: unexpected answer %r" % (ans,))
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def report_batch_done(self, batch_size=None, err_msg=""):
+        """Count batch_size records (default the service's batch size) as done against the
+        oldest fetched shard; report every shard whose records are all done. With err_msg,
+        report the oldest pending shard failed instead (the master re-queues it). Returns
+        True when a shard was reported."""
+        if not self._pending:
+            raise DtrainError("report_batch_done: no shard fetched")
+        if err_msg:
+            shard = self._pending.popleft()
+            self._reported = 0
+            self._report(shard, False, err_msg)
+            return True
+        self._reported += self.batch_size if batch_size is None else int(batch_size)
+        done = False
+        while self._pending and self._reported >= len(self._pending[0]):
+            shard = self._pending.popleft()
+            self._reported -= len(shard)
+            self._report(shard, True, "")
+            done = True
+        if not self._pending:
+            self._reported = 0
+        return done
+
+    def _report(self, shard, ok, message):
+        with self._lock:
+            self._client.request("POST", self._path + "/report", {
+                "replica": self.replica, "epoch": shard.epoch, "id": shard.id,
+                "lease": shard.lease, "ok": ok, "message": message})
+
+    def record_indices(self):
+        """Yield every record index this replica is given, shard after shard; each batch of
+        batch_size records is reported done when the next index is asked for after it."""
+        while True:
+            shard = self.fetch_shard()
+            if shard is None:
+                return
+            count = 0
+            for i in shard.indices:
+                yield i
+                count += 1
+                if count % self.batch_size == 0:
+                    self.report_batch_done()
+            if count % self.batch_size:
+                self.report_batch_done(count % self.batch_size)
+
+    def get_current_epoch(self):
+        return self._current_epoch
+
+    def close(self):
+        self._stop.set()
+        self._client.close()
+
+
+def build_data_shard_service(batch_size, num_epochs=1, dataset_size=None,
+                             num_minibatches_per_shard=1, dataset_name="training", **kwargs):
+    """ElasticDL's entry point: a DataShardService for the dataset, registered with the
+    master (every replica may register it; the same parameters are a no-op)."""
+    if dataset_size is None:
+        raise DtrainError("dataset_size is required")
+    return DataShardService(batch_size, num_epochs, dataset_size, num_minibatches_per_shard,
+                            dataset_name, **kwargs)
