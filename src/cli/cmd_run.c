@@ -41,6 +41,9 @@ static const char usage[] =
     "  --bind ADDR         address of the API and of the replicas (default 127.0.0.1)\n"
     "  --port N            the API's port (default: any free port)\n"
     "  --stop-grace SECS   SIGTERM to SIGKILL delay when stopping replicas (default 5)\n"
+    "  --heartbeat-timeout SECS\n"
+    "                      a replica silent this long loses the data shards it holds\n"
+    "                      (default 30; kept by --resume unless given again)\n"
     "  -h, --help          show this help\n"
     "\n"
     "While attached, Ctrl-C stops the job: every replica gets SIGTERM, then SIGKILL.\n"
@@ -129,7 +132,7 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
 }
 
 static int run(int argc, char **argv) {
-    enum { OPT_JOB_DIR = 256, OPT_RESUME, OPT_DETACH, OPT_BIND, OPT_PORT, OPT_GRACE };
+    enum { OPT_JOB_DIR = 256, OPT_RESUME, OPT_DETACH, OPT_BIND, OPT_PORT, OPT_GRACE, OPT_HEARTBEAT };
     static const struct option longopts[] = {
         {"job-dir", required_argument, NULL, OPT_JOB_DIR},
         {"resume", required_argument, NULL, OPT_RESUME},
@@ -137,6 +140,7 @@ static int run(int argc, char **argv) {
         {"bind", required_argument, NULL, OPT_BIND},
         {"port", required_argument, NULL, OPT_PORT},
         {"stop-grace", required_argument, NULL, OPT_GRACE},
+        {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
         {NULL, 0, NULL, 0},
     };
     const dt__cli_cmd *cmd = &dt__cmd_run;
@@ -171,6 +175,13 @@ static int run(int argc, char **argv) {
                 return dt__cli_usage_error(cmd, "--stop-grace: expected 0..3600 seconds, got '%s'",
                                            optarg);
             mo.stop_grace_ms = v ? (int)v * 1000 : 1;
+            break;
+        case OPT_HEARTBEAT:
+            if (dt__cli_parse_i64(optarg, 1, 86400, &v))
+                return dt__cli_usage_error(cmd,
+                                           "--heartbeat-timeout: expected 1..86400 seconds, got '%s'",
+                                           optarg);
+            mo.heartbeat_timeout_ms = (int)v * 1000;
             break;
         case ':':
             return dt__cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);

@@ -29,6 +29,32 @@ static const char *str(json_t *o, const char *k) {
     return s ? s : "-";
 }
 
+static long long num(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+/* The shard service's progress: per dataset, the latest opened epoch and each replica's share. */
+static void print_data(json_t *data) {
+    const char *name;
+    json_t *d;
+    json_object_foreach(json_object_get(data, "datasets"), name, d) {
+        json_t *epochs = json_object_get(d, "epochs");
+        size_t n = json_array_size(epochs);
+        json_t *ep = n ? json_array_get(epochs, n - 1) : NULL;
+        printf("dataset %s: %s, epoch %lld of %lld: shards %lld/%lld, samples %lld/%lld"
+               "  (re-queued %lld, failed %lld, late reports refused %lld)\n",
+               name, str(d, "state"), ep ? num(ep, "epoch") + 1 : 0, num(d, "num_epochs"),
+               ep ? num(ep, "shards_done") : 0, num(d, "shards_per_epoch"),
+               ep ? num(ep, "samples_done") : 0, num(d, "dataset_size"), num(d, "requeued"),
+               num(d, "failures"), num(d, "late_reports_refused"));
+        if (json_is_string(json_object_get(d, "reason"))) printf("  %s\n", str(d, "reason"));
+        const char *rname;
+        json_t *r;
+        json_object_foreach(json_object_get(d, "replicas"), rname, r) {
+            printf("  %-16s shards %lld, samples %lld\n", rname, num(r, "shards_done"),
+                   num(r, "samples_done"));
+        }
+    }
+}
+
 static void print_status(json_t *st) {
     printf("job %s (%s)  phase %s  restarts %lld\n", str(st, "name"), str(st, "kind"),
            str(st, "phase"), (long long)json_integer_value(json_object_get(st, "restarts")));
@@ -52,6 +78,7 @@ static void print_status(json_t *st) {
         printf("%-16s %-11s %8s %8lld %5s %8s\n", str(r, "name"), str(r, "state"), pid,
                (long long)json_integer_value(json_object_get(r, "restarts")), code, age);
     }
+    print_data(json_object_get(st, "data"));
 }
 
 static int run(int argc, char **argv) {

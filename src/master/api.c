@@ -214,7 +214,8 @@ static int err_status(dt_err e) {
 static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
-    dt__dataset_conf c = {.max_failures = 3};
+    dt__dataset_conf c;
+    dt__dataset_conf_init(&c);
     const char *name = json_string_value(json_object_get(req->json, "name"));
     if (!name || !*name || strlen(name) >= sizeof c.name) {
         dt__http_resp_error(resp, 400, "name: required, a string of 1 to %d bytes",
@@ -222,7 +223,7 @@ static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp
         return;
     }
     snprintf(c.name, sizeof c.name, "%s", name);
-    int64_t seed = 0, maxf = 3;
+    int64_t seed = 0, maxf = c.max_failures;
     if (!int_field(req, resp, "dataset_size", 1, INT64_MAX / 2, 1, &c.dataset_size) ||
         !int_field(req, resp, "batch_size", 1, INT32_MAX, 1, &c.batch_size) ||
         !int_field(req, resp, "num_epochs", 1, 1 << 20, 1, &c.num_epochs) ||

@@ -644,6 +644,9 @@ static void replay_event(void *vctx, json_t *ev) {
         if (cwd) snprintf(L->cwd, sizeof L->cwd, "%s", cwd);
         if (spec) snprintf(L->spec_src, sizeof L->spec_src, "%s", spec);
         c->http_port = (int)json_integer_value(json_object_get(ev, "httpPort"));
+        json_int_t hb = json_integer_value(json_object_get(ev, "heartbeatTimeoutMs"));
+        if (L->m.opts.heartbeat_timeout_ms <= 0 && hb > 0 && hb <= 86400000)
+            L->m.opts.heartbeat_timeout_ms = (int)hb;
         json_t *ports = json_object_get(ev, "ports");
         for (int i = 0; i < L->m.st.nreplicas; i++)
             L->m.st.replicas[i].port =
@@ -904,7 +907,6 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = resolve_self(L))) goto end;
     if ((e = dt__job_state_init(&m->st, job))) goto end;
     if ((e = dt__ledger_init(&m->ledger, ledger_event, L))) goto end;
-    if (m->opts.heartbeat_timeout_ms <= 0) m->opts.heartbeat_timeout_ms = 30000;
     if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
         goto end;
@@ -954,6 +956,8 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = write_master_json(L))) goto end;
     dt__registry_add(job->name, m->dir);
 
+    /* Given, journaled (a resume keeps the first run's), or the default. */
+    if (m->opts.heartbeat_timeout_ms <= 0) m->opts.heartbeat_timeout_ms = 30000;
     double now = dt__wall_now();
     if (!m->opts.resume) {
         m->st.start_time = now;
@@ -961,9 +965,10 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         for (int i = 0; i < m->st.nreplicas; i++)
             json_object_set_new(ports, m->st.replicas[i].name,
                                 json_integer(m->st.replicas[i].port));
-        journal(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "ev", "start", "token",
+        journal(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:o}", "ev", "start", "token",
                              m->token, "cwd", L->cwd, "spec", L->spec_src, "url", m->url,
-                             "httpPort", dt__http_server_port(m->http), "ports", ports));
+                             "httpPort", dt__http_server_port(m->http), "heartbeatTimeoutMs",
+                             m->opts.heartbeat_timeout_ms, "ports", ports));
         char reason[64], msg[256];
         snprintf(reason, sizeof reason, "%sCreated", kind_name(job));
         snprintf(msg, sizeof msg, "%s %s is created.", kind_name(job), job->name);
@@ -983,6 +988,9 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
                 struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
                 epoll_ctl(L->epfd, EPOLL_CTL_ADD, r->pidfd, &ev);
                 say(L, "%s still runs (pid %d): adopted", r->name, (int)r->pid);
+                /* Its heartbeats went nowhere while no master ran: the timeout starts now,
+                 * not at its last journaled fetch or report. */
+                dt__ledger_heartbeat(m->ledger, r->name, now);
             }
         }
         say(L, "job %s resumed from %s, API %s", job->name, m->dir, m->url);
@@ -991,7 +999,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             m->st.total_restarts += r->restarts;
             /* Shards held by a replica that ended while no master watched go back. */
             if (r->state != DT__REPLICA_RUNNING)
-                dt__ledger_release(m->ledger, r->name, "ended before the master resumed", dt__wall_now());
+                dt__ledger_release(m->ledger, r->name, "ended before the master resumed", now);
         }
         /* Finished before it died: the clean-up it may not have completed. */
         if (m->st.finished &&
