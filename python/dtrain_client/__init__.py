@@ -26,6 +26,7 @@ import collections
 import http.client
 import json
 import os
+import random
 import threading
 import time
 import urllib.parse
@@ -170,9 +171,11 @@ class DataShardService:
         shards of an epoch are in flight elsewhere, waits (polling) for them."""
         delay = 0.01
         while True:
+            # A retried request keeps its id, so a fetch the master recorded just before
+            # it died gives back the same shard instead of a second one.
+            body = {"replica": self.replica, "request": random.getrandbits(62) + 1}
             with self._lock:
-                ans = self._client.request("POST", self._path + "/fetch",
-                                           {"replica": self.replica})
+                ans = self._client.request("POST", self._path + "/fetch", body)
             status = ans.get("status")
             if status == "shard":
                 shard = Shard(ans["shard"])

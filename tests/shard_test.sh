@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# shard_test.sh - the elastic data shard service end to end: real jobs whose workers (dtrain's
+# C client and the Python client dtrain_client) consume a dataset through the master, while
+# one worker is killed by SIGKILL mid-shard (restarted, or lost under elasticPolicy), one is
+# stopped with SIGSTOP past the heartbeat timeout and continued (its late report is
+# refused), and the master itself is killed and resumed. After each, every shard of every
+# epoch was accepted exactly once, the accepted shards cover every index of every epoch, and
+# the job succeeded (tests/data/shard/verify.py). Also the 4xx answers of the routes.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+DATA="$SRC/tests/data/shard"
+WORKER="$DATA/worker.sh"
+export DT_TOOLS_DIR=${DT_TOOLS_DIR:?DT_TOOLS_DIR must point at the built test tools}
+export DTRAIN_HOME="$TMP/home"
+cd "$TMP"
+cleanup() { pkill -KILL -f "$DATA/" 2>/dev/null; pkill -KILL -f "$DT_TOOLS_DIR/shard_worker" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+SIZE=1200 BATCH=20 MB=2 EPOCHS=2 # shards of 40 records: 30 per epoch, 60 in all
+SHARD=$((BATCH * MB))
+
+# job NAME POLICY WORKERS PY_REPLICAS EXTRA_SPEC WORKER_ARGS...: write NAME.yaml, a TFJob
+# whose workers all consume dataset "training" into out-NAME.txt.
+job() {
+    local name=$1 policy=$2 workers=$3 py=$4 extra=$5; shift 5
+    local args=""
+    for a in --dataset training --size $SIZE --batch $BATCH --epochs $EPOCHS --minibatches $MB \
+        --out "$TMP/out-$name.txt" "$@"; do args="$args, \"$a\""; done
+    cat >"$name.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: $name
+spec:
+  runPolicy: {cleanPodPolicy: Running}
+  successPolicy: AllWorkers
+$extra
+  tfReplicaSpecs:
+    Worker:
+      replicas: $workers
+      restartPolicy: $policy
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: tensorflow/tensorflow:2.13.0
+              command: ["bash", "$WORKER"]
+              args: [${args#, }]
+              env:
+                - {name: PY_REPLICAS, value: "$py"}
+YAML
+    rm -f "$TMP/out-$name.txt"
+}
+
+wait_for() { # up to 30 s
+    for _ in $(seq 300); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+finished() { [ -f "runs/$1/result.json" ]; }
+# pid_of JOB REPLICA: the worker process of the replica (the status gives its supervisor's
+# pid; the worker is the supervisor's child).
+pid_of() {
+    local sup
+    sup=$($PY -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["replicas"]:
+    if r["name"] == sys.argv[2] and r.get("pid") and r["state"] == "Running": print(r["pid"])' \
+        "runs/$1/status.json" "$2")
+    [ -n "$sup" ] && pgrep -P "$sup" | head -1
+}
+# holds JOB REPLICA: the replica's last shard event in the journal is a fetch (it holds a shard).
+holds() {
+    $PY -c 'import json,sys
+last = None
+for line in open(sys.argv[1]):
+    try: ev = json.loads(line)
+    except ValueError: continue
+    if ev.get("ev", "").startswith("shard.") and ev.get("replica") == sys.argv[2]: last = ev["ev"]
+sys.exit(last != "shard.fetch")' "runs/$1/journal.jsonl" "$2"
+}
+# done_lines JOB: how many shards the workers have written as done so far.
+done_lines() { cat "$TMP/out-$1.txt" 2>/dev/null | wc -l; }
+# stop_holding JOB REPLICA: SIGSTOP the replica at a moment it holds a shard; prints its pid.
+stop_holding() {
+    local pid
+    for _ in $(seq 100); do
+        pid=$(pid_of "$1" "$2")
+        if [ -n "$pid" ]; then
+            kill -STOP "$pid"
+            if holds "$1" "$2"; then echo "$pid"; return 0; fi
+            kill -CONT "$pid"
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+# verify NAME TITLE ARGS...: the accounting checks, then the job's success.
+verify() {
+    local name=$1 title=$2; shift 2
+    if $PY "$DATA/verify.py" "runs/$name" training $SIZE $SHARD $EPOCHS "$TMP/out-$name.txt" "$@" \
+        >"$TMP/verify" 2>&1; then
+        pass "$title: $(cat "$TMP/verify")"
+    else
+        fail "$title: $(head -c 1500 "$TMP/verify")"
+    fi
+    grep -q '"status": "Succeeded"' "runs/$name/result.json" && pass "$title: job succeeded" ||
+        fail "$title: job did not succeed: $(grep -A3 '"type": "Failed"' "runs/$name/result.json" | head -8)"
+}
+
+# ---- C and Python workers consume two epochs of a shuffled dataset ----
+job plain Never 3 "worker-1" "" --shuffle --seed 7 --sleep-ms 20
+"$DTRAIN" run plain.yaml --stop-grace 2 >"$TMP/out" 2>"$TMP/err"
+[ $? -eq 0 ] && pass "plain: exit 0" || fail "plain: exit $?: $(tail -5 "$TMP/err")"
+verify plain "plain"
+for w in worker-0 worker-1 worker-2; do
+    grep -q "^$w " "$TMP/out-plain.txt" || fail "plain: $w consumed no shard"
+done
+expect_exit 0 "status" -- "$DTRAIN" status runs/plain
+grep -q "dataset training: done, epoch 2 of 2: shards 30/30, samples 1200/1200" "$TMP/out" &&
+    pass "status: shows the dataset's progress" || fail "status: $(cat "$TMP/out")"
+
+# ---- the Python client's record generator, unshuffled ----
+job gen Never 2 "worker-0 worker-1" "" --generator
+"$DTRAIN" run gen.yaml --stop-grace 2 >"$TMP/out" 2>"$TMP/err" || fail "gen: $(tail -5 "$TMP/err")"
+awk -v n=$SIZE '$7 == "gen" { c[$2] += $9; s[$2] += $8 }
+    END { for (e = 0; e < 2; e++) if (c[e] != n || s[e] != n * (n - 1) / 2) exit 1 }' \
+    "$TMP/out-gen.txt" && pass "gen: record_indices yields every index of every epoch once" ||
+    fail "gen: $(cat "$TMP/out-gen.txt")"
+
+# ---- SIGKILL mid-shard, restarted by OnFailure ----
+job killed OnFailure 3 "worker-1" "" --sleep-ms 150
+expect_exit 0 "killed: detach" -- "$DTRAIN" run killed.yaml --detach --stop-grace 2
+wait_for test "$(done_lines killed)" -ge 4 || fail "killed: no progress"
+for victim in worker-1 worker-0; do # the Python worker, then a C worker
+    pid=$(stop_holding killed $victim) || fail "killed: $victim never held a shard"
+    kill -KILL "$pid"
+done
+wait_for finished killed || fail "killed: did not finish"
+verify killed "SIGKILL + OnFailure" --requeued 2
+grep -q '"restarts": 2' runs/killed/result.json && pass "killed: two restarts" ||
+    fail "killed: $(grep restarts runs/killed/result.json | head -3)"
+
+# ---- SIGKILL mid-shard, not restarted: elasticPolicy lets the job lose a worker ----
+job lost Never 3 "worker-2" "  elasticPolicy: {minReplicas: 2}" --sleep-ms 150
+expect_exit 0 "lost: detach" -- "$DTRAIN" run lost.yaml --detach --stop-grace 2
+wait_for test "$(done_lines lost)" -ge 4 || fail "lost: no progress"
+pid=$(stop_holding lost worker-0) || fail "lost: worker-0 never held a shard"
+kill -KILL "$pid"
+wait_for finished lost || fail "lost: did not finish"
+verify lost "SIGKILL + Never, elastic" --requeued 1
+grep -q '"worker-0"' runs/lost/result.json && grep -A4 '"worker-0": {' runs/lost/result.json |
+    grep -q '"state": "Failed"' && pass "lost: worker-0 failed for good, the job went on" ||
+    fail "lost: $(grep -A4 '"worker-0": {' runs/lost/result.json)"
+
+# ---- SIGSTOP past the heartbeat timeout, then SIGCONT: the late report is refused ----
+job stopped Never 3 "worker-1" "" --sleep-ms 100
+expect_exit 0 "stopped: detach" -- "$DTRAIN" run stopped.yaml --detach --stop-grace 2 --heartbeat-timeout 1
+wait_for test "$(done_lines stopped)" -ge 4 || fail "stopped: no progress"
+for victim in worker-2 worker-1; do # a C worker, then the Python one
+    pid=$(stop_holding stopped $victim) || fail "stopped: $victim never held a shard"
+    wait_for grep -q "\"shard.release\".*\"replica\":\"$victim\"\|\"replica\":\"$victim\".*\"shard.release\"" \
+        runs/stopped/journal.jsonl || fail "stopped: $victim's shard not released"
+    sleep 1 # let another worker take the shard
+    kill -CONT "$pid"
+done
+wait_for finished stopped || fail "stopped: did not finish"
+verify stopped "SIGSTOP past the timeout" --late 2 --requeued 2
+grep -q "late report refused" "runs/stopped/logs/worker-1.log" &&
+    pass "stopped: the Python worker was told its report was late" ||
+    fail "stopped: $(tail -3 runs/stopped/logs/worker-1.log)"
+
+# ---- the master killed by SIGKILL and resumed: no shard lost or counted twice ----
+job resumed Never 3 "worker-0" "" --shuffle --seed 3 --sleep-ms 100
+expect_exit 0 "resumed: detach" -- "$DTRAIN" run resumed.yaml --detach --stop-grace 2
+for cut in 10 30; do
+    wait_for test "$(done_lines resumed)" -ge $cut || fail "resumed: no progress before cut $cut"
+    mpid=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' runs/resumed/master.json)
+    kill -KILL "$mpid"
+    sleep 0.5
+    expect_exit 0 "resumed: resume after cut $cut" -- "$DTRAIN" run --resume runs/resumed --detach
+done
+wait_for finished resumed || fail "resumed: did not finish"
+verify resumed "master killed twice and resumed"
+
+# ---- bad requests: 4xx with a JSON error, the ledger unchanged ----
+cat >bad.yaml <<YAML
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: bad}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template: {spec: {containers: [{name: tensorflow, command: [sleep, "60"]}]}}
+YAML
+expect_exit 0 "bad: detach" -- "$DTRAIN" run bad.yaml --detach --stop-grace 1
+url=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' runs/bad/master.json)
+token=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' runs/bad/master.json)
+api() { # METHOD PATH BODY [TOKEN]: prints "STATUS BODY"
+    curl -s -o "$TMP/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer ${4:-$token}" \
+        -H 'Content-Type: application/json' --data-binary "$3" "$url$2"
+    echo " $(cat "$TMP/body")"
+}
+D=/v1/jobs/bad/datasets
+expect_code() { # TITLE WANT TEXT METHOD PATH BODY [TOKEN]
+    local title=$1 want=$2 text=$3; shift 3
+    local got
+    got=$(api "$@")
+    case "$got" in
+        "$want "*"$text"*) pass "$title" ;;
+        *) fail "$title: got $got" ;;
+    esac
+}
+expect_code "register" 200 '"registered"' POST $D '{"name":"training","dataset_size":100,"batch_size":10,"num_epochs":1,"num_minibatches_per_shard":1}'
+fetched=$(api POST $D/training/fetch '{"replica":"worker-0"}')
+case "$fetched" in *'"status":"shard"'*) pass "fetch" ;; *) fail "fetch: $fetched" ;; esac
+before=$(api GET $D "")
+expect_code "unknown dataset: 404" 404 'evaluation' POST $D/evaluation/fetch '{"replica":"worker-0"}'
+expect_code "report of a shard not held: 409" 409 'does not hold shard 5' POST $D/training/report '{"replica":"worker-0","epoch":0,"id":5,"lease":1,"ok":true}'
+expect_code "report with a wrong lease: 409" 409 'late report refused' POST $D/training/report '{"replica":"worker-0","epoch":0,"id":0,"lease":999,"ok":true}'
+expect_code "unknown replica: 400" 400 "has no replica 'worker-9'" POST $D/training/fetch '{"replica":"worker-9"}'
+expect_code "malformed JSON: 400" 400 '"error"' POST $D/training/report '{"replica":"worker-0",'
+expect_code "epoch not an integer: 400" 400 'epoch: expected an integer' POST $D/training/report '{"replica":"worker-0","epoch":"x","id":0,"lease":1}'
+expect_code "bad batch_size: 400" 400 'batch_size' POST $D '{"name":"other","dataset_size":100,"batch_size":0,"num_epochs":1,"num_minibatches_per_shard":1}'
+expect_code "conflicting re-registration: 409" 409 'training' POST $D '{"name":"training","dataset_size":101,"batch_size":10,"num_epochs":1,"num_minibatches_per_shard":1}'
+expect_code "wrong token: 401" 401 '"error"' POST $D/training/fetch '{"replica":"worker-0"}' wrong-token
+expect_code "missing token: 401" 401 '"error"' POST $D/training/fetch '{"replica":"worker-0"}' ""
+after=$(api GET $D "")
+[ "$before" = "$after" ] && pass "bad requests left the ledger unchanged" ||
+    fail "ledger changed: $before / $after"
+"$DTRAIN" stop bad >/dev/null 2>&1
+wait_for finished bad || fail "bad: did not stop"
+
+finish
