@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
-          zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist procps)
+          zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist procps
+          python3 curl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
