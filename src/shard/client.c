@@ -448,9 +448,10 @@ dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
             else *status = DT_SHARD_FETCH_SHARD;
             return err;
         }
+        int end = st && !strcmp(st, "end"), wait = st && !strcmp(st, "wait");
         json_decref(ans);
-        if (st && !strcmp(st, "end")) return DT_OK;
-        if (!st || strcmp(st, "wait"))
+        if (end) return DT_OK;
+        if (!wait)
             return dt_err_set(DT_ERR_FORMAT,
                               "%s: the master's answer: status: expected shard, wait or end", what);
         sleep_ms(delay);
