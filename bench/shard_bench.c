@@ -4,6 +4,7 @@
  *
  *   shard_bench --url URL --token TOKEN --dataset NAME [--threads N] [--seconds S]
  *               [--rate R] [--master-pid PID] [--size N] [--batch B] [--minibatches M]
+ *               [--raw]
  *
  * Registers the dataset (one epoch of N samples, default 2^27, in shards of B * M, default
  * 64 * 4 samples: 524288 shards, more than any run here asks for), then runs N threads
@@ -15,23 +16,39 @@
  * --master-pid, the master's: (utime + stime) from /proc/PID/stat over the run's wall time,
  * in percent of one core.
  *
+ * --raw drives the same protocol without the client library: HTTP/1.1 written by hand on
+ * a kept-alive socket per thread (as bench/http_rps does), the fetch answer parsed with
+ * jansson, no heartbeats. It costs the clients a fraction of libcurl's CPU, so it tells
+ * what the master serves when the clients' cost is taken out of the shared cores.
+ *
  * Everything runs on the same machine: the clients' CPU (libcurl, JSON) is taken from the
  * master's cores. The job's replicas worker-0..N-1 must exist (they may just sleep).
  */
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "dtrain/shard.h"
 
 typedef struct bench {
     const char *url, *token, *dataset;
+    const char *job; /* the job's name (for --raw's paths) */
+    int raw;
+    char host[256], port[16];
     double seconds, rate; /* rate: round trips/s of all threads together; 0: unpaced */
     int threads;
     atomic_int stop;
@@ -85,6 +102,86 @@ static double self_cpu_s(void) {
            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
+/* ---- --raw: the protocol by hand ---- */
+
+static int dial(const bench *b) {
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(b->host, b->port, &hints, &ai) != 0) return -1;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* POST body to path on fd and read the answer; its status (-1: the connection broke) and
+ * its body, NUL-terminated, at *body (inside buf). No pipelining, so one answer at most. */
+static int post(const bench *b, int fd, const char *path, const char *body, char *buf,
+                size_t cap, char **resp_body) {
+    char req[2048];
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     path, b->host, b->port, b->token, strlen(body), body);
+    if (n <= 0 || n >= (int)sizeof req || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) return -1;
+    size_t got = 0;
+    for (;;) {
+        buf[got] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        if (end) {
+            const char *cl = strcasestr(buf, "\r\nContent-Length:");
+            size_t want = (size_t)(end + 4 - buf) + (cl ? strtoull(cl + 17, NULL, 10) : 0);
+            if (want >= cap) return -1;
+            if (got >= want) {
+                buf[want] = '\0';
+                *resp_body = end + 4;
+                return strncmp(buf, "HTTP/1.1 ", 9) ? -1 : atoi(buf + 9);
+            }
+        }
+        if (got + 1 >= cap) return -1;
+        ssize_t r = recv(fd, buf + got, cap - 1 - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+}
+
+/* One fetch + report by hand; 0 on success, else a message in w->error. */
+static int raw_round_trip(worker *w, int fd, const char *replica, char *buf, size_t cap) {
+    const bench *b = w->b;
+    char path[512], body[512];
+    char *resp;
+    snprintf(path, sizeof path, "/v1/jobs/%s/datasets/%s/fetch", b->job, b->dataset);
+    snprintf(body, sizeof body, "{\"replica\":\"%s\"}", replica);
+    int st = post(b, fd, path, body, buf, cap, &resp);
+    json_t *j = st == 200 ? json_loads(resp, 0, NULL) : NULL;
+    json_t *sh = json_object_get(j, "shard");
+    if (!sh) {
+        snprintf(w->error, sizeof w->error, "%s: fetch: HTTP %d: %.200s", replica, st,
+                 st > 0 ? resp : "connection lost");
+        json_decref(j);
+        return -1;
+    }
+    snprintf(body, sizeof body,
+             "{\"replica\":\"%s\",\"epoch\":%lld,\"id\":%lld,\"lease\":%lld,\"ok\":true,"
+             "\"message\":\"\"}",
+             replica, (long long)json_integer_value(json_object_get(sh, "epoch")),
+             (long long)json_integer_value(json_object_get(sh, "id")),
+             (long long)json_integer_value(json_object_get(sh, "lease")));
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/jobs/%s/datasets/%s/report", b->job, b->dataset);
+    if ((st = post(b, fd, path, body, buf, cap, &resp)) != 200) {
+        snprintf(w->error, sizeof w->error, "%s: report: HTTP %d: %.200s", replica, st,
+                 st > 0 ? resp : "connection lost");
+        return -1;
+    }
+    return 0;
+}
+
 static void *run(void *arg) {
     worker *w = arg;
     bench *b = w->b;
@@ -94,7 +191,15 @@ static void *run(void *arg) {
     dt_shard_client_opts o = {.url = b->url, .token = b->token, .replica = replica};
     dt_shard s = {0};
     dt_shard_fetch_status st;
-    dt_err e = dt_shard_client_open(&c, &o);
+    dt_err e = DT_OK;
+    int fd = -1;
+    char buf[1 << 16]; /* --raw: one answer */
+    if (b->raw && (fd = dial(b)) < 0) {
+        snprintf(w->error, sizeof w->error, "%s: cannot connect to %s", replica, b->url);
+        w->failed = 1;
+        return NULL;
+    }
+    if (!b->raw) e = dt_shard_client_open(&c, &o);
     double period = b->rate > 0 ? b->threads / b->rate : 0;
     double t0 = now_s(), next = t0 + period * w->index / b->threads;
     while (!e && !atomic_load_explicit(&b->stop, memory_order_relaxed)) {
@@ -103,6 +208,15 @@ static void *run(void *arg) {
             next += period;
         }
         double t = now_s();
+        if (b->raw) {
+            if (raw_round_trip(w, fd, replica, buf, sizeof buf)) {
+                w->failed = 1;
+                break;
+            }
+            w->busy_s += now_s() - t;
+            w->round_trips++;
+            continue;
+        }
         if ((e = dt_shard_fetch(c, b->dataset, &s, &st))) break;
         if (st == DT_SHARD_FETCH_END) {
             snprintf(w->error, sizeof w->error, "%s: the dataset ran out of shards", replica);
@@ -117,6 +231,7 @@ static void *run(void *arg) {
         snprintf(w->error, sizeof w->error, "%s", dt_errmsg());
         w->failed = 1;
     }
+    if (fd >= 0) close(fd);
     dt_shard_free(&s);
     dt_shard_client_close(c);
     return NULL;
@@ -125,7 +240,7 @@ static void *run(void *arg) {
 static int usage(void) {
     fprintf(stderr, "usage: shard_bench --url URL --token TOKEN --dataset NAME [--threads N]\n"
                     "                   [--seconds S] [--rate R] [--master-pid PID] [--size N]\n"
-                    "                   [--batch B] [--minibatches M]\n");
+                    "                   [--batch B] [--minibatches M] [--raw]\n");
     return 2;
 }
 
@@ -139,6 +254,10 @@ int main(int argc, char **argv) {
     d.num_minibatches_per_shard = 4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--raw")) {
+            b.raw = 1;
+            continue;
+        }
         if (!v) return usage();
         i++;
         if (!strcmp(a, "--url"))
@@ -168,6 +287,15 @@ int main(int argc, char **argv) {
         b.rate < 0)
         return usage();
     d.name = b.dataset;
+    signal(SIGPIPE, SIG_IGN); /* --raw's sockets */
+    /* http://HOST:PORT, for --raw */
+    const char *h = strncmp(b.url, "http://", 7) ? NULL : b.url + 7, *colon = h ? strrchr(h, ':') : NULL;
+    if (!colon || (size_t)(colon - h) >= sizeof b.host) {
+        fprintf(stderr, "shard_bench: bad URL '%s': expected http://HOST:PORT\n", b.url);
+        return 2;
+    }
+    snprintf(b.host, sizeof b.host, "%.*s", (int)(colon - h), h);
+    snprintf(b.port, sizeof b.port, "%.15s", colon + 1);
 
     dt_shard_client *c;
     dt_shard_client_opts o = {.url = b.url, .token = b.token, .replica = "worker-0",
@@ -176,6 +304,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "shard_bench: %s\n", dt_errmsg());
         return 1;
     }
+    char job[256];
+    snprintf(job, sizeof job, "%s", dt_shard_client_job(c));
+    b.job = job;
     dt_shard_client_close(c);
 
     worker *w = calloc((size_t)b.threads, sizeof *w);
@@ -204,9 +335,9 @@ int main(int argc, char **argv) {
         }
     }
     double wall = t1 - t0;
-    printf("%d client%s%s, %.1f s: %ld fetch+report round trips, %.0f/s, mean %.0f us each; "
+    printf("%d %sclient%s%s, %.1f s: %ld fetch+report round trips, %.0f/s, mean %.0f us each; "
            "clients' CPU %.0f%%",
-           b.threads, b.threads == 1 ? "" : "s", b.rate > 0 ? " (paced)" : "", wall, total,
+           b.threads, b.raw ? "raw " : "", b.threads == 1 ? "" : "s", b.rate > 0 ? " (paced)" : "", wall, total,
            (double)total / wall, total ? 1e6 * busy / (double)total : 0.0,
            100 * (cpu1 - cpu0) / wall);
     if (m0 >= 0 && m1 >= 0)

@@ -59,7 +59,8 @@ typedef struct dt_shard_client_opts {
     const char *url;     /* the master, "http://HOST:PORT"; NULL: $DTRAIN_MASTER */
     const char *token;   /* the job's token; NULL: $DTRAIN_JOB_TOKEN */
     const char *replica; /* this replica's name, "worker-0"; NULL: $DTRAIN_REPLICA */
-    int heartbeat_ms;    /* heartbeat interval; 0: 1000; < 0: no heartbeat thread */
+    int heartbeat_ms;    /* heartbeat interval; 0: 1000; < 0: no heartbeat thread (then only
+                            fetches and reports tell the master this replica is alive) */
     int retry_ms;        /* how long to retry a request the master does not answer; 0: 60000;
                             < 0: no retry */
     int timeout_ms;      /* bound of one request; 0: 30000 */

@@ -6,15 +6,17 @@
  * Covered: every shard of two epochs fetched and reported, then END, with exactly the
  * indices of each epoch; shuffle gives a permutation per epoch; registering again (same
  * spec: no-op, other spec: refused); late reports refused with DT_ERR_STATE (a wrong lease;
- * a shard re-queued because worker-0's process was killed); a master killed and resumed
- * on its port while the client retries; missing environment, unknown dataset, replica and
- * token, an unreachable master, bad register values.
+ * a shard re-queued because worker-0's process was killed); a fetch that waits while
+ * another replica holds the last shard and gets it when that one fails; a master killed
+ * and resumed on its port while the client retries; missing environment, unknown dataset,
+ * replica and token, an unreachable master, bad register values.
  */
 #include "dtrain/shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -467,6 +469,61 @@ static void test_errors(void) {
     DT_CHECK_OK(e);
 }
 
+/* worker-1 reports its shard failed a moment later, from another thread (its own client). */
+typedef struct late_fail {
+    dt_shard_client *c;
+    const dt_shard *s;
+    dt_err err;
+} late_fail;
+
+static void *fail_later(void *arg) {
+    late_fail *f = arg;
+    nap_ms(300);
+    f->err = dt_shard_report(f->c, "waiting", f->s, 0, "out of memory, try elsewhere");
+    return NULL;
+}
+
+/* The last shard of the last epoch is held by worker-1: worker-0's fetch waits (the master
+ * answers WAIT) until worker-1 reports it failed, then gets that shard; after it, END. */
+static void waiting(dt_shard_client *c0, dt_shard_client *c1) {
+    dt_dataset_spec d = spec_of("waiting", 20, 10, 1, 1); /* two shards */
+    DT_CHECK_OK(dt_shard_register(c0, &d));
+    DT_CHECK_OK(dt_shard_register(c1, &d));
+    dt_shard a = {0}, b = {0};
+    dt_shard_fetch_status st;
+    DT_CHECK_OK(dt_shard_fetch(c1, "waiting", &a, &st));
+    dt_err e = dt_shard_fetch(c0, "waiting", &b, &st);
+    if (!e) e = dt_shard_report(c0, "waiting", &b, 1, NULL);
+    late_fail f = {.c = c1, .s = &a};
+    pthread_t t;
+    if (!e && pthread_create(&t, NULL, fail_later, &f) == 0) {
+        e = dt_shard_fetch(c0, "waiting", &b, &st);
+        pthread_join(t, NULL);
+    }
+    int same = !e && st == DT_SHARD_FETCH_SHARD && b.id == a.id && b.epoch == a.epoch;
+    if (!e && !f.err) e = dt_shard_report(c0, "waiting", &b, 1, NULL);
+    dt_shard_free(&a);
+    if (!e && !f.err) e = dt_shard_fetch(c0, "waiting", &b, &st);
+    dt_shard_free(&b);
+    DT_CHECK_OK(e);
+    DT_CHECK_OK(f.err);
+    DT_CHECK(same);
+    DT_CHECK(st == DT_SHARD_FETCH_END);
+}
+
+static void test_wait(void) {
+    job j;
+    DT_CHECK(job_start(&j, "shards-wait") == 0);
+    dt_shard_client *c0 = NULL, *c1 = NULL;
+    dt_err e = open_as(&c0, &j, "worker-0");
+    if (!e) e = open_as(&c1, &j, "worker-1");
+    if (!e) waiting(c0, c1);
+    dt_shard_client_close(c0);
+    dt_shard_client_close(c1);
+    job_stop(&j);
+    DT_CHECK_OK(e);
+}
+
 /* The master is killed (SIGKILL) while worker-0 holds a shard and resumed on its port a
  * moment later: the report waits for it and counts; the rest of the dataset follows. */
 static void master_restart(job *j, dt_shard_client *c) {
@@ -517,5 +574,5 @@ static void test_master_restart(void) {
 }
 
 DT_TEST_MAIN(DT_T(test_missing_env), DT_T(test_unreachable), DT_T(test_two_epochs),
-             DT_T(test_shuffle), DT_T(test_late_report), DT_T(test_errors),
+             DT_T(test_shuffle), DT_T(test_late_report), DT_T(test_wait), DT_T(test_errors),
              DT_T(test_master_restart))
