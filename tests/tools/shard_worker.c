@@ -1,0 +1,168 @@
+/*
+ * shard_worker.c - a replica for the shell tests of the shard service: it registers a
+ * dataset, then fetches shards until END, "trains" on each (sleeps), reports it and logs
+ * one line per shard. It runs as a replica of a dtrain job (DTRAIN_MASTER,
+ * DTRAIN_JOB_TOKEN and DTRAIN_REPLICA come from the environment).
+ *
+ *   shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M
+ *                [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS] [--out FILE]
+ *                [--fail-once-at K] [--heartbeat-ms MS]
+ *
+ * --out FILE gets, per shard, after its report, the line
+ *
+ *     REPLICA EPOCH ID START END LEASE ok|refused|failed SUM_OF_INDICES COUNT
+ *
+ * appended with one write(2) on an O_APPEND descriptor, so that the lines of several
+ * workers sharing the file never mix. "refused": the master refused the report as late
+ * (the shard was re-queued meanwhile; the worker goes on). "failed": --fail-once-at K made
+ * the K-th shard this process fetched (1-based) be reported failed, once.
+ *
+ * Exit status: 0 at END, 1 on any other error (message on stderr), 2 bad arguments.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dtrain/shard.h"
+
+static const char usage[] =
+    "usage: shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M\n"
+    "                    [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS]\n"
+    "                    [--out FILE] [--fail-once-at K] [--heartbeat-ms MS]\n";
+
+static int bad_args(const char *fmt, const char *arg) {
+    fprintf(stderr, "shard_worker: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", usage);
+    return 2;
+}
+
+/* A non-negative integer argument. */
+static int parse_i64(const char *s, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static void nap_ms(long long ms) {
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Append one line with one write(2). */
+static int log_line(int fd, const char *replica, const dt_shard *s, const char *outcome) {
+    unsigned long long sum = 0;
+    for (int64_t i = 0; i < s->count; i++)
+        sum += (unsigned long long)s->indices[i];
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s %lld %lld %lld %lld %llu %s %llu %lld\n", replica,
+                     (long long)s->epoch, (long long)s->id, (long long)s->start,
+                     (long long)s->end, (unsigned long long)s->lease, outcome, sum,
+                     (long long)s->count);
+    if (n <= 0 || n >= (int)sizeof line) return -1;
+    return write(fd, line, (size_t)n) == n ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    dt_dataset_spec d;
+    dt_dataset_spec_init(&d);
+    d.name = NULL;
+    long long sleep_ms = 0, fail_at = 0, heartbeat_ms = 0;
+    const char *out = NULL;
+    int have_size = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--shuffle")) {
+            d.shuffle = 1;
+            continue;
+        }
+        if (!strcmp(a, "--shuffle-shards")) {
+            d.shuffle_shards = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return bad_args("%s: needs a value (or is unknown)", a);
+        const char *v = argv[++i];
+        long long x = 0;
+        if (!strcmp(a, "--dataset")) {
+            d.name = v;
+            continue;
+        }
+        if (!strcmp(a, "--out")) {
+            out = v;
+            continue;
+        }
+        if (parse_i64(v, &x)) return bad_args("%s: expected a non-negative integer", a);
+        if (!strcmp(a, "--size")) {
+            d.dataset_size = x;
+            have_size = 1;
+        } else if (!strcmp(a, "--batch")) {
+            d.batch_size = x;
+        } else if (!strcmp(a, "--epochs")) {
+            d.num_epochs = x;
+        } else if (!strcmp(a, "--minibatches")) {
+            d.num_minibatches_per_shard = x;
+        } else if (!strcmp(a, "--seed")) {
+            d.seed = (uint64_t)x;
+        } else if (!strcmp(a, "--sleep-ms")) {
+            sleep_ms = x;
+        } else if (!strcmp(a, "--fail-once-at")) {
+            fail_at = x;
+        } else if (!strcmp(a, "--heartbeat-ms")) {
+            heartbeat_ms = x;
+        } else {
+            return bad_args("unknown option '%s'", a);
+        }
+    }
+    if (!d.name || !have_size) return bad_args("%s are required", "--dataset and --size");
+
+    int fd = -1;
+    if (out && (fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+        fprintf(stderr, "shard_worker: %s: %s\n", out, strerror(errno));
+        return 1;
+    }
+    dt_shard_client *c = NULL;
+    dt_shard_client_opts opts = {.heartbeat_ms = (int)heartbeat_ms};
+    dt_shard s = {0};
+    dt_shard_fetch_status st;
+    long long fetched = 0, refused = 0;
+    int rc = 1;
+    dt_err e = dt_shard_client_open(&c, &opts);
+    if (!e) e = dt_shard_register(c, &d);
+    while (!e && !(e = dt_shard_fetch(c, d.name, &s, &st)) && st == DT_SHARD_FETCH_SHARD) {
+        fetched++;
+        nap_ms(sleep_ms);
+        int ok = fetched != fail_at;
+        const char *outcome = ok ? "ok" : "failed";
+        e = dt_shard_report(c, d.name, &s, ok, ok ? "" : "shard_worker: --fail-once-at");
+        if (e == DT_ERR_STATE && ok) {
+            fprintf(stderr, "shard_worker: %s\n", dt_errmsg());
+            outcome = "refused";
+            refused++;
+            e = DT_OK;
+        }
+        if (!e && fd >= 0 && log_line(fd, dt_shard_client_replica(c), &s, outcome)) {
+            fprintf(stderr, "shard_worker: %s: %s\n", out, strerror(errno));
+            goto end;
+        }
+    }
+    if (e) {
+        fprintf(stderr, "shard_worker: %s\n", dt_errmsg());
+        goto end;
+    }
+    printf("%s: END after %lld shards (%lld refused)\n", dt_shard_client_replica(c), fetched,
+           refused);
+    rc = 0;
+end:
+    dt_shard_free(&s);
+    dt_shard_client_close(c);
+    if (fd >= 0) close(fd);
+    return rc;
+}
