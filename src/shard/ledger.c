@@ -351,6 +351,12 @@ static dt_err conf_check(const dt__dataset_conf *c, int64_t *shard_size, int64_t
     if (c->max_failures < 0)
         return dt_err_set(DT_ERR_ARG, "dataset %s: max_failures: expected >= 0, got %d", nm,
                           c->max_failures);
+    /* A replica's samples_done sums over every epoch: it must fit in an int64. */
+    if (c->dataset_size > INT64_MAX / c->num_epochs)
+        return dt_err_set(DT_ERR_ARG,
+                          "dataset %s: num_epochs: %" PRId64 " epochs of %" PRId64
+                          " samples is more than %" PRId64 " samples in all",
+                          nm, c->num_epochs, c->dataset_size, INT64_MAX);
     if (c->shuffle && c->dataset_size > DT__LEDGER_MAX_SHUFFLE)
         return dt_err_set(DT_ERR_ARG,
                           "dataset %s: dataset_size: %" PRId64 " is more than %" PRId64

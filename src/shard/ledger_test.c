@@ -542,6 +542,36 @@ static void test_register(void) {
     json_decref(events);
 }
 
+/* Per-replica counters sum samples over every epoch: dataset_size * num_epochs must fit in
+ * an int64 (the HTTP route lets dataset_size reach INT64_MAX / 2). */
+static void test_huge_counts(void) {
+    dt__ledger *l;
+    DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
+    dt__dataset_conf c =
+        conf_of("big", (int64_t)1 << 62, (int64_t)1 << 31, 2, (int64_t)1 << 31, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &c), DT_ERR_ARG, "dataset big: num_epochs: 2 epochs of");
+    c = conf_of("big", INT64_MAX / 2, INT32_MAX, 3, INT32_MAX, 0, 0, 0); /* the API's limits */
+    DT_CHECK_ERR(dt__ledger_register(l, &c), DT_ERR_ARG, "num_epochs");
+    c = conf_of("big", (int64_t)1 << 61, (int64_t)1 << 31, 3, (int64_t)1 << 31, 0, 0, 0);
+    DT_CHECK_OK(dt__ledger_register(l, &c)); /* 3 * 2^61 fits */
+    dt__fetch_status st;
+    dt__shard s;
+    int n = 0;
+    for (;;) {
+        DT_CHECK_OK(dt__ledger_fetch(l, "big", "w0", 0, &st, &s));
+        if (st != DT__FETCH_SHARD) break;
+        DT_CHECK_OK(dt__ledger_report(l, "big", "w0", s.epoch, s.id, s.lease, 1, "", 0));
+        n++;
+    }
+    DT_CHECK(st == DT__FETCH_END && n == 3);
+    json_t *p = dt__ledger_progress(l);
+    json_t *w0 = json_object_get(
+        json_object_get(json_object_get(json_object_get(p, "datasets"), "big"), "replicas"), "w0");
+    DT_CHECK(json_integer_value(json_object_get(w0, "samples_done")) == 3 * ((int64_t)1 << 61));
+    json_decref(p);
+    dt__ledger_free(l);
+}
+
 static void test_unknown_dataset(void) {
     dt__ledger *l;
     DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
@@ -888,6 +918,7 @@ DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shu
              DT_T(test_shuffle_shards), DT_T(test_epochs_wait_end), DT_T(test_requeue_front),
              DT_T(test_late_report_refused), DT_T(test_done_epoch_report_refused),
              DT_T(test_heartbeat_expiry), DT_T(test_max_failures),
-             DT_T(test_event_message_sanitized), DT_T(test_register), DT_T(test_unknown_dataset),
+             DT_T(test_event_message_sanitized), DT_T(test_register), DT_T(test_huge_counts),
+             DT_T(test_unknown_dataset),
              DT_T(test_random_property), DT_T(test_replay_equivalence), DT_T(test_replay_malformed),
              DT_T(test_ten_million))
