@@ -110,12 +110,17 @@ typedef struct ld_dataset {
     char why[768];
 } ld_dataset;
 
+typedef struct ld_release {
+    double at;
+    char why[128];
+} ld_release;
+
 typedef struct ld_replica {
     char *name;
     double last_seen;
-    int64_t ndoing;     /* doing shards over all datasets */
-    double released_at; /* last release */
-    char released_why[128];
+    int64_t ndoing; /* doing shards over all datasets */
+    ld_release *releases; /* every release that re-queued shards, oldest first */
+    int nreleases, cap_releases;
 } ld_replica;
 
 struct dt__ledger {
@@ -512,12 +517,19 @@ static dt_err refuse(const dt__ledger *l, ld_dataset *d, const char *replica, in
     d->late_refused++;
     char hist[512] = "", cur[300] = "";
     const char *prev = s->prev >= 0 ? l->replicas[s->prev].name : "?";
+    /* The release of prev that re-queued s (the same time); none when it was not recorded. */
+    const ld_release *rel = NULL;
+    if (s->requeue_why == LD_REQ_RELEASED && s->prev >= 0) {
+        const ld_replica *pr = &l->replicas[s->prev];
+        for (int i = pr->nreleases - 1; i >= 0 && !rel; i--)
+            if (pr->releases[i].at == s->requeued_at) rel = &pr->releases[i];
+    }
     if (s->requeue_why == LD_REQ_FAILED)
         snprintf(hist, sizeof hist, "it was re-queued at %.3f after a failed report by %s, ",
                  s->requeued_at, prev);
     else if (s->requeue_why == LD_REQ_RELEASED)
-        snprintf(hist, sizeof hist, "it was re-queued at %.3f when %s was released (%s), ",
-                 s->requeued_at, prev, s->prev >= 0 ? l->replicas[s->prev].released_why : "");
+        snprintf(hist, sizeof hist, "it was re-queued at %.3f when %s was released%s%s%s, ",
+                 s->requeued_at, prev, rel ? " (" : "", rel ? rel->why : "", rel ? ")" : "");
     const char *holder = s->holder >= 0 ? l->replicas[s->holder].name : "?";
     if (s->state == LD_DONE)
         snprintf(cur, sizeof cur, "done by %s", holder);
@@ -646,8 +658,13 @@ static int do_release(dt__ledger *l, int r, const char *why, double now, int jou
     }
     DT_ASSERT(count == rp->ndoing);
     rp->ndoing = 0;
-    rp->released_at = now;
-    snprintf(rp->released_why, sizeof rp->released_why, "%s", why ? why : "");
+    /* Kept for the refusals of late reports; out of memory, they name no reason. */
+    if (!grow_int((void **)&rp->releases, &rp->cap_releases, rp->nreleases + 1,
+                  sizeof *rp->releases)) {
+        ld_release *rel = &rp->releases[rp->nreleases++];
+        rel->at = now;
+        snprintf(rel->why, sizeof rel->why, "%s", why ? why : "");
+    }
     if (journal && l->journal) {
         json_t *w = json_text(why ? why : "");
         /* Out of memory: the shards are re-queued all the same; a replayed ledger keeps
@@ -754,8 +771,10 @@ void dt__ledger_free(dt__ledger *l) {
         free(d);
     }
     free(l->datasets);
-    for (int i = 0; i < l->nreplicas; i++)
+    for (int i = 0; i < l->nreplicas; i++) {
         free(l->replicas[i].name);
+        free(l->replicas[i].releases);
+    }
     free(l->replicas);
     free(l);
 }

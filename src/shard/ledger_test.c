@@ -382,6 +382,31 @@ static void test_late_report_refused(void) {
     json_decref(events);
 }
 
+/* The refusal names the release that re-queued this shard, not the replica's latest one. */
+static void test_late_report_names_its_release(void) {
+    dt__ledger *l;
+    DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
+    dt__dataset_conf c = conf_of("training", 100, 10, 1, 1, 0, 0, 0);
+    DT_CHECK_OK(dt__ledger_register(l, &c));
+    dt__fetch_status st;
+    dt__shard a, a2, b;
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 10, &st, &a));
+    DT_CHECK(dt__ledger_release(l, "worker-1", "exited with code 137", 11) == 1);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 12, &st, &a2));
+    DT_CHECK(a2.id == a.id);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 12, &st, &b)); /* restarted */
+    dt__ledger_heartbeat(l, "worker-0", 95);
+    DT_CHECK(dt__ledger_expire(l, 100, 30) == 1); /* worker-1's b */
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-1", a.epoch, a.id, a.lease, 1, "", 101),
+                 DT_ERR_STATE,
+                 "re-queued at 11.000 when worker-1 was released (exited with code 137), now "
+                 "held by worker-0");
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-1", b.epoch, b.id, b.lease, 1, "", 101),
+                 DT_ERR_STATE,
+                 "re-queued at 100.000 when worker-1 was released (no heartbeat for 88.0 s");
+    dt__ledger_free(l);
+}
+
 static void test_done_epoch_report_refused(void) {
     dt__ledger *l;
     DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
@@ -916,7 +941,8 @@ static void test_ten_million(void) {
 
 DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shuffle_permutation),
              DT_T(test_shuffle_shards), DT_T(test_epochs_wait_end), DT_T(test_requeue_front),
-             DT_T(test_late_report_refused), DT_T(test_done_epoch_report_refused),
+             DT_T(test_late_report_refused), DT_T(test_late_report_names_its_release),
+             DT_T(test_done_epoch_report_refused),
              DT_T(test_heartbeat_expiry), DT_T(test_max_failures),
              DT_T(test_event_message_sanitized), DT_T(test_register), DT_T(test_huge_counts),
              DT_T(test_unknown_dataset),
