@@ -342,6 +342,9 @@ static dt_err conf_check(const dt__dataset_conf *c, int64_t *shard_size, int64_t
               ch == '_' || ch == '-' || ch == '.'))
             return dt_err_set(DT_ERR_ARG, "name: expected letters, digits, '_', '-' or '.'");
     }
+    /* The name is a segment of the routes' paths, where "." and ".." mean something else. */
+    if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+        return dt_err_set(DT_ERR_ARG, "name: '%s' is not a dataset name", nm);
     const struct {
         const char *field;
         int64_t v;

@@ -551,6 +551,13 @@ static void test_register(void) {
     DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected 1 to 63");
     d = conf_of("a b", 10, 1, 1, 1, 0, 0, 0);
     DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected letters");
+    d = conf_of("a/b", 10, 1, 1, 1, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected letters");
+    /* a URL path segment "." or ".." is collapsed by HTTP clients: never reachable */
+    d = conf_of("..", 10, 1, 1, 1, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: '..' is not a dataset name");
+    d = conf_of(".", 10, 1, 1, 1, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: '.' is not a dataset name");
     memset(d.name, 'a', sizeof d.name); /* not terminated */
     DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected 1 to 63");
     d = conf_of("x", (int64_t)1 << 40, 1, 1, 1, 0, 0, 0);
