@@ -670,8 +670,10 @@ static int do_release(dt__ledger *l, int r, const char *why, double now, int jou
     }
     if (journal && l->journal) {
         json_t *w = json_text(why ? why : "");
-        /* Out of memory: the shards are re-queued all the same; a replayed ledger keeps
-         * them doing under this replica, which a resumed master releases again. */
+        /* Out of memory: the shards are re-queued all the same (the replica is gone), but
+         * the journal lacks the event, and its replay then refuses the next fetch of one
+         * of these shards (DT_ERR_FORMAT): a lost event, like a failed journal write, makes
+         * the journal unreplayable. */
         emit(l, json_pack("{s:s, s:s, s:o, s:f, s:i}", "ev", "shard.release", "replica", rp->name,
                           "why", w, "time", now, "shards", count));
     }
