@@ -22,7 +22,9 @@
  * opened is handed out before anything of the later epoch. A release re-queues a replica's
  * shards of one epoch in descending id order, so the lowest id ends on top of the stack.
  * The `front` stack is allocated with the epoch (nshards entries): a shard is todo at most
- * once, so it never overflows and re-queueing never allocates.
+ * once, so it never overflows and re-queueing never allocates. Each replica keeps the time
+ * and reason of each of its releases (one per release that re-queued something), so that
+ * the refusal of a late report names the release that re-queued its shard.
  *
  * Leases. One counter per ledger, strictly increasing from 1 across datasets; each fetch
  * takes the next value. A report must name the holder, the shard and its lease.
@@ -118,7 +120,7 @@ typedef struct ld_release {
 typedef struct ld_replica {
     char *name;
     double last_seen;
-    int64_t ndoing; /* doing shards over all datasets */
+    int64_t ndoing;       /* doing shards over all datasets */
     ld_release *releases; /* every release that re-queued shards, oldest first */
     int nreleases, cap_releases;
 } ld_replica;
