@@ -62,7 +62,8 @@ typedef struct dt__dataset_conf {
 void dt__dataset_conf_init(dt__dataset_conf *c);
 
 /* Limits checked by dt__ledger_register (DT_ERR_ARG naming the field): an open epoch holds
- * 48 bytes per shard (56 with shuffle_shards) and, with shuffle, 8 bytes per sample. */
+ * 48 bytes per shard (56 with shuffle_shards) and, with shuffle, 8 bytes per sample; and
+ * dataset_size * num_epochs must fit in an int64 (a replica's samples_done sums epochs). */
 #define DT__LEDGER_MAX_SHARDS 16777216     /* shards per epoch */
 #define DT__LEDGER_MAX_SHUFFLE 268435456LL /* dataset_size with shuffle */
 

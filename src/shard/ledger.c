@@ -22,7 +22,9 @@
  * opened is handed out before anything of the later epoch. A release re-queues a replica's
  * shards of one epoch in descending id order, so the lowest id ends on top of the stack.
  * The `front` stack is allocated with the epoch (nshards entries): a shard is todo at most
- * once, so it never overflows and re-queueing never allocates.
+ * once, so it never overflows and re-queueing never allocates. Each replica keeps the time
+ * and reason of each of its releases (one per release that re-queued something), so that
+ * the refusal of a late report names the release that re-queued its shard.
  *
  * Leases. One counter per ledger, strictly increasing from 1 across datasets; each fetch
  * takes the next value. A report must name the holder, the shard and its lease.
@@ -110,12 +112,17 @@ typedef struct ld_dataset {
     char why[768];
 } ld_dataset;
 
+typedef struct ld_release {
+    double at;
+    char why[128];
+} ld_release;
+
 typedef struct ld_replica {
     char *name;
     double last_seen;
-    int64_t ndoing;     /* doing shards over all datasets */
-    double released_at; /* last release */
-    char released_why[128];
+    int64_t ndoing;       /* doing shards over all datasets */
+    ld_release *releases; /* every release that re-queued shards, oldest first */
+    int nreleases, cap_releases;
 } ld_replica;
 
 struct dt__ledger {
@@ -337,6 +344,9 @@ static dt_err conf_check(const dt__dataset_conf *c, int64_t *shard_size, int64_t
               ch == '_' || ch == '-' || ch == '.'))
             return dt_err_set(DT_ERR_ARG, "name: expected letters, digits, '_', '-' or '.'");
     }
+    /* The name is a segment of the routes' paths, where "." and ".." mean something else. */
+    if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+        return dt_err_set(DT_ERR_ARG, "name: '%s' is not a dataset name", nm);
     const struct {
         const char *field;
         int64_t v;
@@ -351,6 +361,12 @@ static dt_err conf_check(const dt__dataset_conf *c, int64_t *shard_size, int64_t
     if (c->max_failures < 0)
         return dt_err_set(DT_ERR_ARG, "dataset %s: max_failures: expected >= 0, got %d", nm,
                           c->max_failures);
+    /* A replica's samples_done sums over every epoch: it must fit in an int64. */
+    if (c->dataset_size > INT64_MAX / c->num_epochs)
+        return dt_err_set(DT_ERR_ARG,
+                          "dataset %s: num_epochs: %" PRId64 " epochs of %" PRId64
+                          " samples is more than %" PRId64 " samples in all",
+                          nm, c->num_epochs, c->dataset_size, INT64_MAX);
     if (c->shuffle && c->dataset_size > DT__LEDGER_MAX_SHUFFLE)
         return dt_err_set(DT_ERR_ARG,
                           "dataset %s: dataset_size: %" PRId64 " is more than %" PRId64
@@ -506,12 +522,19 @@ static dt_err refuse(const dt__ledger *l, ld_dataset *d, const char *replica, in
     d->late_refused++;
     char hist[512] = "", cur[300] = "";
     const char *prev = s->prev >= 0 ? l->replicas[s->prev].name : "?";
+    /* The release of prev that re-queued s (the same time); none when it was not recorded. */
+    const ld_release *rel = NULL;
+    if (s->requeue_why == LD_REQ_RELEASED && s->prev >= 0) {
+        const ld_replica *pr = &l->replicas[s->prev];
+        for (int i = pr->nreleases - 1; i >= 0 && !rel; i--)
+            if (pr->releases[i].at == s->requeued_at) rel = &pr->releases[i];
+    }
     if (s->requeue_why == LD_REQ_FAILED)
         snprintf(hist, sizeof hist, "it was re-queued at %.3f after a failed report by %s, ",
                  s->requeued_at, prev);
     else if (s->requeue_why == LD_REQ_RELEASED)
-        snprintf(hist, sizeof hist, "it was re-queued at %.3f when %s was released (%s), ",
-                 s->requeued_at, prev, s->prev >= 0 ? l->replicas[s->prev].released_why : "");
+        snprintf(hist, sizeof hist, "it was re-queued at %.3f when %s was released%s%s%s, ",
+                 s->requeued_at, prev, rel ? " (" : "", rel ? rel->why : "", rel ? ")" : "");
     const char *holder = s->holder >= 0 ? l->replicas[s->holder].name : "?";
     if (s->state == LD_DONE)
         snprintf(cur, sizeof cur, "done by %s", holder);
@@ -640,12 +663,19 @@ static int do_release(dt__ledger *l, int r, const char *why, double now, int jou
     }
     DT_ASSERT(count == rp->ndoing);
     rp->ndoing = 0;
-    rp->released_at = now;
-    snprintf(rp->released_why, sizeof rp->released_why, "%s", why ? why : "");
+    /* Kept for the refusals of late reports; out of memory, they name no reason. */
+    if (!grow_int((void **)&rp->releases, &rp->cap_releases, rp->nreleases + 1,
+                  sizeof *rp->releases)) {
+        ld_release *rel = &rp->releases[rp->nreleases++];
+        rel->at = now;
+        snprintf(rel->why, sizeof rel->why, "%s", why ? why : "");
+    }
     if (journal && l->journal) {
         json_t *w = json_text(why ? why : "");
-        /* Out of memory: the shards are re-queued all the same; a replayed ledger keeps
-         * them doing under this replica, which a resumed master releases again. */
+        /* Out of memory: the shards are re-queued all the same (the replica is gone), but
+         * the journal lacks the event, and its replay then refuses the next fetch of one
+         * of these shards (DT_ERR_FORMAT): a lost event, like a failed journal write, makes
+         * the journal unreplayable. */
         emit(l, json_pack("{s:s, s:s, s:o, s:f, s:i}", "ev", "shard.release", "replica", rp->name,
                           "why", w, "time", now, "shards", count));
     }
@@ -748,8 +778,10 @@ void dt__ledger_free(dt__ledger *l) {
         free(d);
     }
     free(l->datasets);
-    for (int i = 0; i < l->nreplicas; i++)
+    for (int i = 0; i < l->nreplicas; i++) {
         free(l->replicas[i].name);
+        free(l->replicas[i].releases);
+    }
     free(l->replicas);
     free(l);
 }

@@ -382,6 +382,31 @@ static void test_late_report_refused(void) {
     json_decref(events);
 }
 
+/* The refusal names the release that re-queued this shard, not the replica's latest one. */
+static void test_late_report_names_its_release(void) {
+    dt__ledger *l;
+    DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
+    dt__dataset_conf c = conf_of("training", 100, 10, 1, 1, 0, 0, 0);
+    DT_CHECK_OK(dt__ledger_register(l, &c));
+    dt__fetch_status st;
+    dt__shard a, a2, b;
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 10, &st, &a));
+    DT_CHECK(dt__ledger_release(l, "worker-1", "exited with code 137", 11) == 1);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 12, &st, &a2));
+    DT_CHECK(a2.id == a.id);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 12, &st, &b)); /* restarted */
+    dt__ledger_heartbeat(l, "worker-0", 95);
+    DT_CHECK(dt__ledger_expire(l, 100, 30) == 1); /* worker-1's b */
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-1", a.epoch, a.id, a.lease, 1, "", 101),
+                 DT_ERR_STATE,
+                 "re-queued at 11.000 when worker-1 was released (exited with code 137), now "
+                 "held by worker-0");
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-1", b.epoch, b.id, b.lease, 1, "", 101),
+                 DT_ERR_STATE,
+                 "re-queued at 100.000 when worker-1 was released (no heartbeat for 88.0 s");
+    dt__ledger_free(l);
+}
+
 static void test_done_epoch_report_refused(void) {
     dt__ledger *l;
     DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
@@ -526,6 +551,13 @@ static void test_register(void) {
     DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected 1 to 63");
     d = conf_of("a b", 10, 1, 1, 1, 0, 0, 0);
     DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected letters");
+    d = conf_of("a/b", 10, 1, 1, 1, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected letters");
+    /* a URL path segment "." or ".." is collapsed by HTTP clients: never reachable */
+    d = conf_of("..", 10, 1, 1, 1, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: '..' is not a dataset name");
+    d = conf_of(".", 10, 1, 1, 1, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: '.' is not a dataset name");
     memset(d.name, 'a', sizeof d.name); /* not terminated */
     DT_CHECK_ERR(dt__ledger_register(l, &d), DT_ERR_ARG, "name: expected 1 to 63");
     d = conf_of("x", (int64_t)1 << 40, 1, 1, 1, 0, 0, 0);
@@ -540,6 +572,36 @@ static void test_register(void) {
     DT_CHECK(json_array_size(events) == 2);
     dt__ledger_free(l);
     json_decref(events);
+}
+
+/* Per-replica counters sum samples over every epoch: dataset_size * num_epochs must fit in
+ * an int64 (the HTTP route lets dataset_size reach INT64_MAX / 2). */
+static void test_huge_counts(void) {
+    dt__ledger *l;
+    DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
+    dt__dataset_conf c =
+        conf_of("big", (int64_t)1 << 62, (int64_t)1 << 31, 2, (int64_t)1 << 31, 0, 0, 0);
+    DT_CHECK_ERR(dt__ledger_register(l, &c), DT_ERR_ARG, "dataset big: num_epochs: 2 epochs of");
+    c = conf_of("big", INT64_MAX / 2, INT32_MAX, 3, INT32_MAX, 0, 0, 0); /* the API's limits */
+    DT_CHECK_ERR(dt__ledger_register(l, &c), DT_ERR_ARG, "num_epochs");
+    c = conf_of("big", (int64_t)1 << 61, (int64_t)1 << 31, 3, (int64_t)1 << 31, 0, 0, 0);
+    DT_CHECK_OK(dt__ledger_register(l, &c)); /* 3 * 2^61 fits */
+    dt__fetch_status st;
+    dt__shard s;
+    int n = 0;
+    for (;;) {
+        DT_CHECK_OK(dt__ledger_fetch(l, "big", "w0", 0, &st, &s));
+        if (st != DT__FETCH_SHARD) break;
+        DT_CHECK_OK(dt__ledger_report(l, "big", "w0", s.epoch, s.id, s.lease, 1, "", 0));
+        n++;
+    }
+    DT_CHECK(st == DT__FETCH_END && n == 3);
+    json_t *p = dt__ledger_progress(l);
+    json_t *w0 = json_object_get(
+        json_object_get(json_object_get(json_object_get(p, "datasets"), "big"), "replicas"), "w0");
+    DT_CHECK(json_integer_value(json_object_get(w0, "samples_done")) == 3 * ((int64_t)1 << 61));
+    json_decref(p);
+    dt__ledger_free(l);
 }
 
 static void test_unknown_dataset(void) {
@@ -810,6 +872,94 @@ static void test_replay_equivalence(void) {
     }
 }
 
+/* A master killed between any two journal writes: replaying the first k events rebuilds
+ * the ledger as it was when the k-th was written (progress, and what a release re-queues). */
+typedef struct snap_ctx {
+    json_t *events, *progress; /* progress[k]: the live ledger's right after event k */
+    dt__ledger *l;
+} snap_ctx;
+
+static void collect_snap(void *ctx, json_t *ev) {
+    snap_ctx *c = ctx;
+    json_array_append_new(c->events, ev);
+    json_array_append_new(c->progress, progress_nolate(c->l));
+}
+
+static void test_replay_every_prefix(void) {
+    for (uint64_t seed = 21; seed <= 22; seed++) {
+        snap_ctx c = {.events = json_array(), .progress = json_array()};
+        DT_CHECK_OK(dt__ledger_init(&c.l, collect_snap, &c));
+        int ok;
+        run_scenario(c.l, seed, (int)(seed % 2), 1, 400, 0, &ok);
+        DT_CHECK(ok);
+        size_t n = json_array_size(c.events);
+        DT_CHECK(n > 50);
+        dt__ledger *r;
+        DT_CHECK_OK(dt__ledger_init(&r, NULL, NULL));
+        int bad = 0;
+        for (size_t k = 0; k < n && !bad; k++) {
+            char *line = json_dumps(json_array_get(c.events, k), JSON_COMPACT);
+            json_t *ev = json_loads(line, 0, NULL);
+            free(line);
+            if (dt__ledger_replay(r, ev)) bad = 1;
+            json_decref(ev);
+            json_t *p = progress_nolate(r);
+            if (!json_equal(p, json_array_get(c.progress, k))) {
+                fprintf(stderr, "replayed prefix of %zu events differs\n", k + 1);
+                bad = 1;
+            }
+            json_decref(p);
+        }
+        DT_CHECK(!bad);
+        dt__ledger_free(r);
+        dt__ledger_free(c.l);
+        json_decref(c.events);
+        json_decref(c.progress);
+    }
+}
+
+/* A replica re-fetches the shard it lost (released, then handed back to it): its report
+ * under the old lease is refused, under the new one counted once, and both replay. */
+static void test_stale_lease_same_replica(void) {
+    json_t *events = json_array();
+    dt__ledger *l, *r;
+    DT_CHECK_OK(dt__ledger_init(&l, collect, events));
+    dt__dataset_conf c = conf_of("training", 20, 10, 2, 1, 1, 0, 4);
+    DT_CHECK_OK(dt__ledger_register(l, &c));
+    dt__fetch_status st;
+    dt__shard a, a2, b;
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 1, &st, &a));
+    DT_CHECK(dt__ledger_expire(l, 40, 30) == 1);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 41, &st, &a2));
+    DT_CHECK(a2.epoch == a.epoch && a2.id == a.id && a2.lease != a.lease);
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 42),
+                 DT_ERR_STATE, "now held by worker-0 under lease");
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", a2.epoch, a2.id, a2.lease, 1, "", 43));
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 44),
+                 DT_ERR_STATE, "now done by worker-0");
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a2.epoch, a2.id, a2.lease, 1, "", 44),
+                 DT_ERR_STATE, "done by worker-0");
+    /* the epoch's other shard: done, the epoch closes; a report into it is refused */
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 45, &st, &b));
+    DT_CHECK(b.epoch == 0 && b.id == 1);
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-1", b.epoch, b.id, b.lease, 1, "", 46));
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 47),
+                 DT_ERR_STATE, "that epoch is done");
+    json_t *p = dt__ledger_progress(l);
+    json_t *ep0 = json_array_get(
+        json_object_get(json_object_get(json_object_get(p, "datasets"), "training"), "epochs"), 0);
+    DT_CHECK(json_integer_value(json_object_get(ep0, "shards_done")) == 2);
+    DT_CHECK(json_integer_value(json_object_get(ep0, "samples_done")) == 20);
+    json_decref(p);
+    DT_CHECK_OK(dt__ledger_init(&r, NULL, NULL));
+    for (size_t i = 0; i < json_array_size(events); i++)
+        DT_CHECK_OK(dt__ledger_replay(r, json_array_get(events, i)));
+    DT_CHECK(progress_equal(l, r));
+    dt__ledger_free(r);
+    dt__ledger_free(l);
+    json_decref(events);
+}
+
 static void test_replay_malformed(void) {
     dt__ledger *l;
     DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
@@ -886,8 +1036,10 @@ static void test_ten_million(void) {
 
 DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shuffle_permutation),
              DT_T(test_shuffle_shards), DT_T(test_epochs_wait_end), DT_T(test_requeue_front),
-             DT_T(test_late_report_refused), DT_T(test_done_epoch_report_refused),
-             DT_T(test_heartbeat_expiry), DT_T(test_max_failures),
-             DT_T(test_event_message_sanitized), DT_T(test_register), DT_T(test_unknown_dataset),
-             DT_T(test_random_property), DT_T(test_replay_equivalence), DT_T(test_replay_malformed),
+             DT_T(test_late_report_refused), DT_T(test_late_report_names_its_release),
+             DT_T(test_done_epoch_report_refused), DT_T(test_heartbeat_expiry),
+             DT_T(test_max_failures), DT_T(test_event_message_sanitized), DT_T(test_register),
+             DT_T(test_huge_counts), DT_T(test_unknown_dataset), DT_T(test_random_property),
+             DT_T(test_replay_equivalence), DT_T(test_replay_every_prefix),
+             DT_T(test_stale_lease_same_replica), DT_T(test_replay_malformed),
              DT_T(test_ten_million))
