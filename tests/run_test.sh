@@ -189,6 +189,14 @@ run_job elastic-fail
 result_has "elastic: Failed, naming minReplicas" '"status": "Failed"' \
     '1 of 3 workers remain, fewer than elasticPolicy.minReplicas 2'
 no_replicas_left elastic-fail
+# A worker whose restart would pass backoffLimit is lost too.
+job elastic-backoff "{backoffLimit: 0}" "$(replica_sh Worker 2 OnFailure 'case \$DTRAIN_REPLICA in worker-1) c=3;; *) c=0;; esac; exec bash '"$REPLICA"' exit \$c')"
+sed -i 's/^spec:/spec:\n  elasticPolicy: {minReplicas: 1}/' elastic-backoff.yaml
+run_job elastic-backoff
+[ $rc -eq 0 ] && pass "elastic: a worker lost to backoffLimit, the job succeeds" ||
+    fail "elastic-backoff: exit $rc: $(tail -5 "$TMP/err")"
+grep -qF "worker-1 failed for good (exit 3, backoffLimit 0 reached); 1 of 2 workers remain, elasticPolicy.minReplicas 1" "$TMP/err" &&
+    pass "elastic-backoff: the master says why" || fail "elastic-backoff: output: $(tail -8 "$TMP/err")"
 # A master resumed after a worker was lost goes on with the others.
 elastic elastic-resume 'case \$DTRAIN_REPLICA in worker-1) exec bash '"$REPLICA"' exit 1;; esac; exec bash '"$REPLICA"' wait-file '"$STATE/go"
 rm -f "$STATE"/*
