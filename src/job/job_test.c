@@ -953,10 +953,12 @@ static void test_elastic(void) {
     DT_CHECK(job && job->elastic_min_replicas == 0);
     dt_job_spec_free(job);
     /* TFJob v1: 1..the workers */
-    job = parse_ok(edit(BASE, "  runPolicy:\n", "  elasticPolicy: {minReplicas: 2}\n  runPolicy:\n"));
+    job =
+        parse_ok(edit(BASE, "  runPolicy:\n", "  elasticPolicy: {minReplicas: 2}\n  runPolicy:\n"));
     DT_CHECK(job && job->elastic_min_replicas == 2);
     dt_job_spec_free(job);
-    job = parse_ok(edit(BASE, "  runPolicy:\n", "  elasticPolicy:\n    minReplicas: 1\n  runPolicy:\n"));
+    job = parse_ok(
+        edit(BASE, "  runPolicy:\n", "  elasticPolicy:\n    minReplicas: 1\n  runPolicy:\n"));
     DT_CHECK(job && job->elastic_min_replicas == 1);
     dt_job_spec_free(job);
     /* given before tfReplicaSpecs, and with lowercase replica types: still the workers' count */
@@ -973,8 +975,8 @@ static void test_elastic(void) {
     dt_job_spec_free(job);
     /* TrainJob */
     char text[4096];
-    snprintf(text, sizeof text, "%s  replicas: {worker: 3, ps: 1}\n  elasticPolicy: {minReplicas: 2}\n",
-             TRAIN);
+    snprintf(text, sizeof text,
+             "%s  replicas: {worker: 3, ps: 1}\n  elasticPolicy: {minReplicas: 2}\n", TRAIN);
     DT_CHECK((job = parse_ok(text)));
     DT_CHECK(job && job->elastic_min_replicas == 2);
     dt_job_spec_free(job);
@@ -1005,9 +1007,10 @@ static void test_err_elastic(void) {
     CHECK_FAILS(EP("[minReplicas]"), "elasticPolicy",
                 "spec.elasticPolicy: expected a mapping, got a list");
     /* the field's own line when given as a block */
-    CHECK_FAILS(edit(BASE, "  runPolicy:\n", "  elasticPolicy:\n    minReplicas: 5\n  runPolicy:\n"),
-                "minReplicas: 5",
-                "spec.elasticPolicy.minReplicas: 5 is more than the job's 2 Worker replicas");
+    CHECK_FAILS(
+        edit(BASE, "  runPolicy:\n", "  elasticPolicy:\n    minReplicas: 5\n  runPolicy:\n"),
+        "minReplicas: 5",
+        "spec.elasticPolicy.minReplicas: 5 is more than the job's 2 Worker replicas");
     /* no workers to lose */
     CHECK_FAILS(edit(EP("{minReplicas: 1}"), "replicas: 2", "replicas: 0"), "elasticPolicy",
                 "spec.elasticPolicy.minReplicas: the job has no Worker replicas: elasticPolicy "

@@ -43,19 +43,18 @@ typedef struct kf_schema {
     int elastic;                            /* dtrain's spec.elasticPolicy */
 } kf_schema;
 
-static const char *const tfjob_v1_keys[] = {"tfReplicaSpecs",
-                                            "runPolicy",
-                                            "successPolicy",
-                                            "enableDynamicWorker",
-                                            "cleanPodPolicy",
-                                            "backoffLimit",
-                                            "activeDeadlineSeconds",
-                                            "ttlSecondsAfterFinished",
-                                            "elasticPolicy",
-                                            NULL};
-static const char *const tfjob_v1alpha2_keys[] = {
-    "tfReplicaSpecs",          "cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds",
-    "ttlSecondsAfterFinished", "elasticPolicy",  NULL};
+static const char *const tfjob_v1_keys[] = {"tfReplicaSpecs",        "runPolicy",
+                                            "successPolicy",         "enableDynamicWorker",
+                                            "cleanPodPolicy",        "backoffLimit",
+                                            "activeDeadlineSeconds", "ttlSecondsAfterFinished",
+                                            "elasticPolicy",         NULL};
+static const char *const tfjob_v1alpha2_keys[] = {"tfReplicaSpecs",
+                                                  "cleanPodPolicy",
+                                                  "backoffLimit",
+                                                  "activeDeadlineSeconds",
+                                                  "ttlSecondsAfterFinished",
+                                                  "elasticPolicy",
+                                                  NULL};
 /* runtimeId is spelled RuntimeId by the Go type (it has no json tag); tfImage and
  * schedulerName matter only to the v1alpha1 operator. */
 static const char *const tfjob_v1alpha1_keys[] = {

@@ -397,9 +397,10 @@ static void failed_for_good(loop *L, const dt__replica *r) {
             snprintf(how, sizeof how, "restartPolicy %s", dt_restart_policy_name(policy));
         int total, left = dt__policy_workers_left(&L->m.st, &total);
         if (dt__policy_worker_loss_ok(job, &L->m.st)) {
-            say(L, "%s failed for good (exit %d, %s); %d of %d workers remain, "
-                "elasticPolicy.minReplicas %d", r->name, code, how, left, total,
-                job->elastic_min_replicas);
+            say(L,
+                "%s failed for good (exit %d, %s); %d of %d workers remain, "
+                "elasticPolicy.minReplicas %d",
+                r->name, code, how, left, total, job->elastic_min_replicas);
             if (dt__policy_job_succeeded(job, &L->m.st))
                 finish(L, DT_JOB_OUTCOME_SUCCEEDED, "Succeeded", "%s %s successfully completed.",
                        kind_name(job), job->name);

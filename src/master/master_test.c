@@ -90,8 +90,8 @@ static void test_success_rules(void) {
 static void test_elastic_rules(void) {
     dt__job_state st;
     /* 3 workers and a PS, minReplicas 2 */
-    dt_job_spec *job = load(TFJOB("  elasticPolicy: {minReplicas: 2}\n",
-                                  RS("Worker", 3) RS("PS", 1)));
+    dt_job_spec *job =
+        load(TFJOB("  elasticPolicy: {minReplicas: 2}\n", RS("Worker", 3) RS("PS", 1)));
     DT_CHECK(job && job->elastic_min_replicas == 2);
     DT_CHECK_OK(dt__job_state_init(&st, job));
     int total = 0;
@@ -135,8 +135,8 @@ static void test_elastic_rules(void) {
     dt_job_spec_free(job);
 
     /* AllWorkers means the same under elasticPolicy */
-    job = load(TFJOB("  successPolicy: AllWorkers\n  elasticPolicy: {minReplicas: 1}\n",
-                     RS("Worker", 2)));
+    job = load(
+        TFJOB("  successPolicy: AllWorkers\n  elasticPolicy: {minReplicas: 1}\n", RS("Worker", 2)));
     DT_CHECK_OK(dt__job_state_init(&st, job));
     set_state(&st, "worker-1", DT__REPLICA_FAILED);
     set_state(&st, "worker-0", DT__REPLICA_SUCCEEDED);
