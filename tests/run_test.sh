@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_test.sh - `dtrain run` and the master with real processes: every restart policy,
-# backoff exhaustion, the deadline, both success policies, cleanPodPolicy, a replica killed
+# backoff exhaustion, the deadline, both success policies, elasticPolicy (a lost worker, too
+# many lost, a master resumed after a loss), cleanPodPolicy, a replica killed
 # by SIGKILL, SIGINT to `dtrain run`, a master killed and resumed, and the CLI around it
 # (status, logs, list, stop). Replicas are tests/data/run/replica.sh.
 source "$(dirname "$0")/lib.sh"
@@ -165,6 +166,76 @@ run_job sp-all
 [ $rc -eq 0 ] && pass "successPolicy AllWorkers: exit 0" || fail "sp-all: exit $rc $(tail -3 "$TMP/err")"
 grep -A2 '"worker-1": {' "$R" | grep -q '"state": "Succeeded"' && pass "sp-all: waited for worker-1" ||
     fail "sp-all: worker-1: $(grep -A3 '"worker-1"' "$R")"
+
+# ---- elasticPolicy: losing a worker is not fatal while minReplicas are left ----
+# elastic NAME SHELL: 3 workers, restartPolicy Never, elasticPolicy {minReplicas: 2}.
+elastic() {
+    job "$1" "" "$(replica_sh Worker 3 Never "$2")"
+    sed -i 's/^spec:/spec:\n  elasticPolicy: {minReplicas: 2}/' "$1.yaml"
+}
+elastic elastic-ok 'case \$DTRAIN_REPLICA in worker-1) c=1;; *) c=0;; esac; exec bash '"$REPLICA"' exit \$c'
+run_job elastic-ok
+[ $rc -eq 0 ] && pass "elastic: worker-1 lost, the job succeeds" || fail "elastic-ok: exit $rc: $(tail -5 "$TMP/err")"
+result_has "elastic: Succeeded" '"status": "Succeeded"' '"reason": "Succeeded"'
+grep -A2 '"worker-1": {' "$R" | grep -q '"state": "Failed"' && pass "elastic: worker-1 Failed" ||
+    fail "elastic-ok: worker-1: $(grep -A3 '"worker-1"' "$R")"
+grep -qF "worker-1 failed for good (exit 1, restartPolicy Never); 2 of 3 workers remain, elasticPolicy.minReplicas 2" "$TMP/err" &&
+    pass "elastic: the master says so" || fail "elastic-ok: output: $(tail -8 "$TMP/err")"
+grep '"ev":"exit"' runs/elastic-ok/journal.jsonl | grep '"worker-1"' | grep -q '"state":"Failed"' &&
+    pass "elastic: the loss is journaled" || fail "elastic-ok: journal: $(grep exit runs/elastic-ok/journal.jsonl)"
+elastic elastic-fail 'case \$DTRAIN_REPLICA in worker-2) exec bash '"$REPLICA"' sleep 60;; esac; exec bash '"$REPLICA"' exit 1'
+run_job elastic-fail
+[ $rc -eq 1 ] && pass "elastic: two of three lost fails the job" || fail "elastic-fail: exit $rc: $(tail -5 "$TMP/err")"
+result_has "elastic: Failed, naming minReplicas" '"status": "Failed"' \
+    '1 of 3 workers remain, fewer than elasticPolicy.minReplicas 2'
+no_replicas_left elastic-fail
+# A worker whose restart would pass backoffLimit is lost too.
+job elastic-backoff "{backoffLimit: 0}" "$(replica_sh Worker 2 OnFailure 'case \$DTRAIN_REPLICA in worker-1) c=3;; *) c=0;; esac; exec bash '"$REPLICA"' exit \$c')"
+sed -i 's/^spec:/spec:\n  elasticPolicy: {minReplicas: 1}/' elastic-backoff.yaml
+run_job elastic-backoff
+[ $rc -eq 0 ] && pass "elastic: a worker lost to backoffLimit, the job succeeds" ||
+    fail "elastic-backoff: exit $rc: $(tail -5 "$TMP/err")"
+grep -qF "worker-1 failed for good (exit 3, backoffLimit 0 reached); 1 of 2 workers remain, elasticPolicy.minReplicas 1" "$TMP/err" &&
+    pass "elastic-backoff: the master says why" || fail "elastic-backoff: output: $(tail -8 "$TMP/err")"
+# A master resumed after a worker was lost goes on with the others.
+elastic elastic-resume 'case \$DTRAIN_REPLICA in worker-1) exec bash '"$REPLICA"' exit 1;; esac; exec bash '"$REPLICA"' wait-file '"$STATE/go"
+rm -f "$STATE"/*
+expect_exit 0 "elastic-resume: detach" -- "$DTRAIN" run elastic-resume.yaml --detach
+lost() { grep '"ev":"exit"' runs/elastic-resume/journal.jsonl | grep -q '"worker-1"'; }
+wait_for lost && wait_for ran_at_least 3 || fail "elastic-resume: worker-1 was not lost: $(cat runs/elastic-resume/master.log)"
+mpid=$(grep -o '"pid": [0-9]*' runs/elastic-resume/master.json | grep -o '[0-9]*')
+kill -KILL "$mpid"
+wait_for sh -c "! kill -0 $mpid 2>/dev/null"
+"$DTRAIN" run --resume runs/elastic-resume >"$TMP/out" 2>"$TMP/err" &
+runpid=$!
+wait_for grep -q "adopted" "$TMP/err" || fail "elastic-resume: $(cat "$TMP/err")"
+touch "$STATE/go"
+wait $runpid
+rc=$?
+[ $rc -eq 0 ] && pass "elastic-resume: the resumed master does not fail the job for worker-1" ||
+    fail "elastic-resume: exit $rc: $(tail -5 "$TMP/err")"
+R=runs/elastic-resume/result.json
+result_has "elastic-resume: Succeeded" '"status": "Succeeded"'
+# A master that died after journaling the last exit but before acting on it: the resumed
+# master replays the states and takes the same decision.
+for c in "elastic-ok Succeeded" "elastic-fail Failed"; do
+    set -- $c
+    grep -v '"ev":"finish"' "runs/$1/journal.jsonl" >"$TMP/j" && cp "$TMP/j" "runs/$1/journal.jsonl"
+    rm -f "runs/$1/result.json"
+    timeout 20 "$DTRAIN" run --resume "runs/$1" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    R="runs/$1/result.json"
+    [ -f "$R" ] && result_has "$1: cut journal, resumed: $2 again" "\"status\": \"$2\"" ||
+        fail "$1: cut journal, resumed: exit $rc: $(tail -3 "$TMP/err")"
+done
+grep -qF "elasticPolicy.minReplicas 2" runs/elastic-fail/result.json && pass "elastic-fail: resumed, names minReplicas" ||
+    fail "elastic-fail: resumed: $(cat runs/elastic-fail/result.json)"
+# A bad minReplicas is a spec error: exit 2, file, line and field.
+elastic elastic-bad 'exit 0'
+sed -i 's/minReplicas: 2/minReplicas: 4/' elastic-bad.yaml
+expect_exit 2 "elastic-bad" -- "$DTRAIN" run elastic-bad.yaml
+expect_err_has "elastic-bad: names file, line and field" \
+    "elastic-bad.yaml:6: spec.elasticPolicy.minReplicas: 4 is more than the job's 3 Worker replicas"
 
 # ---- cleanPodPolicy None leaves the PS running ----
 job cleannone "{cleanPodPolicy: None}" "$(replica_spec Worker 1 Never exit 0)" \

@@ -8,6 +8,8 @@
  *   - the older TFJob layouts: kubeflow.org/v1alpha2 and early v1 (cleanPodPolicy,
  *     backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished directly on spec), and
  *     kubeflow.org/v1alpha1 (spec.replicaSpecs: a list with tfReplicaType MASTER/WORKER/PS);
+ *   - dtrain's extension spec.elasticPolicy: {minReplicas: N} (TFJob v1 and v1alpha2,
+ *     TrainJob): losing workers does not fail the job while N of them remain;
  *   - a Kubeflow PyTorchJob (spec.pytorchReplicaSpecs.{Master, Worker}): its replicas get
  *     MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK;
  *   - dtrain's own kind (apiVersion dtrain/v1, kind TrainJob) with spec.replicas and
@@ -124,6 +126,10 @@ typedef struct dt_job_spec {
     int64_t active_deadline_seconds;    /* -1: not set */
     int64_t ttl_seconds_after_finished; /* -1: not set */
     dt_success_policy success_policy;
+    /* spec.elasticPolicy.minReplicas (a dtrain extension for TFJob and TrainJob): the job
+     * goes on while at least this many workers have not failed for good; 0: not elastic
+     * (any replica failing for good fails the job). */
+    int elastic_min_replicas;
 
     int pytorch_env;     /* set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK */
     dt_strategy strategy;

@@ -53,6 +53,9 @@ dt_err dt__job_parse_metadata(dt_job_spec *job, const dt__yval *root);
 dt_err dt__job_parse_policies(dt_job_spec *job, const dt__yval *spec, int run_policy, int legacy);
 /* spec.successPolicy: absent, "" or AllWorkers. */
 dt_err dt__job_parse_success_policy(dt_job_spec *job, const dt__yval *spec);
+/* spec.elasticPolicy when present: {minReplicas: 1..the number of workers} into
+ * job->elastic_min_replicas. Read after the replicas. */
+dt_err dt__job_parse_elastic(dt_job_spec *job, const dt__yval *spec);
 /* m.restartPolicy when present (Always, OnFailure, Never, ExitCode) into *out. */
 dt_err dt__job_parse_restart(const dt__yval *m, dt_restart_policy *out);
 /* A replica count in [0, DT__JOB_MAX_REPLICAS]; at most 1 for a chief or master. */

@@ -230,6 +230,28 @@ dt_err dt__job_parse_success_policy(dt_job_spec *job, const dt__yval *spec) {
     return DT_OK;
 }
 
+dt_err dt__job_parse_elastic(dt_job_spec *job, const dt__yval *spec) {
+    static const char *const keys[] = {"minReplicas", NULL};
+    const dt_replica_spec *w = &job->replicas[DT_REPLICA_TYPE_WORKER];
+    int workers = w->present ? w->replicas : 0, n = 0;
+    const char *type = job->kind == DT_JOB_KIND_TRAINJOB
+                           ? type_names[DT_REPLICA_TYPE_WORKER]
+                           : dt__job_kubeflow_type_names[DT_REPLICA_TYPE_WORKER];
+    dt__yval m, v;
+    dt_err e;
+    if (!dt__ymap_get(spec, "elasticPolicy", &m)) return DT_OK;
+    if ((e = dt__yexpect_map(&m)) || (e = dt__ymap_check_keys(&m, keys, NULL)) ||
+        (e = dt__ymap_require(&m, "minReplicas", &v)) || (e = dt__yget_int(&v, 1, INT32_MAX, &n)))
+        return e;
+    if (workers == 0)
+        return dt__yerr(&v, "the job has no %s replicas: elasticPolicy is about workers", type);
+    if (n > workers)
+        return dt__yerr(&v, "%d is more than the job's %d %s replica%s", n, workers, type,
+                        workers == 1 ? "" : "s");
+    job->elastic_min_replicas = n;
+    return DT_OK;
+}
+
 dt_err dt__job_parse_restart(const dt__yval *m, dt_restart_policy *out) {
     dt__yval v;
     int x = 0;

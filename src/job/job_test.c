@@ -929,7 +929,8 @@ static void test_err_trainjob(void) {
                 "spec.successPolicy: expected \"\" or AllWorkers, got 'Chief'");
     CHECK_FAILS(TJ("  backoffLimit: 3\n"), "backoffLimit",
                 "spec.backoffLimit: unknown key 'backoffLimit' (allowed: seed, data, model, loss, "
-                "optimizer, training, replicas, strategy, runPolicy, successPolicy, pytorchEnv)");
+                "optimizer, training, replicas, strategy, runPolicy, successPolicy, elasticPolicy, "
+                "pytorchEnv)");
     CHECK_FAILS(TJ("  replicas: {worker: {env: [{name: '', value: x}]}}\n"), "replicas",
                 "spec.replicas.worker.env[0].name: '' is not a valid variable name");
     /* the training part is checked as by dtrain train */
@@ -942,6 +943,105 @@ static void test_err_trainjob(void) {
     CHECK_FAILS(edit(TRAIN, "kind: TrainJob\n", "kind: TrainJob\nstatus: {}\n"), "status",
                 "status: unknown key 'status' (allowed: apiVersion, kind, metadata, spec)");
 #undef TJ
+}
+
+/* ---- elasticPolicy (dtrain's extension) ---- */
+
+static void test_elastic(void) {
+    /* absent: 0 */
+    dt_job_spec *job = parse_ok(BASE);
+    DT_CHECK(job && job->elastic_min_replicas == 0);
+    dt_job_spec_free(job);
+    /* TFJob v1: 1..the workers */
+    job =
+        parse_ok(edit(BASE, "  runPolicy:\n", "  elasticPolicy: {minReplicas: 2}\n  runPolicy:\n"));
+    DT_CHECK(job && job->elastic_min_replicas == 2);
+    dt_job_spec_free(job);
+    job = parse_ok(
+        edit(BASE, "  runPolicy:\n", "  elasticPolicy:\n    minReplicas: 1\n  runPolicy:\n"));
+    DT_CHECK(job && job->elastic_min_replicas == 1);
+    dt_job_spec_free(job);
+    /* given before tfReplicaSpecs, and with lowercase replica types: still the workers' count */
+    job = parse_ok(edit(edit(BASE, "spec:\n", "spec:\n  elasticPolicy: {minReplicas: 2}\n"),
+                        "    Worker:\n", "    worker:\n"));
+    DT_CHECK(job && job->elastic_min_replicas == 2);
+    dt_job_spec_free(job);
+    /* v1alpha2 (policies on spec) */
+    job = parse_ok(edit(edit(BASE, "kubeflow.org/v1\n", "kubeflow.org/v1alpha2\n"),
+                        "  runPolicy:\n    cleanPodPolicy: All\n",
+                        "  cleanPodPolicy: All\n  elasticPolicy: {minReplicas: 2}\n"));
+    DT_CHECK(job && job->elastic_min_replicas == 2 &&
+             job->clean_pod_policy == DT_CLEAN_POD_POLICY_ALL);
+    dt_job_spec_free(job);
+    /* TrainJob */
+    char text[4096];
+    snprintf(text, sizeof text,
+             "%s  replicas: {worker: 3, ps: 1}\n  elasticPolicy: {minReplicas: 2}\n", TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->elastic_min_replicas == 2);
+    dt_job_spec_free(job);
+    /* `dtrain train` reads a TrainJob's elasticPolicy as a job key: allowed, ignored */
+    dt_spec *sp = NULL;
+    DT_CHECK_OK(dt_spec_parse(&sp, text, strlen(text), "t.yaml"));
+    dt_spec_free(sp);
+}
+
+static void test_err_elastic(void) {
+#define EP(x) edit(BASE, "  runPolicy:\n", "  elasticPolicy: " x "\n  runPolicy:\n")
+    CHECK_FAILS(EP("{minReplicas: 0}"), "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: expected a positive integer, got '0'");
+    CHECK_FAILS(EP("{minReplicas: -1}"), "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: expected a positive integer, got '-1'");
+    CHECK_FAILS(EP("{minReplicas: two}"), "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: expected a positive integer, got 'two'");
+    CHECK_FAILS(EP("{minReplicas: 1.5}"), "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: expected a positive integer");
+    CHECK_FAILS(EP("{minReplicas: 3}"), "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: 3 is more than the job's 2 Worker replicas");
+    CHECK_FAILS(EP("{}"), "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: required field missing");
+    CHECK_FAILS(EP("{minReplicas: 1, maxReplicas: 2}"), "elasticPolicy",
+                "spec.elasticPolicy.maxReplicas: unknown key 'maxReplicas' (allowed: "
+                "minReplicas)");
+    CHECK_FAILS(EP("2"), "elasticPolicy", "spec.elasticPolicy: expected a mapping, got '2'");
+    CHECK_FAILS(EP("[minReplicas]"), "elasticPolicy",
+                "spec.elasticPolicy: expected a mapping, got a list");
+    /* the field's own line when given as a block */
+    CHECK_FAILS(
+        edit(BASE, "  runPolicy:\n", "  elasticPolicy:\n    minReplicas: 5\n  runPolicy:\n"),
+        "minReplicas: 5",
+        "spec.elasticPolicy.minReplicas: 5 is more than the job's 2 Worker replicas");
+    /* no workers to lose */
+    CHECK_FAILS(edit(EP("{minReplicas: 1}"), "replicas: 2", "replicas: 0"), "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: the job has no Worker replicas: elasticPolicy "
+                "is about workers");
+    CHECK_FAILS(edit(EP("{minReplicas: 1}"), "    Worker:\n      replicas: 2\n",
+                     "    PS:\n      replicas: 2\n"),
+                "elasticPolicy", "spec.elasticPolicy.minReplicas: the job has no Worker replicas");
+    /* v1alpha1 does not take it */
+    char text[4096];
+    snprintf(text, sizeof text, "%s  elasticPolicy: {minReplicas: 1}\n", ALPHA1);
+    CHECK_FAILS(text, "elasticPolicy",
+                "spec.elasticPolicy: unknown key 'elasticPolicy' (allowed: replicaSpecs, "
+                "terminationPolicy");
+    /* v1alpha2: the same checks */
+    CHECK_FAILS(edit(edit(BASE, "kubeflow.org/v1\n", "kubeflow.org/v1alpha2\n"),
+                     "  runPolicy:\n    cleanPodPolicy: All\n",
+                     "  elasticPolicy: {minReplicas: 9}\n"),
+                "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: 9 is more than the job's 2 Worker replicas");
+    /* TrainJob: its worker count (here the default one worker) */
+    snprintf(text, sizeof text, "%s  elasticPolicy: {minReplicas: 2}\n", TRAIN);
+    CHECK_FAILS(text, "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: 2 is more than the job's 1 worker replica");
+    snprintf(text, sizeof text, "%s  elasticPolicy: {minReplicas: 1, min: 1}\n", TRAIN);
+    CHECK_FAILS(text, "elasticPolicy",
+                "spec.elasticPolicy.min: unknown key 'min' (allowed: minReplicas)");
+    snprintf(text, sizeof text, "%s  replicas: {chief: 1}\n  elasticPolicy: {minReplicas: 1}\n",
+             TRAIN);
+    CHECK_FAILS(text, "elasticPolicy",
+                "spec.elasticPolicy.minReplicas: the job has no worker replicas");
+#undef EP
 }
 
 /* Every prefix of a valid manifest either loads or fails cleanly (no crash, no leak). */
@@ -975,4 +1075,5 @@ DT_TEST_MAIN(DT_T(test_names), DT_T(test_tfjob_v1), DT_T(test_tfjob_v1_lowercase
              DT_T(test_err_replicas), DT_T(test_err_templates), DT_T(test_err_containers),
              DT_T(test_err_policies), DT_T(test_err_metadata), DT_T(test_err_api_versions),
              DT_T(test_err_documents), DT_T(test_err_pytorch), DT_T(test_err_v1alpha1),
-             DT_T(test_err_trainjob), DT_T(test_truncations))
+             DT_T(test_err_trainjob), DT_T(test_elastic), DT_T(test_err_elastic),
+             DT_T(test_truncations))

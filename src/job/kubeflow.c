@@ -17,6 +17,11 @@
  * default ports 2222 (port name tfjob-port, container tensorflow) and 23456
  * (pytorchjob-port, pytorch); default restart policies Never (TFJob) and OnFailure
  * (PyTorchJob); at most one chief/master replica.
+ *
+ * spec.elasticPolicy is a dtrain extension for TFJob v1 and v1alpha2 (job.c reads it): the
+ * job survives losing workers. v1alpha1 does not take it (its terminationPolicy makes
+ * worker-0 decide), and a PyTorchJob's (the operator's torchrun rendezvous, where the
+ * world size itself changes) is refused with its own message.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,20 +40,21 @@ typedef struct kf_schema {
     dt_restart_policy restart; /* default restart policy */
     const char *const *spec_keys;
     int run_policy, legacy, success_policy; /* which policy places the layout has */
+    int elastic;                            /* dtrain's spec.elasticPolicy */
 } kf_schema;
 
-static const char *const tfjob_v1_keys[] = {"tfReplicaSpecs",
-                                            "runPolicy",
-                                            "successPolicy",
-                                            "enableDynamicWorker",
-                                            "cleanPodPolicy",
-                                            "backoffLimit",
-                                            "activeDeadlineSeconds",
-                                            "ttlSecondsAfterFinished",
-                                            NULL};
-static const char *const tfjob_v1alpha2_keys[] = {
-    "tfReplicaSpecs",        "cleanPodPolicy",          "backoffLimit",
-    "activeDeadlineSeconds", "ttlSecondsAfterFinished", NULL};
+static const char *const tfjob_v1_keys[] = {"tfReplicaSpecs",        "runPolicy",
+                                            "successPolicy",         "enableDynamicWorker",
+                                            "cleanPodPolicy",        "backoffLimit",
+                                            "activeDeadlineSeconds", "ttlSecondsAfterFinished",
+                                            "elasticPolicy",         NULL};
+static const char *const tfjob_v1alpha2_keys[] = {"tfReplicaSpecs",
+                                                  "cleanPodPolicy",
+                                                  "backoffLimit",
+                                                  "activeDeadlineSeconds",
+                                                  "ttlSecondsAfterFinished",
+                                                  "elasticPolicy",
+                                                  NULL};
 /* runtimeId is spelled RuntimeId by the Go type (it has no json tag); tfImage and
  * schedulerName matter only to the v1alpha1 operator. */
 static const char *const tfjob_v1alpha1_keys[] = {
@@ -77,7 +83,8 @@ static const kf_schema schemas[] = {
                                  .spec_keys = tfjob_v1_keys,
                                  .run_policy = 1,
                                  .legacy = 1,
-                                 .success_policy = 1},
+                                 .success_policy = 1,
+                                 .elastic = 1},
     [DT__JOB_LAYOUT_TFJOB_V1ALPHA2] = {.replicas_key = "tfReplicaSpecs",
                                        .types = ALL_TF_TYPES,
                                        .type_list = "Chief, Master, Worker, PS, Evaluator",
@@ -85,7 +92,8 @@ static const kf_schema schemas[] = {
                                        .port_name = "tfjob-port",
                                        .restart = DT_RESTART_POLICY_NEVER,
                                        .spec_keys = tfjob_v1alpha2_keys,
-                                       .legacy = 1},
+                                       .legacy = 1,
+                                       .elastic = 1},
     [DT__JOB_LAYOUT_TFJOB_V1ALPHA1] = {.replicas_key = "replicaSpecs",
                                        .types = TYPE_BIT(DT_REPLICA_TYPE_MASTER) |
                                                 TYPE_BIT(DT_REPLICA_TYPE_WORKER) |
@@ -337,7 +345,8 @@ dt_err dt__job_parse_kubeflow(dt_job_spec *job, const dt__yval *root, dt__job_la
         return (e = parse_replica_list(job, &spec, sc)) ? e : parse_termination(job, &spec);
     if ((e = parse_replica_map(job, &spec, sc)) ||
         (e = dt__job_parse_policies(job, &spec, sc->run_policy, sc->legacy)) ||
-        (sc->success_policy && (e = dt__job_parse_success_policy(job, &spec))))
+        (sc->success_policy && (e = dt__job_parse_success_policy(job, &spec))) ||
+        (sc->elastic && (e = dt__job_parse_elastic(job, &spec))))
         return e;
     /* enableDynamicWorker changes only the TF_CONFIG of an operator that supports it: read
      * for its type, not acted on. */

@@ -9,6 +9,7 @@
  *                  allreduce)
  *   runPolicy:     as a TFJob's
  *   successPolicy: "" | AllWorkers
+ *   elasticPolicy: {minReplicas: N}: as a TFJob's (dtrain's extension)
  *   pytorchEnv:    true: also set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
  *
  * and metadata.namespace. The training part is read by spec.c's dt__spec_parse_doc, which
@@ -104,7 +105,7 @@ dt_err dt__job_parse_trainjob(dt_job_spec *job, const dt__yval *root, const char
     dt__ymap_get(root, "spec", &spec); /* present and a mapping: checked by the spec parser */
     if ((e = parse_replicas(job, &spec)) || (e = parse_strategy(job, &spec)) ||
         (e = dt__job_parse_policies(job, &spec, 1, 0)) ||
-        (e = dt__job_parse_success_policy(job, &spec)) ||
+        (e = dt__job_parse_success_policy(job, &spec)) || (e = dt__job_parse_elastic(job, &spec)) ||
         (dt__ymap_get(&spec, "pytorchEnv", &v) && (e = dt__yget_bool(&v, &job->pytorch_env))))
         return e;
     return DT_OK;

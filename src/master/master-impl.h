@@ -143,6 +143,12 @@ typedef enum dt__exit_action {
 dt__exit_action dt__policy_on_exit(dt_restart_policy policy, int code);
 /* Has the job succeeded, by its success policy and the states of its replicas? */
 int dt__policy_job_succeeded(const dt_job_spec *job, const dt__job_state *st);
+/* Workers that have not failed for good; *total (when not NULL): all workers. */
+int dt__policy_workers_left(const dt__job_state *st, int *total);
+/* Under elasticPolicy, may the job go on with the replicas that failed for good? 1 when
+ * every one of them is a worker and at least minReplicas workers are left; 0 otherwise,
+ * and always 0 for a job without elasticPolicy. */
+int dt__policy_worker_loss_ok(const dt_job_spec *job, const dt__job_state *st);
 
 /* ---- the local backend (local_backend.c) ---- */
 typedef struct dt__launch {

@@ -381,6 +381,62 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
 
 /* ---- replica exits and the policies ---- */
 
+/* r failed for good (state Failed, exit_code its code): the job fails; under elasticPolicy
+ * a lost worker fails it only when fewer than minReplicas workers are left, and the job may
+ * even be done (the other workers may all have succeeded). */
+static void failed_for_good(loop *L, const dt__replica *r) {
+    const dt_job_spec *job = L->m.job;
+    dt_restart_policy policy = job->replicas[r->type].restart;
+    int code = r->exit_code;
+    int backoff = dt__policy_on_exit(policy, code) == DT__EXIT_RESTART;
+    if (r->type == DT_REPLICA_TYPE_WORKER && job->elastic_min_replicas > 0) {
+        char how[64];
+        if (backoff)
+            snprintf(how, sizeof how, "backoffLimit %lld reached", (long long)job->backoff_limit);
+        else
+            snprintf(how, sizeof how, "restartPolicy %s", dt_restart_policy_name(policy));
+        int total, left = dt__policy_workers_left(&L->m.st, &total);
+        if (dt__policy_worker_loss_ok(job, &L->m.st)) {
+            say(L,
+                "%s failed for good (exit %d, %s); %d of %d workers remain, "
+                "elasticPolicy.minReplicas %d",
+                r->name, code, how, left, total, job->elastic_min_replicas);
+            if (dt__policy_job_succeeded(job, &L->m.st))
+                finish(L, DT_JOB_OUTCOME_SUCCEEDED, "Succeeded", "%s %s successfully completed.",
+                       kind_name(job), job->name);
+            return;
+        }
+        finish(L, DT_JOB_OUTCOME_FAILED, backoff ? "BackoffLimitExceeded" : "Failed",
+               "%s %s has failed because %d of %d workers remain, fewer than "
+               "elasticPolicy.minReplicas %d (%s exited with code %d, %s).",
+               kind_name(job), job->name, left, total, job->elastic_min_replicas, r->name, code,
+               how);
+    } else if (backoff) {
+        finish(L, DT_JOB_OUTCOME_FAILED, "BackoffLimitExceeded",
+               "%s %s has failed because it has reached the specified backoff limit "
+               "(%lld restarts; %s exited with code %d)",
+               kind_name(job), job->name, (long long)job->backoff_limit, r->name, code);
+    } else {
+        finish(L, DT_JOB_OUTCOME_FAILED, "Failed",
+               "%s %s has failed because 1 %s replica(s) failed (%s exited with code %d, "
+               "restartPolicy %s).",
+               kind_name(job), job->name, type_key(r->type), r->name, code,
+               dt_restart_policy_name(policy));
+    }
+}
+
+/* A resumed master: the decisions its predecessor may have died before taking (an exit
+ * journaled, its consequence not), from the replayed states alone. A worker lost earlier
+ * under elasticPolicy fails nothing while enough are left. */
+static void settle_resumed(loop *L) {
+    for (int i = 0; i < L->m.st.nreplicas && !L->m.st.finished; i++)
+        if (L->m.st.replicas[i].state == DT__REPLICA_FAILED)
+            failed_for_good(L, &L->m.st.replicas[i]);
+    if (!L->m.st.finished && dt__policy_job_succeeded(L->m.job, &L->m.st))
+        finish(L, DT_JOB_OUTCOME_SUCCEEDED, "Succeeded", "%s %s successfully completed.",
+               kind_name(L->m.job), L->m.job->name);
+}
+
 static void exited(loop *L, dt__replica *r, int code) {
     double now = dt__wall_now();
     r->exit_code = code;
@@ -432,20 +488,7 @@ static void exited(loop *L, dt__replica *r, int code) {
                    kind_name(job), job->name);
         break;
     case DT__REPLICA_FAILED:
-        if (dt__policy_on_exit(policy, code) == DT__EXIT_RESTART) {
-            char reason[64];
-            snprintf(reason, sizeof reason, "%sBackoffLimitExceeded", "");
-            finish(L, DT_JOB_OUTCOME_FAILED, "BackoffLimitExceeded",
-                   "%s %s has failed because it has reached the specified backoff limit "
-                   "(%lld restarts; %s exited with code %d)",
-                   kind_name(job), job->name, (long long)job->backoff_limit, r->name, code);
-        } else {
-            finish(L, DT_JOB_OUTCOME_FAILED, "Failed",
-                   "%s %s has failed because 1 %s replica(s) failed (%s exited with code %d, "
-                   "restartPolicy %s).",
-                   kind_name(job), job->name, type_key(r->type), r->name, code,
-                   dt_restart_policy_name(policy));
-        }
+        failed_for_good(L, r);
         break;
     case DT__REPLICA_RESTARTING:
         snprintf(msg, sizeof msg,
@@ -1009,6 +1052,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             dt__replica *r = &m->st.replicas[i];
             if (r->state == DT__REPLICA_RUNNING && r->pidfd < 0) adopted_exited(L, r);
         }
+        settle_resumed(L);
     }
 
     /* Launch what has never run, in start order (PS before workers). */

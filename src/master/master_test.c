@@ -86,6 +86,89 @@ static void test_success_rules(void) {
     dt_job_spec_free(job);
 }
 
+/* elasticPolicy: losing workers, and success without worker-0. */
+static void test_elastic_rules(void) {
+    dt__job_state st;
+    /* 3 workers and a PS, minReplicas 2 */
+    dt_job_spec *job =
+        load(TFJOB("  elasticPolicy: {minReplicas: 2}\n", RS("Worker", 3) RS("PS", 1)));
+    DT_CHECK(job && job->elastic_min_replicas == 2);
+    DT_CHECK_OK(dt__job_state_init(&st, job));
+    int total = 0;
+    DT_CHECK(dt__policy_workers_left(&st, &total) == 3 && total == 3);
+    DT_CHECK(dt__policy_worker_loss_ok(job, &st)); /* nothing lost yet */
+    set_state(&st, "worker-1", DT__REPLICA_FAILED);
+    DT_CHECK(dt__policy_workers_left(&st, NULL) == 2);
+    DT_CHECK(dt__policy_worker_loss_ok(job, &st));
+    /* worker-0 alone no longer decides */
+    set_state(&st, "worker-0", DT__REPLICA_SUCCEEDED);
+    DT_CHECK(!dt__policy_job_succeeded(job, &st));
+    set_state(&st, "worker-2", DT__REPLICA_RESTARTING);
+    DT_CHECK(!dt__policy_job_succeeded(job, &st));
+    set_state(&st, "worker-2", DT__REPLICA_SUCCEEDED);
+    DT_CHECK(dt__policy_job_succeeded(job, &st)); /* 2 of the 2 left, >= minReplicas */
+    /* a second loss: below minReplicas, and no success either */
+    set_state(&st, "worker-2", DT__REPLICA_FAILED);
+    DT_CHECK(dt__policy_workers_left(&st, NULL) == 1);
+    DT_CHECK(!dt__policy_worker_loss_ok(job, &st));
+    DT_CHECK(!dt__policy_job_succeeded(job, &st));
+    /* a PS failing is never a loss the job survives */
+    set_state(&st, "worker-2", DT__REPLICA_SUCCEEDED);
+    set_state(&st, "ps-0", DT__REPLICA_FAILED);
+    DT_CHECK(!dt__policy_worker_loss_ok(job, &st));
+    dt__job_state_free(&st);
+    dt_job_spec_free(job);
+
+    /* the lost worker is worker-0: the others decide */
+    job = load(TFJOB("  elasticPolicy: {minReplicas: 1}\n", RS("Worker", 2)));
+    DT_CHECK_OK(dt__job_state_init(&st, job));
+    set_state(&st, "worker-0", DT__REPLICA_FAILED);
+    DT_CHECK(dt__policy_worker_loss_ok(job, &st));
+    DT_CHECK(!dt__policy_job_succeeded(job, &st));
+    set_state(&st, "worker-1", DT__REPLICA_SUCCEEDED);
+    DT_CHECK(dt__policy_job_succeeded(job, &st));
+    /* every worker lost: below minReplicas 1, never a success */
+    set_state(&st, "worker-1", DT__REPLICA_FAILED);
+    DT_CHECK(!dt__policy_worker_loss_ok(job, &st));
+    DT_CHECK(!dt__policy_job_succeeded(job, &st));
+    dt__job_state_free(&st);
+    dt_job_spec_free(job);
+
+    /* AllWorkers means the same under elasticPolicy */
+    job = load(
+        TFJOB("  successPolicy: AllWorkers\n  elasticPolicy: {minReplicas: 1}\n", RS("Worker", 2)));
+    DT_CHECK_OK(dt__job_state_init(&st, job));
+    set_state(&st, "worker-1", DT__REPLICA_FAILED);
+    set_state(&st, "worker-0", DT__REPLICA_SUCCEEDED);
+    DT_CHECK(dt__policy_job_succeeded(job, &st));
+    dt__job_state_free(&st);
+    dt_job_spec_free(job);
+
+    /* with a chief: the chief decides success; losses still count */
+    job = load(TFJOB("  elasticPolicy: {minReplicas: 1}\n", RS("Chief", 1) RS("Worker", 2)));
+    DT_CHECK_OK(dt__job_state_init(&st, job));
+    set_state(&st, "worker-0", DT__REPLICA_FAILED);
+    DT_CHECK(dt__policy_worker_loss_ok(job, &st));
+    DT_CHECK(!dt__policy_job_succeeded(job, &st));
+    set_state(&st, "chief-0", DT__REPLICA_SUCCEEDED);
+    DT_CHECK(dt__policy_job_succeeded(job, &st));
+    set_state(&st, "chief-0", DT__REPLICA_FAILED);
+    DT_CHECK(!dt__policy_worker_loss_ok(job, &st)); /* a chief failing is fatal */
+    dt__job_state_free(&st);
+    dt_job_spec_free(job);
+
+    /* without elasticPolicy no loss is survived, and worker-0 decides as before */
+    job = load(TFJOB("", RS("Worker", 3)));
+    DT_CHECK(job && job->elastic_min_replicas == 0);
+    DT_CHECK_OK(dt__job_state_init(&st, job));
+    set_state(&st, "worker-2", DT__REPLICA_FAILED);
+    DT_CHECK(!dt__policy_worker_loss_ok(job, &st));
+    set_state(&st, "worker-0", DT__REPLICA_SUCCEEDED);
+    DT_CHECK(dt__policy_job_succeeded(job, &st));
+    dt__job_state_free(&st);
+    dt_job_spec_free(job);
+}
+
 static void test_conditions(void) {
     dt_job_spec *job = load(TFJOB("", RS("Worker", 1)));
     DT_CHECK(job != NULL);
@@ -156,5 +239,5 @@ static void test_journal(void) {
     DT_CHECK_ERR(dt__journal_replay(path, collect, &s), DT_ERR_FORMAT, "journal.jsonl:4:");
 }
 
-DT_TEST_MAIN(DT_T(test_restart_policies), DT_T(test_success_rules), DT_T(test_conditions),
-             DT_T(test_journal))
+DT_TEST_MAIN(DT_T(test_restart_policies), DT_T(test_success_rules), DT_T(test_elastic_rules),
+             DT_T(test_conditions), DT_T(test_journal))

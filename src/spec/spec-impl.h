@@ -20,7 +20,7 @@ typedef struct dt__spec_extra {
 } dt__spec_extra;
 
 /* What a TrainJob job adds: spec.{replicas, strategy, runPolicy, successPolicy,
- * pytorchEnv} and metadata.namespace. */
+ * elasticPolicy, pytorchEnv} and metadata.namespace. */
 extern const dt__spec_extra dt__spec_job_extra;
 
 /* A zeroed spec with the documented defaults and sp->path = path (which must be shorter than

@@ -18,9 +18,9 @@
  * file; dt_spec_parse keeps them as written (its path is only for messages).
  *
  * Job keys: a TrainJob job file (src/job) is a training spec plus spec.replicas, strategy,
- * runPolicy, successPolicy, pytorchEnv and metadata.namespace. The document parser takes
- * such extra keys as a list (spec-impl.h), and dt_spec_load allows exactly these, unread,
- * so that `dtrain train` runs a job file's training part as it is.
+ * runPolicy, successPolicy, elasticPolicy, pytorchEnv and metadata.namespace. The document
+ * parser takes such extra keys as a list (spec-impl.h), and dt_spec_load allows exactly
+ * these, unread, so that `dtrain train` runs a job file's training part as it is.
  *
  * Only the first YAML document of a stream is read; later documents are not even parsed.
  * Errors: the first problem found wins; everything allocated hangs off the dt_spec, which
@@ -650,8 +650,9 @@ static dt_err expect_string(const dt__yval *root, const char *key, const char *w
     return DT_OK;
 }
 
-static const char *const job_spec_keys[] = {"replicas",      "strategy",   "runPolicy",
-                                            "successPolicy", "pytorchEnv", NULL};
+static const char *const job_spec_keys[] = {"replicas",      "strategy",      "runPolicy",
+                                            "successPolicy", "elasticPolicy", "pytorchEnv",
+                                            NULL};
 static const char *const job_metadata_keys[] = {"namespace", NULL};
 const dt__spec_extra dt__spec_job_extra = {.spec_keys = job_spec_keys,
                                            .metadata_keys = job_metadata_keys};
