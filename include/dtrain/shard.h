@@ -32,10 +32,9 @@
  * request, a wrong token, an unknown replica), DT_ERR_NOTFOUND (404: an unknown dataset or
  * job), DT_ERR_STATE (409: a late report refused, a dataset that failed, a registration
  * that differs from the first) and DT_ERR_IO (anything else), with the master's message.
- * A request retried after a lost connection may have reached the master the first time:
- * a retried report can then be refused as late although it was recorded, and a retried
- * fetch can leave a shard held by this replica that nobody reports (the master re-queues
- * it only when the replica exits or its heartbeats stop).
+ * A request retried after a lost connection may have reached the master the first time;
+ * that is safe: a retried fetch carries the same request id and gets the same shard back,
+ * and a retried report the master already recorded is answered OK again.
  *
  * Threading: a client is not thread-safe; use one client per thread (each has its own
  * connection). Each client runs one background thread that sends heartbeats on its own

@@ -27,6 +27,7 @@ import http.client
 import json
 import os
 import random
+import sys
 import threading
 import time
 import urllib.parse
@@ -60,14 +61,21 @@ class MasterClient:
                          "Content-Type": "application/json"}
         self._timeout = timeout
         self._conn = None
+        self._pid = os.getpid()
         self.job = self.request("GET", "/v1/healthz")["job"]
 
-    def request(self, method, path, body=None, retries=20):
+    def request(self, method, path, body=None, retry_seconds=60.0):
         """Send one request; returns the decoded JSON answer. Retries a lost connection
-        (a master restarting) with backoff; raises DtrainError on a 4xx/5xx answer."""
+        (a master restarting) with backoff, 50 ms doubling to 2 s, for retry_seconds in
+        all; raises DtrainError on a 4xx/5xx answer (status set) or when they are over.
+        A retry resends the same body: the master answers a repeated fetch (same request
+        id) or report as it answered the first."""
         data = None if body is None else json.dumps(body).encode()
         delay = 0.05
-        for attempt in range(retries + 1):
+        deadline = time.monotonic() + retry_seconds
+        while True:
+            if self._pid != os.getpid():  # a forked child: the parent's socket is not ours
+                self._conn, self._pid = None, os.getpid()
             try:
                 if self._conn is None:
                     self._conn = http.client.HTTPConnection(self._host, self._port,
@@ -80,7 +88,7 @@ class MasterClient:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
-                if attempt == retries:
+                if time.monotonic() + delay > deadline:
                     raise DtrainError("%s %s: %s" % (method, path, e)) from e
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
@@ -93,7 +101,6 @@ class MasterClient:
                 raise DtrainError("%s %s: HTTP %d: %s" % (method, path, status,
                                                          answer.get("error", answer)), status)
             return answer
-        raise DtrainError("unreachable")
 
     def close(self):
         if self._conn is not None:
@@ -127,7 +134,9 @@ class Shard:
 class DataShardService:
     """Fetches shards of one dataset and reports them done, as ElasticDL's service does:
     batches reported with report_batch_done are counted against the fetched shards in the
-    order they were fetched; a shard is reported done when all its records are."""
+    order they were fetched; a shard is reported once all its records are counted (failed
+    if any of its batches was reported with an error message). Thread-safe: a background
+    thread may fetch while the training loop reports."""
 
     def __init__(self, batch_size, num_epochs, dataset_size, num_minibatches_per_shard,
                  dataset_name="training", shuffle=False, shuffle_shards=False, seed=0,
@@ -139,12 +148,14 @@ class DataShardService:
             raise DtrainError("DTRAIN_REPLICA must be set (run this script as a job replica)")
         self._client = client or MasterClient()
         self._lock = threading.Lock()  # one request at a time on the kept-alive connection
+        self._book = threading.RLock()  # the pending shards and their counts
         quoted = urllib.parse.quote(dataset_name, safe="")
         self._base = "/v1/jobs/%s/datasets" % self._client.job
         self._path = "%s/%s" % (self._base, quoted)
-        self._pending = collections.deque()  # fetched shards not yet reported, oldest first
-        self._reported = 0  # records of the oldest pending shard reported so far
+        self._pending = collections.deque()  # [shard, records counted, error], oldest first
+        self._indices = collections.deque()  # fetch_record_index's current shard
         self._current_epoch = 0
+        self.refused = []  # shards whose report the master refused as late
         with self._lock:
             self._client.request("POST", self._base, {
                 "name": dataset_name, "dataset_size": int(dataset_size),
@@ -162,7 +173,7 @@ class DataShardService:
         while not self._stop.wait(interval):
             try:
                 with self._lock:
-                    self._client.request("POST", path, {}, retries=0)
+                    self._client.request("POST", path, {}, retry_seconds=0)
             except DtrainError:
                 pass  # the master may be restarting; the next beat tries again
 
@@ -179,8 +190,9 @@ class DataShardService:
             status = ans.get("status")
             if status == "shard":
                 shard = Shard(ans["shard"])
-                self._pending.append(shard)
-                self._current_epoch = shard.epoch
+                with self._book:
+                    self._pending.append([shard, 0, ""])
+                    self._current_epoch = shard.epoch
                 return shard
             if status == "end":
                 return None
@@ -190,49 +202,64 @@ class DataShardService:
             delay = min(delay * 2, 0.5)
 
     def report_batch_done(self, batch_size=None, err_msg=""):
-        """Count batch_size records (default the service's batch size) as done against the
-        oldest fetched shard; report every shard whose records are all done. With err_msg,
-        report the oldest pending shard failed instead (the master re-queues it). Returns
-        True when a shard was reported."""
-        if not self._pending:
-            raise DtrainError("report_batch_done: no shard fetched")
-        if err_msg:
-            shard = self._pending.popleft()
-            self._reported = 0
-            self._report(shard, False, err_msg)
-            return True
-        self._reported += self.batch_size if batch_size is None else int(batch_size)
-        done = False
-        while self._pending and self._reported >= len(self._pending[0]):
-            shard = self._pending.popleft()
-            self._reported -= len(shard)
-            self._report(shard, True, "")
-            done = True
-        if not self._pending:
-            self._reported = 0
-        return done
+        """Count batch_size records (default the service's batch size) against the oldest
+        fetched shard; a batch that goes past its end counts the rest against the next.
+        Report every shard whose records are all counted: done, or failed (the master
+        re-queues it) when any of its batches came with err_msg. Returns True when a shard
+        was reported, False when none was (nor any pending). A report the master refuses
+        as late (the shard was re-queued while this replica was silent) is not an error:
+        the shard goes to self.refused and a warning to stderr."""
+        n = self.batch_size if batch_size is None else int(batch_size)
+        with self._book:
+            if not self._pending:
+                return False
+            self._pending[0][1] += n
+            if err_msg:
+                self._pending[0][2] = err_msg
+            ready = []
+            while self._pending and self._pending[0][1] >= len(self._pending[0][0]):
+                shard, counted, err = self._pending.popleft()
+                ready.append((shard, err))
+                if self._pending:
+                    self._pending[0][1] += counted - len(shard)
+            for shard, err in ready:
+                self._report(shard, not err, err)
+            return bool(ready)
 
     def _report(self, shard, ok, message):
-        with self._lock:
-            self._client.request("POST", self._path + "/report", {
-                "replica": self.replica, "epoch": shard.epoch, "id": shard.id,
-                "lease": shard.lease, "ok": ok, "message": message})
+        try:
+            with self._lock:
+                self._client.request("POST", self._path + "/report", {
+                    "replica": self.replica, "epoch": shard.epoch, "id": shard.id,
+                    "lease": shard.lease, "ok": ok, "message": message})
+        except DtrainError as e:
+            if e.status != 409:
+                raise
+            self.refused.append(shard)
+            sys.stderr.write("dtrain_client: late report refused: %s\n" % e)
+
+    def fetch_record_index(self):
+        """ElasticDL's record-at-a-time interface: the next record index of this replica's
+        shards (fetching the next shard when one is used up), or None at the end. The
+        records still have to be reported, batch by batch, with report_batch_done()."""
+        with self._book:
+            if self._indices:
+                return self._indices.popleft()
+        shard = self.fetch_shard()
+        if shard is None:
+            return None
+        with self._book:
+            self._indices.extend(shard.indices)
+            return self._indices.popleft() if self._indices else self.fetch_record_index()
 
     def record_indices(self):
-        """Yield every record index this replica is given, shard after shard; each batch of
-        batch_size records is reported done when the next index is asked for after it."""
+        """A generator of fetch_record_index() until the end (e.g. for a tf.data or
+        torch IterableDataset); report each trained batch with report_batch_done()."""
         while True:
-            shard = self.fetch_shard()
-            if shard is None:
+            i = self.fetch_record_index()
+            if i is None:
                 return
-            count = 0
-            for i in shard.indices:
-                yield i
-                count += 1
-                if count % self.batch_size == 0:
-                    self.report_batch_done()
-            if count % self.batch_size:
-                self.report_batch_done(count % self.batch_size)
+            yield i
 
     def get_current_epoch(self):
         return self._current_epoch

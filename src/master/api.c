@@ -214,6 +214,19 @@ static int err_status(dt_err e) {
 static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
+    static const char *const known[] = {"name", "dataset_size", "batch_size", "num_epochs",
+                                        "num_minibatches_per_shard", "shuffle", "shuffle_shards",
+                                        "seed", "max_failures"};
+    const char *key;
+    json_t *val;
+    json_object_foreach(req->json, key, val) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(key, known[k])) k++;
+        if (k == sizeof known / sizeof known[0]) {
+            dt__http_resp_error(resp, 400, "%s: unknown field (docs/SHARDS.md lists the fields)", key);
+            return;
+        }
+    }
     dt__dataset_conf c;
     dt__dataset_conf_init(&c);
     const char *name = json_string_value(json_object_get(req->json, "name"));
@@ -250,10 +263,12 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
     if (!this_job(m, req, resp)) return;
     dt__replica *r = body_replica(m, req, resp);
     if (!r) return;
+    int64_t request = 0;
+    if (!int_field(req, resp, "request", 0, INT64_MAX, 0, &request)) return;
     dt__fetch_status st;
     dt__shard sh;
     dt_err e = dt__ledger_fetch(m->ledger, dt__http_req_param(req, "dataset"), r->name,
-                                dt__wall_now(), &st, &sh);
+                                (uint64_t)request, dt__wall_now(), &st, &sh);
     if (e) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
@@ -285,13 +300,22 @@ static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp 
     dt__replica *r = body_replica(m, req, resp);
     if (!r) return;
     int64_t epoch, id, lease;
-    int ok = 1;
+    int ok = -1;
     if (!int_field(req, resp, "epoch", 0, INT64_MAX, 1, &epoch) ||
         !int_field(req, resp, "id", 0, INT64_MAX, 1, &id) ||
         !int_field(req, resp, "lease", 0, INT64_MAX, 1, &lease) ||
         !bool_field(req, resp, "ok", &ok))
         return;
-    const char *msg = json_string_value(json_object_get(req->json, "message"));
+    if (ok < 0) {
+        dt__http_resp_error(resp, 400, "ok: required, true (done) or false (failed)");
+        return;
+    }
+    json_t *jmsg = json_object_get(req->json, "message");
+    if (jmsg && !json_is_string(jmsg)) {
+        dt__http_resp_error(resp, 400, "message: expected a string");
+        return;
+    }
+    const char *msg = json_string_value(jmsg);
     dt_err e = dt__ledger_report(m->ledger, dt__http_req_param(req, "dataset"), r->name, epoch, id,
                                  (uint64_t)lease, ok, msg ? msg : "", dt__wall_now());
     if (e) {

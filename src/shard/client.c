@@ -20,6 +20,10 @@
  * dt_shard_fetch's WAIT polling is a separate, unbounded loop on top (10 ms doubling to
  * 0.5 s): waiting for other replicas to finish an epoch is normal, not a failure.
  *
+ * Retries are safe: each fetch carries a request id (random start, then counting) that its
+ * retries reuse, and the master answers a repeated fetch or report as it answered the
+ * first (docs/SHARDS.md).
+ *
  * The dataset and replica names go into request paths percent-encoded, as the Python
  * client's urllib.parse.quote(safe="") does.
  */
@@ -30,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -52,6 +58,7 @@ struct dt_shard_client {
     char replica_q[3 * MAX_NAME + 1]; /* percent-encoded */
     char job_q[3 * MAX_NAME + 1];
     int retry_ms;
+    uint64_t next_request; /* id of the next fetch (a retry of it reuses it) */
     /* the heartbeat thread */
     dt__http_client *hb_http; /* used by the heartbeat thread only */
     char hb_path[4096];
@@ -231,6 +238,11 @@ dt_err dt_shard_client_open(dt_shard_client **out, const dt_shard_client_opts *o
     pthread_cond_init(&c->cv, &ca);
     pthread_condattr_destroy(&ca);
     c->retry_ms = o.retry_ms > 0 ? o.retry_ms : o.retry_ms < 0 ? 0 : DEFAULT_RETRY_MS;
+    /* Fetch ids start at a random point: a restarted replica must not repeat its
+     * predecessor's ids. */
+    if (getrandom(&c->next_request, sizeof c->next_request, 0) != sizeof c->next_request)
+        c->next_request = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid() << 32;
+    c->next_request = (c->next_request >> 2) | 1;
     c->heartbeat_ms = o.heartbeat_ms > 0 ? o.heartbeat_ms : DEFAULT_HEARTBEAT_MS;
     c->url = strdup(url);
     c->token = strdup(token);
@@ -437,7 +449,12 @@ dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
     snprintf(what, sizeof what, "fetch from dataset %s for %s", dataset, c->replica);
     double delay = WAIT_FIRST_MS;
     for (;;) {
-        json_t *body = json_pack("{s:s}", "replica", c->replica), *ans;
+        /* The id goes with every retry of this request: a fetch the master recorded
+         * before its answer was lost gives back the same shard, not a second one. */
+        uint64_t request = c->next_request++ & (UINT64_MAX >> 2);
+        json_t *body = json_pack("{s:s, s:I}", "replica", c->replica, "request",
+                                 (json_int_t)(request ? request : 1)),
+               *ans;
         if (!body) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", what);
         if ((err = call(c, what, "POST", path, body, &ans))) return err;
         const char *st = json_string_value(json_object_get(ans, "status"));

@@ -96,11 +96,15 @@ void dt__ledger_free(dt__ledger *l);
 dt_err dt__ledger_register(dt__ledger *l, const dt__dataset_conf *conf);
 
 /* Hand replica (e.g. "worker-1") a shard of dataset name at time now (seconds).
+ * request: the client's id of this fetch, the same when it retries it (0: none); a fetch
+ * with the id of the replica's last fetch hands out the same shard again while the replica
+ * holds it, so a retry after a lost answer does not take a second shard.
  * DT_ERR_NOTFOUND for an unknown dataset; DT_ERR_STATE when the dataset has failed. */
-dt_err dt__ledger_fetch(dt__ledger *l, const char *name, const char *replica, double now,
-                        dt__fetch_status *status, dt__shard *shard);
+dt_err dt__ledger_fetch(dt__ledger *l, const char *name, const char *replica, uint64_t request,
+                        double now, dt__fetch_status *status, dt__shard *shard);
 
-/* The holder reports a shard done (ok = 1) or failed (ok = 0, with message). Refused with
+/* The holder reports a shard done (ok = 1) or failed (ok = 0, with message). The same
+ * report as the replica's last accepted one (a retry) is DT_OK and changes nothing. Refused with
  * DT_ERR_STATE (ledger unchanged) when replica does not hold (epoch, id) under lease:
  * "worker-1 does not hold shard 3 of epoch 0 of training: it was re-queued at ... and
  * done by worker-0" or similar. */

@@ -29,11 +29,19 @@
  * Leases. One counter per ledger, strictly increasing from 1 across datasets; each fetch
  * takes the next value. A report must name the holder, the shard and its lease.
  *
+ * Retries. A client that lost the answer to a request sends it again; the first one may
+ * have changed the ledger (and been journaled) before the master died. Each replica keeps
+ * its last fetch, with the client's request id, and its last accepted report: a fetch with
+ * the same request id gets the same shard again while the replica still holds it, and the
+ * same report again is answered OK without being counted again. Both are restored by
+ * replay, since they are set by the replayed calls.
+ *
  * Events (the journal callback gets one per state change; refused calls emit none):
  *   {"ev":"shard.register","dataset":s,"dataset_size":i,"batch_size":i,"num_epochs":i,
  *    "num_minibatches_per_shard":i,"shuffle":b,"shuffle_shards":b,"seed":"decimal u64",
  *    "max_failures":i}
- *   {"ev":"shard.fetch","dataset":s,"replica":s,"epoch":i,"id":i,"lease":i,"time":f}
+ *   {"ev":"shard.fetch","dataset":s,"replica":s,"epoch":i,"id":i,"lease":i,"request":i,
+ *    "time":f}
  *   {"ev":"shard.report","dataset":s,"replica":s,"epoch":i,"id":i,"lease":i,"ok":b,
  *    "message":s,"time":f}
  *   {"ev":"shard.release","replica":s,"why":s,"time":f,"shards":i}
@@ -117,10 +125,19 @@ typedef struct ld_release {
     char why[128];
 } ld_release;
 
+/* A replica's last fetch (with its request id) or accepted report, to answer a retry. */
+typedef struct ld_last {
+    const struct ld_dataset *d; /* NULL: none yet */
+    int64_t epoch, id;
+    uint64_t lease, request;
+    int ok;
+} ld_last;
+
 typedef struct ld_replica {
     char *name;
     double last_seen;
     int64_t ndoing;       /* doing shards over all datasets */
+    ld_last fetch, report;
     ld_release *releases; /* every release that re-queued shards, oldest first */
     int nreleases, cap_releases;
 } ld_replica;
@@ -451,8 +468,30 @@ dt_err dt__ledger_register(dt__ledger *l, const dt__dataset_conf *conf) {
 
 /* ---- fetch ---- */
 
-static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, double now,
-                       dt__fetch_status *status, dt__shard *shard, int journal) {
+/* Fill shard with shard id of epoch e of d. */
+static void shard_out(const ld_dataset *d, int64_t e, int64_t id, uint64_t lease, dt__shard *shard) {
+    shard->epoch = e;
+    shard->id = id;
+    shard->start = shard_start(d, id);
+    shard->end = shard_end(d, id);
+    shard->lease = lease;
+    shard->indices = d->epochs[e].perm ? d->epochs[e].perm + shard->start : NULL;
+}
+
+/* A retried fetch (same request id as r's last) whose shard r still holds: hand it again. */
+static int fetch_again(const ld_dataset *d, const ld_replica *rp, int r, uint64_t request,
+                       dt__shard *shard) {
+    const ld_last *f = &rp->fetch;
+    if (!request || f->d != d || f->request != request) return 0;
+    if (f->epoch >= d->nopened || d->epochs[f->epoch].done) return 0;
+    const ld_shard *s = &d->epochs[f->epoch].shards[f->id];
+    if (s->state != LD_DOING || s->holder != r || s->lease != f->lease) return 0;
+    shard_out(d, f->epoch, f->id, f->lease, shard);
+    return 1;
+}
+
+static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, uint64_t request,
+                       double now, dt__fetch_status *status, dt__shard *shard, int journal) {
     if (!isfinite(now)) return dt_err_set(DT_ERR_ARG, "now: expected a finite time");
     ld_dataset *d;
     dt_err err = get_dataset(l, name, &d);
@@ -466,6 +505,10 @@ static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, dou
     if (d->state == LD_FAILED)
         return dt_err_set(DT_ERR_STATE, "dataset %s has failed: %s", name, d->why);
     memset(shard, 0, sizeof *shard);
+    if (fetch_again(d, &l->replicas[r], r, request, shard)) {
+        *status = DT__FETCH_SHARD;
+        return DT_OK;
+    }
     if (d->state == LD_DS_DONE) {
         *status = DT__FETCH_END;
         return DT_OK;
@@ -481,9 +524,9 @@ static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, dou
     uint64_t lease = l->next_lease;
     json_t *ev = NULL;
     if (journal && l->journal) {
-        ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f}", "ev", "shard.fetch", "dataset", name,
-                       "replica", replica, "epoch", (json_int_t)e, "id", (json_int_t)id, "lease",
-                       (json_int_t)lease, "time", now);
+        ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f}", "ev", "shard.fetch", "dataset",
+                       name, "replica", replica, "epoch", (json_int_t)e, "id", (json_int_t)id,
+                       "lease", (json_int_t)lease, "request", (json_int_t)request, "time", now);
         if (!ev) return dt_err_set(DT_ERR_NOMEM, "fetch from %s by %s", name, replica);
     }
     ld_epoch *ep = &d->epochs[e];
@@ -498,20 +541,16 @@ static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, dou
     s->since = now;
     l->next_lease++;
     l->replicas[r].ndoing++;
+    l->replicas[r].fetch = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .request = request};
     *status = DT__FETCH_SHARD;
-    shard->epoch = e;
-    shard->id = id;
-    shard->start = shard_start(d, id);
-    shard->end = shard_end(d, id);
-    shard->lease = lease;
-    shard->indices = ep->perm ? ep->perm + shard->start : NULL;
+    shard_out(d, e, id, lease, shard);
     emit(l, ev);
     return DT_OK;
 }
 
-dt_err dt__ledger_fetch(dt__ledger *l, const char *name, const char *replica, double now,
-                        dt__fetch_status *status, dt__shard *shard) {
-    return do_fetch(l, name, replica, now, status, shard, 1);
+dt_err dt__ledger_fetch(dt__ledger *l, const char *name, const char *replica, uint64_t request,
+                        double now, dt__fetch_status *status, dt__shard *shard) {
+    return do_fetch(l, name, replica, request, now, status, shard, 1);
 }
 
 /* ---- report ---- */
@@ -573,6 +612,15 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
                           "report of %s: shard id %" PRId64 " of %s: expected 0..%" PRId64, replica,
                           id, name, d->nshards - 1);
     int r = find_replica(l, replica);
+    if (r >= 0) {
+        /* The same report again (a retry whose first answer was lost): already counted. */
+        const ld_last *last = &l->replicas[r].report;
+        if (last->d == d && last->epoch == e && last->id == id && last->lease == lease &&
+            last->ok == (ok != 0)) {
+            l->replicas[r].last_seen = now;
+            return DT_OK;
+        }
+    }
     if (e >= d->nopened || d->epochs[e].done) {
         d->late_refused++;
         return dt_err_set(DT_ERR_STATE,
@@ -599,6 +647,7 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
     }
     l->replicas[r].last_seen = now;
     l->replicas[r].ndoing--;
+    l->replicas[r].report = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .ok = ok != 0};
     int64_t len = shard_end(d, id) - shard_start(d, id);
     if (ok) {
         s->state = LD_DONE;
@@ -860,9 +909,11 @@ static dt_err replay_fetch(dt__ledger *l, const json_t *j, const char *ev) {
         (err = ev_int(j, ev, "epoch", 0, &e)) || (err = ev_int(j, ev, "id", 0, &id)) ||
         (err = ev_int(j, ev, "lease", 1, &lease)) || (err = ev_time(j, ev, &now)))
         return err;
-    dt__fetch_status st;
+    int64_t request = 0;
+    if (json_object_get(j, "request") && (err = ev_int(j, ev, "request", 0, &request))) return err;
+    dt__fetch_status st = DT__FETCH_WAIT;
     dt__shard sh;
-    if ((err = do_fetch(l, name, replica, now, &st, &sh, 0)))
+    if ((err = do_fetch(l, name, replica, (uint64_t)request, now, &st, &sh, 0)))
         return dt_err_wrap(DT_ERR_FORMAT, "ledger event %s", ev);
     if (st != DT__FETCH_SHARD || sh.epoch != e || sh.id != id || sh.lease != (uint64_t)lease)
         return dt_err_set(DT_ERR_FORMAT,

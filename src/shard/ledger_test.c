@@ -86,16 +86,16 @@ static void test_shard_sizes(void) {
     dt__fetch_status st;
     dt__shard sh;
     for (int i = 0; i < 4; i++) {
-        DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, &st, &sh));
+        DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, 0, &st, &sh));
         DT_CHECK(st == DT__FETCH_SHARD && sh.id == i && sh.start == 3 * i);
         DT_CHECK(sh.end - sh.start == want_tr[i]);
         DT_CHECK(sh.indices == NULL);
     }
     for (int i = 0; i < 3; i++) {
-        DT_CHECK_OK(dt__ledger_fetch(l, "evaluation", "worker-0", 0, &st, &sh));
+        DT_CHECK_OK(dt__ledger_fetch(l, "evaluation", "worker-0", 0, 0, &st, &sh));
         DT_CHECK(st == DT__FETCH_SHARD && sh.end - sh.start == want_ev[i]);
     }
-    DT_CHECK_OK(dt__ledger_fetch(l, "tiny", "worker-0", 0, &st, &sh));
+    DT_CHECK_OK(dt__ledger_fetch(l, "tiny", "worker-0", 0, 0, &st, &sh));
     DT_CHECK(st == DT__FETCH_SHARD && sh.start == 0 && sh.end == 5);
     dt__ledger_free(l);
 }
@@ -109,7 +109,7 @@ static void run_all(dt__ledger *l, const char *name, int64_t n, int64_t epochs, 
     dt__shard sh;
     int64_t *k = calloc((size_t)epochs, sizeof *k);
     for (;;) {
-        if (dt__ledger_fetch(l, name, "worker-0", 0, &st, &sh)) goto out;
+        if (dt__ledger_fetch(l, name, "worker-0", 0, 0, &st, &sh)) goto out;
         if (st == DT__FETCH_END) break;
         if (st != DT__FETCH_SHARD || sh.epoch >= epochs) goto out;
         if (ids) ids[sh.epoch * nshards + k[sh.epoch]] = sh.id;
@@ -242,30 +242,30 @@ static void test_epochs_wait_end(void) {
     dt__fetch_status st;
     dt__shard a, b, x, y, z;
     DT_CHECK(prog_nepochs(l, "training") == 0);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 1, &st, &a));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, 1, &st, &a));
     DT_CHECK(st == DT__FETCH_SHARD && a.epoch == 0 && a.id == 0 && a.lease == 1);
     DT_CHECK(prog_nepochs(l, "training") == 1);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w1", 1, &st, &b));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w1", 0, 1, &st, &b));
     DT_CHECK(st == DT__FETCH_SHARD && b.epoch == 0 && b.id == 1 && b.lease == 2);
     DT_CHECK(prog_nepochs(l, "training") == 1);
     /* epoch 0 has nothing todo: epoch 1 opens while epoch 0 is in flight */
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w2", 1, &st, &x));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w2", 0, 1, &st, &x));
     DT_CHECK(st == DT__FETCH_SHARD && x.epoch == 1 && x.id == 0 && x.lease == 3);
     DT_CHECK(prog_nepochs(l, "training") == 2);
     /* a shard of epoch 0 re-queued now is handed out before epoch 1's */
     DT_CHECK(dt__ledger_release(l, "w0", "exited", 2) == 1);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w3", 3, &st, &y));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w3", 0, 3, &st, &y));
     DT_CHECK(st == DT__FETCH_SHARD && y.epoch == 0 && y.id == 0 && y.lease == 4);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w3", 3, &st, &z));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w3", 0, 3, &st, &z));
     DT_CHECK(st == DT__FETCH_SHARD && z.epoch == 1 && z.id == 1);
     DT_CHECK(prog_nepochs(l, "training") == 2);
     /* epoch 2 opens once nothing is todo */
     dt__shard p, q;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w4", 3, &st, &p));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w4", 0, 3, &st, &p));
     DT_CHECK(st == DT__FETCH_SHARD && p.epoch == 2 && p.id == 0);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w4", 3, &st, &q));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w4", 0, 3, &st, &q));
     DT_CHECK(st == DT__FETCH_SHARD && q.epoch == 2 && q.id == 1);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w5", 3, &st, &x));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w5", 0, 3, &st, &x));
     DT_CHECK(st == DT__FETCH_WAIT);
     DT_CHECK(!dt__ledger_all_done(l));
     /* report everything (x was overwritten by the WAIT fetch: report the held ones) */
@@ -274,10 +274,10 @@ static void test_epochs_wait_end(void) {
     DT_CHECK_OK(dt__ledger_report(l, "training", "w2", 1, 0, 3, 1, NULL, 4));
     DT_CHECK_OK(dt__ledger_report(l, "training", "w3", 1, 1, z.lease, 1, NULL, 4));
     DT_CHECK_OK(dt__ledger_report(l, "training", "w4", 2, 0, p.lease, 1, NULL, 4));
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w5", 5, &st, &x));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w5", 0, 5, &st, &x));
     DT_CHECK(st == DT__FETCH_WAIT);
     DT_CHECK_OK(dt__ledger_report(l, "training", "w4", 2, 1, q.lease, 1, NULL, 5));
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w5", 6, &st, &x));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w5", 0, 6, &st, &x));
     DT_CHECK(st == DT__FETCH_END);
     DT_CHECK(dt__ledger_all_done(l));
     json_t *p1 = dt__ledger_progress(l);
@@ -302,19 +302,19 @@ static void test_requeue_front(void) {
     dt__fetch_status st;
     dt__shard s[3], t;
     for (int i = 0; i < 3; i++) {
-        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, &st, &s[i]));
+        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, 0, &st, &s[i]));
         DT_CHECK(s[i].id == i);
     }
     DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 1, s[1].lease, 0, "disk error", 1));
     DT_CHECK(prog_int(l, "training", "failures") == 1);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w1", 1, &st, &t));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w1", 0, 1, &st, &t));
     DT_CHECK(st == DT__FETCH_SHARD && t.id == 1 && t.lease > s[2].lease);
     DT_CHECK(dt__ledger_release(l, "w0", "exited", 2) == 2); /* holds 0 and 2 */
     DT_CHECK(dt__ledger_release(l, "w0", "exited", 2) == 0);
     DT_CHECK(dt__ledger_release(l, "nobody", "exited", 2) == 0);
     const int64_t want[] = {0, 2, 3, 4};
     for (int i = 0; i < 4; i++) {
-        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w1", 3, &st, &t));
+        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w1", 0, 3, &st, &t));
         DT_CHECK(st == DT__FETCH_SHARD && t.id == want[i]);
     }
     DT_CHECK(prog_int(l, "training", "requeued") == 3);
@@ -331,9 +331,9 @@ static void test_late_report_refused(void) {
     DT_CHECK_OK(dt__ledger_register(l, &c));
     dt__fetch_status st;
     dt__shard a, b;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 10, &st, &a));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 0, 10, &st, &a));
     DT_CHECK(dt__ledger_release(l, "worker-1", "exited with code 137", 11) == 1);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 12, &st, &b));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, 12, &st, &b));
     DT_CHECK(b.epoch == a.epoch && b.id == a.id && b.lease > a.lease);
     /* worker-1 reports while worker-0 holds it */
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-1", a.epoch, a.id, a.lease, 1, "", 13),
@@ -347,14 +347,17 @@ static void test_late_report_refused(void) {
     DT_CHECK(strstr(dt_errmsg(), "re-queued at 11.000 when worker-1 was released "
                                  "(exited with code 137)"));
     DT_CHECK(strstr(dt_errmsg(), "done by worker-0"));
-    /* a failed late report is refused too; the winner cannot report twice */
+    /* a failed late report is refused too; the winner's report again (a retry) is answered
+     * OK and counts nothing; the winner reporting it failed now is refused */
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-1", a.epoch, a.id, a.lease, 0, "x", 15),
                  DT_ERR_STATE, "done by worker-0");
-    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", b.epoch, b.id, b.lease, 1, "", 15),
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", b.epoch, b.id, b.lease, 1, "", 15));
+    DT_CHECK(json_array_size(events) == nev);
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", b.epoch, b.id, b.lease, 0, "x", 15),
                  DT_ERR_STATE, "worker-0 does not hold shard 0");
     /* a wrong lease, an unknown replica, an epoch not begun, ids out of range */
     dt__shard d;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 16, &st, &d));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, 16, &st, &d));
     nev = json_array_size(events);
     json_decref(before);
     before = progress_nolate(l);
@@ -390,11 +393,11 @@ static void test_late_report_names_its_release(void) {
     DT_CHECK_OK(dt__ledger_register(l, &c));
     dt__fetch_status st;
     dt__shard a, a2, b;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 10, &st, &a));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 0, 10, &st, &a));
     DT_CHECK(dt__ledger_release(l, "worker-1", "exited with code 137", 11) == 1);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 12, &st, &a2));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, 12, &st, &a2));
     DT_CHECK(a2.id == a.id);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 12, &st, &b)); /* restarted */
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 0, 12, &st, &b)); /* restarted */
     dt__ledger_heartbeat(l, "worker-0", 95);
     DT_CHECK(dt__ledger_expire(l, 100, 30) == 1); /* worker-1's b */
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-1", a.epoch, a.id, a.lease, 1, "", 101),
@@ -414,11 +417,12 @@ static void test_done_epoch_report_refused(void) {
     DT_CHECK_OK(dt__ledger_register(l, &c));
     dt__fetch_status st;
     dt__shard a, b;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, &st, &a));
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, &st, &b));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, 0, &st, &a));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, 0, &st, &b));
     DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 0, a.lease, 1, "", 1));
     DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 1, b.lease, 1, "", 1));
-    DT_CHECK_ERR(dt__ledger_report(l, "training", "w0", 0, 1, b.lease, 1, "", 1), DT_ERR_STATE,
+    DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 1, b.lease, 1, "", 1)); /* a retry */
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "w0", 0, 0, a.lease, 1, "", 1), DT_ERR_STATE,
                  "that epoch is done");
     dt__ledger_free(l);
 }
@@ -431,8 +435,8 @@ static void test_heartbeat_expiry(void) {
     DT_CHECK_OK(dt__ledger_register(l, &c));
     dt__fetch_status st;
     dt__shard a, b, a2;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, &st, &a));
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 0, &st, &b));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, 0, &st, &a));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 0, 0, &st, &b));
     dt__ledger_heartbeat(l, "worker-1", 8);
     DT_CHECK(dt__ledger_expire(l, 10, 10) == 0); /* not older than the timeout yet */
     DT_CHECK(dt__ledger_expire(l, 12, 10) == 1);
@@ -441,7 +445,7 @@ static void test_heartbeat_expiry(void) {
     DT_CHECK(!strcmp(json_string_value(json_object_get(ev, "replica")), "worker-0"));
     DT_CHECK(strstr(json_string_value(json_object_get(ev, "why")), "no heartbeat for 12.0 s"));
     DT_CHECK(dt__ledger_expire(l, 12, 10) == 0);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-2", 13, &st, &a2));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-2", 0, 13, &st, &a2));
     DT_CHECK(a2.id == a.id);
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 14),
                  DT_ERR_STATE, "no heartbeat");
@@ -464,14 +468,14 @@ static void test_max_failures(void) {
     char why[512];
     for (int i = 0; i < 3; i++) {
         DT_CHECK(!dt__ledger_failed(l, why, sizeof why));
-        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", i, &st, &s));
+        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, i, &st, &s));
         DT_CHECK(st == DT__FETCH_SHARD && s.id == 0); /* the failed shard is retried first */
         DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 0, s.lease, 0, "bad record 17", i));
     }
     DT_CHECK(dt__ledger_failed(l, why, sizeof why));
     DT_CHECK(strstr(why, "shard 0 of epoch 0 of dataset training failed 3 times"));
     DT_CHECK(strstr(why, "bad record 17"));
-    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w0", 5, &st, &s), DT_ERR_STATE,
+    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w0", 0, 5, &st, &s), DT_ERR_STATE,
                  "dataset training has failed: shard 0 of epoch 0");
     DT_CHECK(prog_int(l, "training", "failures") == 3);
     json_t *p = dt__ledger_progress(l);
@@ -500,7 +504,7 @@ static void test_event_message_sanitized(void) {
     DT_CHECK_OK(dt__ledger_register(l, &c));
     dt__fetch_status st;
     dt__shard s;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, &st, &s));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, 0, &st, &s));
     DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 0, s.lease, 0,
                                   "\xff\x01"
                                   "bad\n",
@@ -590,7 +594,7 @@ static void test_huge_counts(void) {
     dt__shard s;
     int n = 0;
     for (;;) {
-        DT_CHECK_OK(dt__ledger_fetch(l, "big", "w0", 0, &st, &s));
+        DT_CHECK_OK(dt__ledger_fetch(l, "big", "w0", 0, 0, &st, &s));
         if (st != DT__FETCH_SHARD) break;
         DT_CHECK_OK(dt__ledger_report(l, "big", "w0", s.epoch, s.id, s.lease, 1, "", 0));
         n++;
@@ -609,16 +613,16 @@ static void test_unknown_dataset(void) {
     DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
     dt__fetch_status st;
     dt__shard s;
-    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w0", 0, &st, &s), DT_ERR_NOTFOUND,
+    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w0", 0, 0, &st, &s), DT_ERR_NOTFOUND,
                  "dataset training is not registered");
     DT_CHECK_ERR(dt__ledger_report(l, "eval", "w0", 0, 0, 1, 1, "", 0), DT_ERR_NOTFOUND,
                  "dataset eval is not registered");
     dt__dataset_conf c = conf_of("training", 10, 2, 1, 1, 0, 0, 0);
     DT_CHECK_OK(dt__ledger_register(l, &c));
-    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "", 0, &st, &s), DT_ERR_ARG, "replica");
-    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w 0", 0, &st, &s), DT_ERR_ARG, "replica");
-    DT_CHECK_ERR(dt__ledger_fetch(l, "training", NULL, 0, &st, &s), DT_ERR_ARG, "replica");
-    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w0", NAN, &st, &s), DT_ERR_ARG, "now");
+    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "", 0, 0, &st, &s), DT_ERR_ARG, "replica");
+    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w 0", 0, 0, &st, &s), DT_ERR_ARG, "replica");
+    DT_CHECK_ERR(dt__ledger_fetch(l, "training", NULL, 0, 0, &st, &s), DT_ERR_ARG, "replica");
+    DT_CHECK_ERR(dt__ledger_fetch(l, "training", "w0", 0, NAN, &st, &s), DT_ERR_ARG, "now");
     DT_CHECK_ERR(dt__ledger_report(l, "training", "w0", 0, 0, 1, 1, "", INFINITY), DT_ERR_ARG,
                  "now");
     dt__ledger_free(l);
@@ -697,7 +701,7 @@ static void run_scenario(dt__ledger *l, uint64_t seed, int shuffle, int shuffle_
         } else if (act < 45 && wk->nheld < SIM_HOLD) {
             dt__fetch_status st;
             sim_held h;
-            if (dt__ledger_fetch(l, "training", wk->name, now, &st, &h.s)) {
+            if (dt__ledger_fetch(l, "training", wk->name, 0, now, &st, &h.s)) {
                 bad = 1;
                 break;
             }
@@ -848,8 +852,8 @@ static void test_replay_equivalence(void) {
             snprintf(name, sizeof name, "worker-%d", k % 7);
             dt__fetch_status s1, s2;
             dt__shard a, b;
-            DT_CHECK_OK(dt__ledger_fetch(l, "training", name, 5000 + k, &s1, &a));
-            DT_CHECK_OK(dt__ledger_fetch(r, "training", name, 5000 + k, &s2, &b));
+            DT_CHECK_OK(dt__ledger_fetch(l, "training", name, 0, 5000 + k, &s1, &a));
+            DT_CHECK_OK(dt__ledger_fetch(r, "training", name, 0, 5000 + k, &s2, &b));
             DT_CHECK(s1 == s2);
             if (s1 != DT__FETCH_SHARD) continue;
             DT_CHECK(a.epoch == b.epoch && a.id == b.id && a.lease == b.lease &&
@@ -928,19 +932,18 @@ static void test_stale_lease_same_replica(void) {
     DT_CHECK_OK(dt__ledger_register(l, &c));
     dt__fetch_status st;
     dt__shard a, a2, b;
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 1, &st, &a));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, 1, &st, &a));
     DT_CHECK(dt__ledger_expire(l, 40, 30) == 1);
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 41, &st, &a2));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 0, 41, &st, &a2));
     DT_CHECK(a2.epoch == a.epoch && a2.id == a.id && a2.lease != a.lease);
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 42),
                  DT_ERR_STATE, "now held by worker-0 under lease");
     DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", a2.epoch, a2.id, a2.lease, 1, "", 43));
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 44),
                  DT_ERR_STATE, "now done by worker-0");
-    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a2.epoch, a2.id, a2.lease, 1, "", 44),
-                 DT_ERR_STATE, "done by worker-0");
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", a2.epoch, a2.id, a2.lease, 1, "", 44));
     /* the epoch's other shard: done, the epoch closes; a report into it is refused */
-    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 45, &st, &b));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 0, 45, &st, &b));
     DT_CHECK(b.epoch == 0 && b.id == 1);
     DT_CHECK_OK(dt__ledger_report(l, "training", "worker-1", b.epoch, b.id, b.lease, 1, "", 46));
     DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 47),
@@ -955,6 +958,59 @@ static void test_stale_lease_same_replica(void) {
     for (size_t i = 0; i < json_array_size(events); i++)
         DT_CHECK_OK(dt__ledger_replay(r, json_array_get(events, i)));
     DT_CHECK(progress_equal(l, r));
+    dt__ledger_free(r);
+    dt__ledger_free(l);
+    json_decref(events);
+}
+
+/* A client retries a request whose answer it lost (the master died after journaling it):
+ * a fetch with the same request id gets the same shard, the same report is answered OK,
+ * neither changes the ledger, and both hold across a replay. */
+static void test_retries(void) {
+    json_t *events = json_array();
+    dt__ledger *l, *r;
+    DT_CHECK_OK(dt__ledger_init(&l, collect, events));
+    dt__dataset_conf c = conf_of("training", 40, 10, 1, 1, 1, 0, 9);
+    DT_CHECK_OK(dt__ledger_register(l, &c));
+    dt__fetch_status st;
+    dt__shard a, again, b;
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 77, 1, &st, &a));
+    size_t nev = json_array_size(events);
+    json_t *before = dt__ledger_progress(l);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 77, 2, &st, &again));
+    DT_CHECK(st == DT__FETCH_SHARD && again.epoch == a.epoch && again.id == a.id &&
+             again.lease == a.lease && again.indices && again.indices[0] == a.indices[0]);
+    DT_CHECK(json_array_size(events) == nev);
+    json_t *after = dt__ledger_progress(l);
+    DT_CHECK(json_equal(before, after));
+    json_decref(after);
+    /* another replica's fetch with the same id is its own */
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 77, 3, &st, &b));
+    DT_CHECK(b.id != a.id);
+    /* a new id: a new shard */
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 78, 4, &st, &b));
+    DT_CHECK(b.id != a.id);
+    /* after a replay, the retries are recognized too */
+    DT_CHECK_OK(dt__ledger_init(&r, NULL, NULL));
+    for (size_t i = 0; i < json_array_size(events); i++)
+        DT_CHECK_OK(dt__ledger_replay(r, json_array_get(events, i)));
+    DT_CHECK_OK(dt__ledger_fetch(r, "training", "worker-0", 78, 5, &st, &again));
+    DT_CHECK(again.id == b.id && again.lease == b.lease);
+    DT_CHECK_OK(dt__ledger_report(r, "training", "worker-0", b.epoch, b.id, b.lease, 1, "", 6));
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", b.epoch, b.id, b.lease, 1, "", 6));
+    nev = json_array_size(events);
+    json_decref(before);
+    before = dt__ledger_progress(l);
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", b.epoch, b.id, b.lease, 1, "", 7));
+    DT_CHECK(json_array_size(events) == nev);
+    after = dt__ledger_progress(l);
+    DT_CHECK(json_equal(before, after));
+    json_decref(after);
+    /* once the shard is released, the old request id gets a new shard */
+    DT_CHECK(dt__ledger_release(l, "worker-0", "exited with code 137", 8) == 1);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 77, 9, &st, &again));
+    DT_CHECK(again.lease != a.lease);
+    json_decref(before);
     dt__ledger_free(r);
     dt__ledger_free(l);
     json_decref(events);
@@ -1021,7 +1077,7 @@ static void test_ten_million(void) {
     dt__shard s;
     int64_t nshards = 0, bad = 0;
     for (;;) {
-        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, &st, &s));
+        DT_CHECK_OK(dt__ledger_fetch(l, "training", "w0", 0, 0, &st, &s));
         if (st != DT__FETCH_SHARD || s.epoch != 0) break;
         for (int64_t k = 0; k < s.end - s.start; k++)
             bad += seen[s.indices[k]]++ != 0;
@@ -1041,5 +1097,5 @@ DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shu
              DT_T(test_max_failures), DT_T(test_event_message_sanitized), DT_T(test_register),
              DT_T(test_huge_counts), DT_T(test_unknown_dataset), DT_T(test_random_property),
              DT_T(test_replay_equivalence), DT_T(test_replay_every_prefix),
-             DT_T(test_stale_lease_same_replica), DT_T(test_replay_malformed),
+             DT_T(test_stale_lease_same_replica), DT_T(test_retries), DT_T(test_replay_malformed),
              DT_T(test_ten_million))

@@ -9,7 +9,8 @@ batch with report_batch_done(); then it appends one line to FILE:
     REPLICA EPOCH ID START END LEASE ok|refused SUM_OF_INDICES COUNT
 "refused" when the master refused the shard's report as late (the shard was re-queued
 while this replica was stopped). With --generator it reads record_indices() instead and
-writes one line per epoch: REPLICA EPOCH - - - - gen SUM COUNT.
+writes one line per epoch: REPLICA EPOCH - - - - gen SUM COUNT (reporting a batch every
+B indices, as an ElasticDL training loop does).
 """
 import argparse
 import os
@@ -18,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                 "python"))
-from dtrain_client import DtrainError, build_data_shard_service  # noqa: E402
+from dtrain_client import build_data_shard_service  # noqa: E402
 
 
 def main():
@@ -44,11 +45,17 @@ def main():
         os.write(out, (" ".join(str(f) for f in fields) + "\n").encode())
 
     if a.generator:
-        sums = {}
+        # ElasticDL's record-at-a-time use: indices from the generator, a report per batch.
+        sums, count = {}, 0
         for i in svc.record_indices():
             e = svc.get_current_epoch()
             s, c = sums.get(e, (0, 0))
             sums[e] = (s + i, c + 1)
+            count += 1
+            if count % a.batch == 0:
+                svc.report_batch_done()
+        if count % a.batch:
+            svc.report_batch_done(count % a.batch)
         for e, (s, c) in sorted(sums.items()):
             line(me, e, "-", "-", "-", "-", "gen", s, c)
         return 0
@@ -59,16 +66,11 @@ def main():
             break
         n = len(shard.indices)
         nbatches = (n + a.batch - 1) // a.batch
-        verdict = "ok"
+        refused = len(svc.refused)
         for b in range(nbatches):
             time.sleep(a.sleep_ms / 1000.0 / nbatches)
-            try:
-                svc.report_batch_done(min(a.batch, n - b * a.batch))
-            except DtrainError as e:
-                if e.status != 409:
-                    raise
-                print("late report refused: %s" % e, file=sys.stderr)
-                verdict = "refused"
+            svc.report_batch_done(min(a.batch, n - b * a.batch))
+        verdict = "refused" if len(svc.refused) > refused else "ok"
         line(me, shard.epoch, shard.id, shard.start, shard.end, shard.lease, verdict,
              sum(shard.indices), n)
     return 0
