@@ -13,7 +13,8 @@ WORKER="$DATA/worker.sh"
 export DT_TOOLS_DIR=${DT_TOOLS_DIR:?DT_TOOLS_DIR must point at the built test tools}
 export DTRAIN_HOME="$TMP/home"
 cd "$TMP"
-cleanup() { pkill -KILL -f "$DATA/" 2>/dev/null; pkill -KILL -f "$DT_TOOLS_DIR/shard_worker" 2>/dev/null; rm -rf "$TMP"; }
+# Every worker of this test has $TMP (its --out file) on its command line.
+cleanup() { pkill -KILL -f "$TMP/" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
 # section NAME: run this part? (all of them unless ONLY lists some: ONLY="killed stopped")
 section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }

@@ -10,7 +10,8 @@ TOOLS=${DT_TOOLS_DIR:?DT_TOOLS_DIR must point at the built test tools}
 WORKER="$TOOLS/shard_worker"
 export DTRAIN_HOME="$TMP/home"
 cd "$TMP"
-cleanup() { pkill -KILL -f "$WORKER" 2>/dev/null; rm -rf "$TMP"; }
+# Every worker of this test has $TMP (its --out file) on its command line.
+cleanup() { pkill -KILL -f "$TMP/" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
 
 # job NAME WORKERS ARGS...: NAME.yaml, a TFJob of WORKERS shard_workers (OnFailure).
@@ -87,5 +88,5 @@ grep -q 're-queued' runs/killed/master.log && pass "killed: the master re-queued
 "$DTRAIN" stop runs/killed >/dev/null 2>&1
 
 sleep 0.2
-if pgrep -f "$WORKER" >/dev/null; then fail "workers left: $(pgrep -af "$WORKER")"; else pass "no worker left"; fi
+if pgrep -f "$TMP/" >/dev/null; then fail "workers left: $(pgrep -af "$TMP/")"; else pass "no worker left"; fi
 finish
