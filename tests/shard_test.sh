@@ -14,7 +14,7 @@ export DT_TOOLS_DIR=${DT_TOOLS_DIR:?DT_TOOLS_DIR must point at the built test to
 export DTRAIN_HOME="$TMP/home"
 cd "$TMP"
 # Every worker of this test has $TMP (its --out file) on its command line.
-cleanup() { pkill -KILL -f "$TMP/" 2>/dev/null; rm -rf "$TMP"; }
+cleanup() { pkill -KILL -f "$TMP/" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$TMP"; } # KEEP=1: keep $TMP
 trap cleanup EXIT
 # section NAME: run this part? (all of them unless ONLY lists some: ONLY="killed stopped")
 section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }

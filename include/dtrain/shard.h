@@ -137,6 +137,13 @@ typedef enum dt_shard_fetch_status {
 dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
                       dt_shard_fetch_status *status);
 
+/* Report *shard done (ok = 1) or failed (ok = 0, message) and fetch the next shard into
+ * *shard, in one request (half the round trips of dt_shard_report + dt_shard_fetch; waits
+ * through WAIT as dt_shard_fetch does). When the report is refused (DT_ERR_STATE, as
+ * dt_shard_report), nothing was fetched and *shard is unchanged: call dt_shard_fetch. */
+dt_err dt_shard_report_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard, int ok,
+                             const char *message, dt_shard_fetch_status *status);
+
 /* Report a fetched shard done (ok = 1) or failed (ok = 0; message says why, the master
  * re-queues the shard). DT_ERR_STATE with the master's message when the report is refused
  * because this replica no longer holds the shard under its lease (it was re-queued after a

@@ -182,10 +182,10 @@ static dt__replica *body_replica(dt__master *m, const dt__http_req *req, dt__htt
     return r;
 }
 
-/* A JSON integer field in [lo, hi]; 0 and an error response when it is not. */
-static int int_field(const dt__http_req *req, dt__http_resp *resp, const char *key, int64_t lo,
+/* A JSON integer field of obj in [lo, hi]; 0 and an error response when it is not. */
+static int int_field(const json_t *obj, dt__http_resp *resp, const char *key, int64_t lo,
                      int64_t hi, int required, int64_t *out) {
-    json_t *v = json_object_get(req->json, key);
+    json_t *v = json_object_get(obj, key);
     if (!v && !required) return 1;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
         dt__http_resp_error(resp, 400, "%s: expected an integer in %lld..%lld", key,
@@ -196,8 +196,8 @@ static int int_field(const dt__http_req *req, dt__http_resp *resp, const char *k
     return 1;
 }
 
-static int bool_field(const dt__http_req *req, dt__http_resp *resp, const char *key, int *out) {
-    json_t *v = json_object_get(req->json, key);
+static int bool_field(const json_t *obj, dt__http_resp *resp, const char *key, int *out) {
+    json_t *v = json_object_get(obj, key);
     if (!v) return 1;
     if (!json_is_boolean(v)) {
         dt__http_resp_error(resp, 400, "%s: expected true or false", key);
@@ -237,15 +237,15 @@ static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp
     }
     snprintf(c.name, sizeof c.name, "%s", name);
     int64_t seed = 0, maxf = c.max_failures;
-    if (!int_field(req, resp, "dataset_size", 1, INT64_MAX / 2, 1, &c.dataset_size) ||
-        !int_field(req, resp, "batch_size", 1, INT32_MAX, 1, &c.batch_size) ||
-        !int_field(req, resp, "num_epochs", 1, 1 << 20, 1, &c.num_epochs) ||
-        !int_field(req, resp, "num_minibatches_per_shard", 1, INT32_MAX, 1,
+    if (!int_field(req->json, resp, "dataset_size", 1, INT64_MAX / 2, 1, &c.dataset_size) ||
+        !int_field(req->json, resp, "batch_size", 1, INT32_MAX, 1, &c.batch_size) ||
+        !int_field(req->json, resp, "num_epochs", 1, 1 << 20, 1, &c.num_epochs) ||
+        !int_field(req->json, resp, "num_minibatches_per_shard", 1, INT32_MAX, 1,
                    &c.num_minibatches_per_shard) ||
-        !int_field(req, resp, "seed", 0, INT64_MAX, 0, &seed) ||
-        !int_field(req, resp, "max_failures", 0, 1000, 0, &maxf) ||
-        !bool_field(req, resp, "shuffle", &c.shuffle) ||
-        !bool_field(req, resp, "shuffle_shards", &c.shuffle_shards))
+        !int_field(req->json, resp, "seed", 0, INT64_MAX, 0, &seed) ||
+        !int_field(req->json, resp, "max_failures", 0, 1000, 0, &maxf) ||
+        !bool_field(req->json, resp, "shuffle", &c.shuffle) ||
+        !bool_field(req->json, resp, "shuffle_shards", &c.shuffle_shards))
         return;
     c.seed = (uint64_t)seed;
     c.max_failures = (int)maxf;
@@ -258,13 +258,50 @@ static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "registered", 1));
 }
 
+/* Apply the report in obj ({epoch, id, lease, ok, message}) of replica r to the dataset of
+ * the route; 0 and an error response when it is malformed or refused. */
+static int apply_report(dt__master *m, const dt__http_req *req, const json_t *obj,
+                        const dt__replica *r, dt__http_resp *resp) {
+    int64_t epoch, id, lease;
+    int ok = -1;
+    if (!int_field(obj, resp, "epoch", 0, INT64_MAX, 1, &epoch) ||
+        !int_field(obj, resp, "id", 0, INT64_MAX, 1, &id) ||
+        !int_field(obj, resp, "lease", 0, INT64_MAX, 1, &lease) || !bool_field(obj, resp, "ok", &ok))
+        return 0;
+    if (ok < 0) {
+        dt__http_resp_error(resp, 400, "ok: required, true (done) or false (failed)");
+        return 0;
+    }
+    json_t *jmsg = json_object_get(obj, "message");
+    if (jmsg && !json_is_string(jmsg)) {
+        dt__http_resp_error(resp, 400, "message: expected a string");
+        return 0;
+    }
+    const char *msg = json_string_value(jmsg);
+    dt_err e = dt__ledger_report(m->ledger, dt__http_req_param(req, "dataset"), r->name, epoch, id,
+                                 (uint64_t)lease, ok, msg ? msg : "", dt__wall_now());
+    if (e) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return 0;
+    }
+    dt__master_touch(m);
+    return 1;
+}
+
 static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
     dt__replica *r = body_replica(m, req, resp);
     if (!r) return;
     int64_t request = 0;
-    if (!int_field(req, resp, "request", 0, INT64_MAX, 0, &request)) return;
+    if (!int_field(req->json, resp, "request", 0, INT64_MAX, 0, &request)) return;
+    /* A fetch may carry the report of the shard just finished: one request per shard. */
+    json_t *report = json_object_get(req->json, "report");
+    if (report && !json_is_object(report)) {
+        dt__http_resp_error(resp, 400, "report: expected an object {epoch, id, lease, ok, message}");
+        return;
+    }
+    if (report && !apply_report(m, req, report, r, resp)) return;
     dt__fetch_status st;
     dt__shard sh;
     dt_err e = dt__ledger_fetch(m->ledger, dt__http_req_param(req, "dataset"), r->name,
@@ -298,32 +335,8 @@ static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp 
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
     dt__replica *r = body_replica(m, req, resp);
-    if (!r) return;
-    int64_t epoch, id, lease;
-    int ok = -1;
-    if (!int_field(req, resp, "epoch", 0, INT64_MAX, 1, &epoch) ||
-        !int_field(req, resp, "id", 0, INT64_MAX, 1, &id) ||
-        !int_field(req, resp, "lease", 0, INT64_MAX, 1, &lease) ||
-        !bool_field(req, resp, "ok", &ok))
-        return;
-    if (ok < 0) {
-        dt__http_resp_error(resp, 400, "ok: required, true (done) or false (failed)");
-        return;
-    }
-    json_t *jmsg = json_object_get(req->json, "message");
-    if (jmsg && !json_is_string(jmsg)) {
-        dt__http_resp_error(resp, 400, "message: expected a string");
-        return;
-    }
-    const char *msg = json_string_value(jmsg);
-    dt_err e = dt__ledger_report(m->ledger, dt__http_req_param(req, "dataset"), r->name, epoch, id,
-                                 (uint64_t)lease, ok, msg ? msg : "", dt__wall_now());
-    if (e) {
-        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
-        return;
-    }
-    dt__master_touch(m);
-    dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
+    if (r && apply_report(m, req, req->json, r, resp))
+        dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
 }
 
 static void post_heartbeat(void *ctx, const dt__http_req *req, dt__http_resp *resp) {

@@ -439,14 +439,26 @@ static dt_err fill_shard(const char *what, const json_t *o, dt_shard *s) {
     return DT_OK;
 }
 
-dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
-                      dt_shard_fetch_status *status) {
-    shard->count = 0;
+/* The body of a report of shard (also the "report" member of a fetch that carries one). */
+static json_t *report_body(const dt_shard_client *c, const dt_shard *shard, int ok,
+                           const char *message) {
+    return json_pack("{s:s, s:I, s:I, s:I, s:b, s:s}", "replica", c->replica, "epoch",
+                     (json_int_t)shard->epoch, "id", (json_int_t)shard->id, "lease",
+                     (json_int_t)shard->lease, "ok", ok != 0, "message", message ? message : "");
+}
+
+/* Fetch into shard; report (a new reference, taken; may be NULL) goes with the first ask. */
+static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
+                    dt_shard_fetch_status *status, json_t *report) {
     *status = DT_SHARD_FETCH_END;
     char path[4096], what[400];
     dt_err err = dataset_path(c, dataset, "fetch", path, sizeof path);
-    if (err) return err;
-    snprintf(what, sizeof what, "fetch from dataset %s for %s", dataset, c->replica);
+    if (err) {
+        json_decref(report);
+        return err;
+    }
+    snprintf(what, sizeof what, "%s from dataset %s for %s",
+             report ? "report and fetch" : "fetch", dataset, c->replica);
     double delay = WAIT_FIRST_MS;
     for (;;) {
         /* The id goes with every retry of this request: a fetch the master recorded
@@ -455,7 +467,11 @@ dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
         json_t *body = json_pack("{s:s, s:I}", "replica", c->replica, "request",
                                  (json_int_t)(request ? request : 1)),
                *ans;
-        if (!body) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", what);
+        if (!body || (report && json_object_set_new(body, "report", report))) {
+            json_decref(body);
+            return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", what);
+        }
+        report = NULL; /* a WAIT answer means the report was recorded: ask again without */
         if ((err = call(c, what, "POST", path, body, &ans))) return err;
         const char *st = json_string_value(json_object_get(ans, "status"));
         if (st && !strcmp(st, "shard")) {
@@ -467,13 +483,34 @@ dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
         }
         int end = st && !strcmp(st, "end"), wait = st && !strcmp(st, "wait");
         json_decref(ans);
-        if (end) return DT_OK;
+        if (end) {
+            shard->count = 0;
+            return DT_OK;
+        }
         if (!wait)
             return dt_err_set(DT_ERR_FORMAT,
                               "%s: the master's answer: status: expected shard, wait or end", what);
         sleep_ms(delay);
         delay = delay * 2 < WAIT_MAX_MS ? delay * 2 : WAIT_MAX_MS;
     }
+}
+
+dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
+                      dt_shard_fetch_status *status) {
+    shard->count = 0;
+    return fetch(c, dataset, shard, status, NULL);
+}
+
+dt_err dt_shard_report_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard, int ok,
+                             const char *message, dt_shard_fetch_status *status) {
+    *status = DT_SHARD_FETCH_END;
+    json_t *report = report_body(c, shard, ok, message);
+    if (!report)
+        return dt_err_set(DT_ERR_NOMEM, "report of shard %lld of dataset %s: out of memory "
+                                        "(or a message that is not UTF-8)",
+                          (long long)shard->id, dataset);
+    json_object_del(report, "replica");
+    return fetch(c, dataset, shard, status, report);
 }
 
 dt_err dt_shard_report(dt_shard_client *c, const char *dataset, const dt_shard *shard, int ok,
@@ -483,10 +520,7 @@ dt_err dt_shard_report(dt_shard_client *c, const char *dataset, const dt_shard *
     if (err) return err;
     snprintf(what, sizeof what, "report of shard %lld of epoch %lld of dataset %s by %s",
              (long long)shard->id, (long long)shard->epoch, dataset, c->replica);
-    json_t *body = json_pack("{s:s, s:I, s:I, s:I, s:b, s:s}", "replica", c->replica, "epoch",
-                             (json_int_t)shard->epoch, "id", (json_int_t)shard->id, "lease",
-                             (json_int_t)shard->lease, "ok", ok != 0, "message",
-                             message ? message : "");
+    json_t *body = report_body(c, shard, ok, message);
     if (!body)
         return dt_err_set(DT_ERR_NOMEM, "%s: out of memory (or a message that is not UTF-8)",
                           what);

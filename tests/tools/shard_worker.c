@@ -6,7 +6,10 @@
  *
  *   shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M
  *                [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS] [--out FILE]
- *                [--fail-once-at K] [--heartbeat-ms MS]
+ *                [--fail-once-at K] [--heartbeat-ms MS] [--separate]
+ *
+ * Each shard's report goes with the fetch of the next (dt_shard_report_fetch: one request
+ * per shard); --separate sends them as two requests (dt_shard_report, dt_shard_fetch).
  *
  * --out FILE gets, per shard, after its report, the line
  *
@@ -32,7 +35,7 @@
 static const char usage[] =
     "usage: shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M\n"
     "                    [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS]\n"
-    "                    [--out FILE] [--fail-once-at K] [--heartbeat-ms MS]\n";
+    "                    [--out FILE] [--fail-once-at K] [--heartbeat-ms MS] [--separate]\n";
 
 static int bad_args(const char *fmt, const char *arg) {
     fprintf(stderr, "shard_worker: ");
@@ -58,15 +61,20 @@ static void nap_ms(long long ms) {
 }
 
 /* Append one line with one write(2). */
-static int log_line(int fd, const char *replica, const dt_shard *s, const char *outcome) {
+/* The line of shard s, with "%s" where its outcome goes (known only after the report,
+ * when a combined report-and-fetch has already replaced s). */
+static void line_of(char *line, size_t len, const char *replica, const dt_shard *s) {
     unsigned long long sum = 0;
     for (int64_t i = 0; i < s->count; i++)
         sum += (unsigned long long)s->indices[i];
+    snprintf(line, len, "%s %lld %lld %lld %lld %llu %%s %llu %lld\n", replica,
+             (long long)s->epoch, (long long)s->id, (long long)s->start, (long long)s->end,
+             (unsigned long long)s->lease, sum, (long long)s->count);
+}
+
+static int log_line(int fd, const char *fmt, const char *outcome) {
     char line[512];
-    int n = snprintf(line, sizeof line, "%s %lld %lld %lld %lld %llu %s %llu %lld\n", replica,
-                     (long long)s->epoch, (long long)s->id, (long long)s->start,
-                     (long long)s->end, (unsigned long long)s->lease, outcome, sum,
-                     (long long)s->count);
+    int n = snprintf(line, sizeof line, fmt, outcome);
     if (n <= 0 || n >= (int)sizeof line) return -1;
     return write(fd, line, (size_t)n) == n ? 0 : -1;
 }
@@ -76,6 +84,7 @@ int main(int argc, char **argv) {
     dt_dataset_spec_init(&d);
     d.name = NULL;
     long long sleep_ms = 0, fail_at = 0, heartbeat_ms = 0;
+    int separate = 0; /* report, then fetch: two requests per shard */
     const char *out = NULL;
     int have_size = 0;
     for (int i = 1; i < argc; i++) {
@@ -86,6 +95,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(a, "--shuffle-shards")) {
             d.shuffle_shards = 1;
+            continue;
+        }
+        if (!strcmp(a, "--separate")) {
+            separate = 1;
             continue;
         }
         if (i + 1 >= argc) return bad_args("%s: needs a value (or is unknown)", a);
@@ -136,22 +149,32 @@ int main(int argc, char **argv) {
     int rc = 1;
     dt_err e = dt_shard_client_open(&c, &opts);
     if (!e) e = dt_shard_register(c, &d);
-    while (!e && !(e = dt_shard_fetch(c, d.name, &s, &st)) && st == DT_SHARD_FETCH_SHARD) {
+    if (!e) e = dt_shard_fetch(c, d.name, &s, &st);
+    while (!e && st == DT_SHARD_FETCH_SHARD) {
         fetched++;
         nap_ms(sleep_ms);
         int ok = fetched != fail_at;
         const char *outcome = ok ? "ok" : "failed";
-        e = dt_shard_report(c, d.name, &s, ok, ok ? "" : "shard_worker: --fail-once-at");
+        char fmt[512];
+        line_of(fmt, sizeof fmt, dt_shard_client_replica(c), &s);
+        /* Report this shard and fetch the next in one request; after a refusal (late),
+         * nothing was fetched: fetch on its own. */
+        e = separate ? dt_shard_report(c, d.name, &s, ok, ok ? "" : "shard_worker: --fail-once-at")
+                     : dt_shard_report_fetch(c, d.name, &s, ok,
+                                             ok ? "" : "shard_worker: --fail-once-at", &st);
+        int fetch_next = separate;
         if (e == DT_ERR_STATE && ok) {
             fprintf(stderr, "shard_worker: %s\n", dt_errmsg());
             outcome = "refused";
             refused++;
             e = DT_OK;
+            fetch_next = 1;
         }
-        if (!e && fd >= 0 && log_line(fd, dt_shard_client_replica(c), &s, outcome)) {
+        if (!e && fd >= 0 && log_line(fd, fmt, outcome)) {
             fprintf(stderr, "shard_worker: %s: %s\n", out, strerror(errno));
             goto end;
         }
+        if (!e && fetch_next) e = dt_shard_fetch(c, d.name, &s, &st);
     }
     if (e) {
         fprintf(stderr, "shard_worker: %s\n", dt_errmsg());
