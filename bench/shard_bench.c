@@ -4,7 +4,7 @@
  *
  *   shard_bench --url URL --token TOKEN --dataset NAME [--threads N] [--seconds S]
  *               [--rate R] [--master-pid PID] [--size N] [--batch B] [--minibatches M]
- *               [--raw]
+ *               [--raw] [--combined]
  *
  * Registers the dataset (one epoch of N samples, default 2^27, in shards of B * M, default
  * 64 * 4 samples: 524288 shards, more than any run here asks for), then runs N threads
@@ -20,6 +20,10 @@
  * a kept-alive socket per thread (as bench/http_rps does), the fetch answer parsed with
  * jansson, no heartbeats. It costs the clients a fraction of libcurl's CPU, so it tells
  * what the master serves when the clients' cost is taken out of the shared cores.
+ *
+ * --combined sends each shard's report with the fetch of the next, one request per shard
+ * (dt_shard_report_fetch; by hand with --raw), as dtrain's own workers do; without it, a
+ * round trip is two requests, a fetch and a report (dt_shard_fetch, dt_shard_report).
  *
  * Everything runs on the same machine: the clients' CPU (libcurl, JSON) is taken from the
  * master's cores. The job's replicas worker-0..N-1 must exist (they may just sleep).
@@ -47,7 +51,7 @@
 typedef struct bench {
     const char *url, *token, *dataset;
     const char *job; /* the job's name (for --raw's paths) */
-    int raw;
+    int raw, combined;
     char host[256], port[16];
     double seconds, rate; /* rate: round trips/s of all threads together; 0: unpaced */
     int threads;
@@ -150,13 +154,18 @@ static int post(const bench *b, int fd, const char *path, const char *body, char
     }
 }
 
-/* One fetch + report by hand; 0 on success, else a message in w->error. */
-static int raw_round_trip(worker *w, int fd, const char *replica, char *buf, size_t cap) {
+/* One fetch + report by hand (--combined: the report of the last shard, held in *held,
+ * goes with the fetch of the next); 0 on success, else a message in w->error. */
+static int raw_round_trip(worker *w, int fd, const char *replica, char *buf, size_t cap,
+                          char *held, size_t held_len) {
     const bench *b = w->b;
     char path[512], body[512];
     char *resp;
     snprintf(path, sizeof path, "/v1/jobs/%s/datasets/%s/fetch", b->job, b->dataset);
-    snprintf(body, sizeof body, "{\"replica\":\"%s\"}", replica);
+    if (b->combined && held[0])
+        snprintf(body, sizeof body, "{\"replica\":\"%s\",\"report\":%s}", replica, held);
+    else
+        snprintf(body, sizeof body, "{\"replica\":\"%s\"}", replica);
     int st = post(b, fd, path, body, buf, cap, &resp);
     json_t *j = st == 200 ? json_loads(resp, 0, NULL) : NULL;
     json_t *sh = json_object_get(j, "shard");
@@ -173,6 +182,10 @@ static int raw_round_trip(worker *w, int fd, const char *replica, char *buf, siz
              (long long)json_integer_value(json_object_get(sh, "id")),
              (long long)json_integer_value(json_object_get(sh, "lease")));
     json_decref(j);
+    if (b->combined) { /* reported with the next fetch */
+        snprintf(held, held_len, "{%s", strchr(body, ',') + 1); /* the body minus "replica" */
+        return 0;
+    }
     snprintf(path, sizeof path, "/v1/jobs/%s/datasets/%s/report", b->job, b->dataset);
     if ((st = post(b, fd, path, body, buf, cap, &resp)) != 200) {
         snprintf(w->error, sizeof w->error, "%s: report: HTTP %d: %.200s", replica, st,
@@ -194,6 +207,7 @@ static void *run(void *arg) {
     dt_err e = DT_OK;
     int fd = -1;
     char buf[1 << 16]; /* --raw: one answer */
+    char held[512] = ""; /* --raw --combined: the report of the shard held */
     if (b->raw && (fd = dial(b)) < 0) {
         snprintf(w->error, sizeof w->error, "%s: cannot connect to %s", replica, b->url);
         w->failed = 1;
@@ -209,7 +223,7 @@ static void *run(void *arg) {
         }
         double t = now_s();
         if (b->raw) {
-            if (raw_round_trip(w, fd, replica, buf, sizeof buf)) {
+            if (raw_round_trip(w, fd, replica, buf, sizeof buf, held, sizeof held)) {
                 w->failed = 1;
                 break;
             }
@@ -217,13 +231,17 @@ static void *run(void *arg) {
             w->round_trips++;
             continue;
         }
-        if ((e = dt_shard_fetch(c, b->dataset, &s, &st))) break;
+        if (b->combined && s.count)
+            e = dt_shard_report_fetch(c, b->dataset, &s, 1, "", &st);
+        else
+            e = dt_shard_fetch(c, b->dataset, &s, &st);
+        if (e) break;
         if (st == DT_SHARD_FETCH_END) {
             snprintf(w->error, sizeof w->error, "%s: the dataset ran out of shards", replica);
             w->failed = 1;
             break;
         }
-        if ((e = dt_shard_report(c, b->dataset, &s, 1, ""))) break;
+        if (!b->combined && (e = dt_shard_report(c, b->dataset, &s, 1, ""))) break;
         w->busy_s += now_s() - t;
         w->round_trips++;
     }
@@ -240,7 +258,7 @@ static void *run(void *arg) {
 static int usage(void) {
     fprintf(stderr, "usage: shard_bench --url URL --token TOKEN --dataset NAME [--threads N]\n"
                     "                   [--seconds S] [--rate R] [--master-pid PID] [--size N]\n"
-                    "                   [--batch B] [--minibatches M] [--raw]\n");
+                    "                   [--batch B] [--minibatches M] [--raw] [--combined]\n");
     return 2;
 }
 
@@ -254,6 +272,10 @@ int main(int argc, char **argv) {
     d.num_minibatches_per_shard = 4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--combined")) {
+            b.combined = 1;
+            continue;
+        }
         if (!strcmp(a, "--raw")) {
             b.raw = 1;
             continue;
@@ -335,9 +357,10 @@ int main(int argc, char **argv) {
         }
     }
     double wall = t1 - t0;
-    printf("%d %sclient%s%s, %.1f s: %ld fetch+report round trips, %.0f/s, mean %.0f us each; "
-           "clients' CPU %.0f%%",
-           b.threads, b.raw ? "raw " : "", b.threads == 1 ? "" : "s", b.rate > 0 ? " (paced)" : "", wall, total,
+    printf("%d %sclient%s%s, %s, %.1f s: %ld fetch+report round trips, %.0f/s, mean %.0f us "
+           "each; clients' CPU %.0f%%",
+           b.threads, b.raw ? "raw " : "", b.threads == 1 ? "" : "s", b.rate > 0 ? " (paced)" : "",
+           b.combined ? "1 request each" : "2 requests each", wall, total,
            (double)total / wall, total ? 1e6 * busy / (double)total : 0.0,
            100 * (cpu1 - cpu0) / wall);
     if (m0 >= 0 && m1 >= 0)

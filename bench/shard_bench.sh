@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # shard_bench.sh - the shard service's figures of issue 4:
-#   1. fetch-and-report round trips per second from 1 and 4 concurrent clients on loopback
+#   1. fetch-and-report round trips per second from 1 and 4 concurrent clients on loopback,
+#      as two requests (fetch, report) and as one (the report rides on the next fetch)
 #      (build/shard_bench: each client a thread with its own connection, acting as
 #      worker-i; target >= 20k/s with 4), through the C client and with raw sockets (the
 #      master's capacity when the clients cost little CPU);
@@ -40,14 +41,21 @@ token=$(grep -o '"token": "[^"]*"' "$TMP/job/master.json" | sed 's/.*: "//; s/"$
 pid=$(grep -o '"pid": [0-9]*' "$TMP/job/master.json" | grep -o '[0-9]*$')
 echo "master $url (pid $pid); $(nproc) cores; shards of 64 x 4 samples, unshuffled"
 
-echo "== round trips/s, unpaced: the C client (libcurl), then raw sockets (bench/http_rps style) =="
-for mode in "" --raw; do
-    for t in 1 4; do
-        "$BENCH" --url "$url" --token "$token" --dataset "max$t${mode#--}" --threads "$t" \
-            --seconds "$SECS" --master-pid "$pid" $mode
+echo "== round trips/s, unpaced: the C client (libcurl), then raw sockets (bench/http_rps style);"
+echo "   each round trip as a fetch + a report (2 requests), then as one fetch carrying the report =="
+n=0
+for client in "" --raw; do
+    for req in "" --combined; do
+        for t in 1 4; do
+            n=$((n + 1))
+            "$BENCH" --url "$url" --token "$token" --dataset "max$n" --threads "$t" \
+                --seconds "$SECS" --master-pid "$pid" $client $req
+        done
     done
 done
 echo "== the master's CPU at 1000 shards/s (4 clients) =="
-"$BENCH" --url "$url" --token "$token" --dataset paced --threads 4 --seconds "$SECS" \
-    --rate 1000 --master-pid "$pid"
+for req in "" --combined; do
+    "$BENCH" --url "$url" --token "$token" --dataset "paced$req" --threads 4 --seconds "$SECS" \
+        --rate 1000 --master-pid "$pid" $req
+done
 echo "journal: $(wc -l <"$TMP/job/journal.jsonl") lines, $(du -h "$TMP/job/journal.jsonl" | cut -f1)"
