@@ -143,7 +143,7 @@ for victim in worker-1 worker-0; do # the Python worker, then a C worker
     kill -KILL "$pid"
 done
 wait_for finished killed || fail "killed: did not finish"
-verify killed "SIGKILL + OnFailure" --requeued 2
+verify killed "SIGKILL + OnFailure" --requeued 2 --unlogged 2
 grep -q '"restarts": 2' runs/killed/result.json && pass "killed: two restarts" ||
     fail "killed: $(grep restarts runs/killed/result.json | head -3)"
 fi
@@ -156,7 +156,7 @@ wait_for progressed lost 4 || fail "lost: no progress"
 pid=$(stop_holding lost worker-0) || fail "lost: worker-0 never held a shard"
 kill -KILL "$pid"
 wait_for finished lost || fail "lost: did not finish"
-verify lost "SIGKILL + Never, elastic" --requeued 1
+verify lost "SIGKILL + Never, elastic" --requeued 1 --unlogged 1
 grep -q '"worker-0"' runs/lost/result.json && grep -A4 '"worker-0": {' runs/lost/result.json |
     grep -q '"state": "Failed"' && pass "lost: worker-0 failed for good, the job went on" ||
     fail "lost: $(grep -A4 '"worker-0": {' runs/lost/result.json)"

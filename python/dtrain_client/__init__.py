@@ -216,15 +216,22 @@ class DataShardService:
             self._pending[0][1] += n
             if err_msg:
                 self._pending[0][2] = err_msg
-            ready = []
-            while self._pending and self._pending[0][1] >= len(self._pending[0][0]):
-                shard, counted, err = self._pending.popleft()
-                ready.append((shard, err))
-                if self._pending:
-                    self._pending[0][1] += counted - len(shard)
-            for shard, err in ready:
+            ready = 0
+            while ready < len(self._pending) and \
+                    self._pending[ready][1] >= len(self._pending[ready][0]):
+                shard, counted, err = self._pending[ready]
+                ready += 1
+                if ready < len(self._pending):  # the batch went on into the next shard
+                    self._pending[ready][1] += counted - len(shard)
+                    self._pending[ready][2] = self._pending[ready][2] or (err_msg if
+                                                                          counted > len(shard)
+                                                                          else "")
+            for _ in range(ready):
+                # popped only once reported: after an error the shard stays pending
+                shard, _, err = self._pending[0]
                 self._report(shard, not err, err)
-            return bool(ready)
+                self._pending.popleft()
+            return ready > 0
 
     def _report(self, shard, ok, message):
         try:
@@ -233,8 +240,8 @@ class DataShardService:
                     "replica": self.replica, "epoch": shard.epoch, "id": shard.id,
                     "lease": shard.lease, "ok": ok, "message": message})
         except DtrainError as e:
-            if e.status != 409:
-                raise
+            if e.status != 409 or "late report refused" not in str(e):
+                raise  # a failed dataset, a malformed request, an unreachable master
             self.refused.append(shard)
             sys.stderr.write("dtrain_client: late report refused: %s\n" % e)
 

@@ -467,6 +467,7 @@ static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
         json_t *body = json_pack("{s:s, s:I}", "replica", c->replica, "request",
                                  (json_int_t)(request ? request : 1)),
                *ans;
+        if (!body) json_decref(report);
         if (!body || (report && json_object_set_new(body, "report", report))) {
             json_decref(body);
             return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", what);

@@ -30,8 +30,9 @@
  * takes the next value. A report must name the holder, the shard and its lease.
  *
  * Retries. A client that lost the answer to a request sends it again; the first one may
- * have changed the ledger (and been journaled) before the master died. Each replica keeps
- * its last fetch, with the client's request id, and its last accepted report: a fetch with
+ * have changed the ledger (and been journaled) before the master died. Each replica keeps,
+ * per dataset, its last fetch, with the client's request id, and its last accepted report
+ * (so a replica may use one client per dataset, each in its own thread): a fetch with
  * the same request id gets the same shard again while the replica still holds it, and the
  * same report again is answered OK without being counted again. Both are restored by
  * replay, since they are set by the replayed calls.
@@ -102,9 +103,18 @@ typedef struct ld_epoch {
     int done;
 } ld_epoch;
 
+/* A replica's last fetch of a dataset (with its request id) or accepted report, to answer a retry. */
+typedef struct ld_last {
+    const struct ld_dataset *d; /* NULL: none yet */
+    int64_t epoch, id;
+    uint64_t lease, request;
+    int ok;
+} ld_last;
+
 typedef struct ld_rstat {
     int32_t replica;
     int64_t shards_done, samples_done;
+    ld_last fetch, report; /* to answer retries */
 } ld_rstat;
 
 typedef struct ld_dataset {
@@ -125,19 +135,10 @@ typedef struct ld_release {
     char why[128];
 } ld_release;
 
-/* A replica's last fetch (with its request id) or accepted report, to answer a retry. */
-typedef struct ld_last {
-    const struct ld_dataset *d; /* NULL: none yet */
-    int64_t epoch, id;
-    uint64_t lease, request;
-    int ok;
-} ld_last;
-
 typedef struct ld_replica {
     char *name;
     double last_seen;
     int64_t ndoing;       /* doing shards over all datasets */
-    ld_last fetch, report;
     ld_release *releases; /* every release that re-queued shards, oldest first */
     int nreleases, cap_releases;
 } ld_replica;
@@ -237,9 +238,15 @@ static dt_err get_dataset(const dt__ledger *l, const char *name, ld_dataset **ou
     return DT_OK;
 }
 
-static ld_rstat *get_rstat(ld_dataset *d, int replica) {
+static ld_rstat *find_rstat(const ld_dataset *d, int replica) {
     for (int i = 0; i < d->nrstats; i++)
         if (d->rstats[i].replica == replica) return &d->rstats[i];
+    return NULL;
+}
+
+static ld_rstat *get_rstat(ld_dataset *d, int replica) {
+    ld_rstat *found = find_rstat(d, replica);
+    if (found) return found;
     if (grow_int((void **)&d->rstats, &d->cap_rstats, d->nrstats + 1, sizeof *d->rstats))
         return NULL;
     ld_rstat *s = &d->rstats[d->nrstats++];
@@ -479,9 +486,10 @@ static void shard_out(const ld_dataset *d, int64_t e, int64_t id, uint64_t lease
 }
 
 /* A retried fetch (same request id as r's last) whose shard r still holds: hand it again. */
-static int fetch_again(const ld_dataset *d, const ld_replica *rp, int r, uint64_t request,
-                       dt__shard *shard) {
-    const ld_last *f = &rp->fetch;
+static int fetch_again(const ld_dataset *d, int r, uint64_t request, dt__shard *shard) {
+    const ld_rstat *rs = find_rstat(d, r);
+    if (!rs) return 0;
+    const ld_last *f = &rs->fetch;
     if (!request || f->d != d || f->request != request) return 0;
     if (f->epoch >= d->nopened || d->epochs[f->epoch].done) return 0;
     const ld_shard *s = &d->epochs[f->epoch].shards[f->id];
@@ -505,7 +513,8 @@ static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, uin
     if (d->state == LD_FAILED)
         return dt_err_set(DT_ERR_STATE, "dataset %s has failed: %s", name, d->why);
     memset(shard, 0, sizeof *shard);
-    if (fetch_again(d, &l->replicas[r], r, request, shard)) {
+    request &= INT64_MAX; /* journaled as a JSON (signed) integer */
+    if (fetch_again(d, r, request, shard)) {
         *status = DT__FETCH_SHARD;
         return DT_OK;
     }
@@ -541,7 +550,7 @@ static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, uin
     s->since = now;
     l->next_lease++;
     l->replicas[r].ndoing++;
-    l->replicas[r].fetch = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .request = request};
+    rs->fetch = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .request = request};
     *status = DT__FETCH_SHARD;
     shard_out(d, e, id, lease, shard);
     emit(l, ev);
@@ -612,9 +621,10 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
                           "report of %s: shard id %" PRId64 " of %s: expected 0..%" PRId64, replica,
                           id, name, d->nshards - 1);
     int r = find_replica(l, replica);
-    if (r >= 0) {
+    const ld_rstat *seen = r >= 0 ? find_rstat(d, r) : NULL;
+    if (seen) {
         /* The same report again (a retry whose first answer was lost): already counted. */
-        const ld_last *last = &l->replicas[r].report;
+        const ld_last *last = &seen->report;
         if (last->d == d && last->epoch == e && last->id == id && last->lease == lease &&
             last->ok == (ok != 0)) {
             l->replicas[r].last_seen = now;
@@ -647,7 +657,7 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
     }
     l->replicas[r].last_seen = now;
     l->replicas[r].ndoing--;
-    l->replicas[r].report = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .ok = ok != 0};
+    rs->report = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .ok = ok != 0};
     int64_t len = shard_end(d, id) - shard_start(d, id);
     if (ok) {
         s->state = LD_DONE;

@@ -61,20 +61,22 @@ static void nap_ms(long long ms) {
 }
 
 /* Append one line with one write(2). */
-/* The line of shard s, with "%s" where its outcome goes (known only after the report,
- * when a combined report-and-fetch has already replaced s). */
-static void line_of(char *line, size_t len, const char *replica, const dt_shard *s) {
+/* The line of shard s in two parts around its outcome (known only after the report, when
+ * a combined report-and-fetch has already replaced s). */
+static void line_of(char *head, size_t hlen, char *tail, size_t tlen, const char *replica,
+                    const dt_shard *s) {
     unsigned long long sum = 0;
     for (int64_t i = 0; i < s->count; i++)
         sum += (unsigned long long)s->indices[i];
-    snprintf(line, len, "%s %lld %lld %lld %lld %llu %%s %llu %lld\n", replica,
-             (long long)s->epoch, (long long)s->id, (long long)s->start, (long long)s->end,
-             (unsigned long long)s->lease, sum, (long long)s->count);
+    snprintf(head, hlen, "%s %lld %lld %lld %lld %llu", replica, (long long)s->epoch,
+             (long long)s->id, (long long)s->start, (long long)s->end,
+             (unsigned long long)s->lease);
+    snprintf(tail, tlen, "%llu %lld", sum, (long long)s->count);
 }
 
-static int log_line(int fd, const char *fmt, const char *outcome) {
+static int log_line(int fd, const char *head, const char *outcome, const char *tail) {
     char line[512];
-    int n = snprintf(line, sizeof line, fmt, outcome);
+    int n = snprintf(line, sizeof line, "%s %s %s\n", head, outcome, tail);
     if (n <= 0 || n >= (int)sizeof line) return -1;
     return write(fd, line, (size_t)n) == n ? 0 : -1;
 }
@@ -155,8 +157,8 @@ int main(int argc, char **argv) {
         nap_ms(sleep_ms);
         int ok = fetched != fail_at;
         const char *outcome = ok ? "ok" : "failed";
-        char fmt[512];
-        line_of(fmt, sizeof fmt, dt_shard_client_replica(c), &s);
+        char head[400], tail[64];
+        line_of(head, sizeof head, tail, sizeof tail, dt_shard_client_replica(c), &s);
         /* Report this shard and fetch the next in one request; after a refusal (late),
          * nothing was fetched: fetch on its own. */
         e = separate ? dt_shard_report(c, d.name, &s, ok, ok ? "" : "shard_worker: --fail-once-at")
@@ -170,7 +172,7 @@ int main(int argc, char **argv) {
             e = DT_OK;
             fetch_next = 1;
         }
-        if (!e && fd >= 0 && log_line(fd, fmt, outcome)) {
+        if (!e && fd >= 0 && log_line(fd, head, outcome, tail)) {
             fprintf(stderr, "shard_worker: %s: %s\n", out, strerror(errno));
             goto end;
         }
