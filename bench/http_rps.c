@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "bench_net.h"
 #include "net/http-impl.h"
 
 static double now_s(void) {
@@ -106,19 +107,7 @@ typedef struct worker {
     long ok, other, errors;
 } worker;
 
-static int dial(const load *l) {
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
-    if (getaddrinfo(l->host, l->port, &hints, &ai) != 0) return -1;
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    int one = 1;
-    if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
+static int dial(const load *l) { return bench_dial(l->host, l->port); }
 
 /* One response on fd: its status, or -1 when the connection broke. *close_after when the
  * server said Connection: close. buf keeps bytes of a next response (none: no pipelining). */

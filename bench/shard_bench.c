@@ -46,6 +46,7 @@
 
 #include <jansson.h>
 
+#include "bench_net.h"
 #include "dtrain/shard.h"
 
 typedef struct bench {
@@ -108,19 +109,7 @@ static double self_cpu_s(void) {
 
 /* ---- --raw: the protocol by hand ---- */
 
-static int dial(const bench *b) {
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
-    if (getaddrinfo(b->host, b->port, &hints, &ai) != 0) return -1;
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    int one = 1;
-    if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
+static int dial(const bench *b) { return bench_dial(b->host, b->port); }
 
 /* POST body to path on fd and read the answer; its status (-1: the connection broke) and
  * its body, NUL-terminated, at *body (inside buf). No pipelining, so one answer at most. */
