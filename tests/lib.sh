@@ -33,6 +33,12 @@ json_num() { grep -o "\"$2\": *-\?[0-9.eE+-]*" "$1" | head -1 | sed 's/.*: *//';
 # ge A B: A >= B (floats).
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 
+# wait_for CMD...: poll CMD every 0.1 s until it succeeds, at most WAIT_POLLS times (200).
+wait_for() {
+    for _ in $(seq "${WAIT_POLLS:-200}"); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+
 finish() {
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]

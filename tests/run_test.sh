@@ -77,12 +77,6 @@ no_replicas_left() {
 # ran_at_least N: N replicas have started (each appends a line to $STATE/ran).
 ran_at_least() { [ "$(cat "$STATE/ran" 2>/dev/null | wc -l)" -ge "$1" ]; }
 
-# wait_for COND_CMD...: poll up to 20 s.
-wait_for() {
-    for _ in $(seq 200); do "$@" && return 0; sleep 0.1; done
-    return 1
-}
-
 # ---- success, with every replica type; cleanPodPolicy Running stops the PS ----
 job ok "" "$(replica_spec Chief 1 Never sleep 0.5)" "$(replica_spec Worker 2 Never exit 0)" \
     "$(replica_spec PS 1 Never sleep 60)" "$(replica_spec Evaluator 1 Never sleep 60)"

@@ -55,10 +55,7 @@ YAML
     rm -f "$TMP/out-$name.txt"
 }
 
-wait_for() { # up to 30 s
-    for _ in $(seq 300); do "$@" && return 0; sleep 0.1; done
-    return 1
-}
+WAIT_POLLS=300 # wait_for: up to 30 s
 finished() { [ -f "runs/$1/result.json" ]; }
 # pid_of JOB REPLICA: the worker process of the replica (the status gives its supervisor's
 # pid; the worker is the supervisor's child).

@@ -439,12 +439,12 @@ static dt_err fill_shard(const char *what, const json_t *o, dt_shard *s) {
     return DT_OK;
 }
 
-/* The body of a report of shard (also the "report" member of a fetch that carries one). */
-static json_t *report_body(const dt_shard_client *c, const dt_shard *shard, int ok,
-                           const char *message) {
-    return json_pack("{s:s, s:I, s:I, s:I, s:b, s:s}", "replica", c->replica, "epoch",
-                     (json_int_t)shard->epoch, "id", (json_int_t)shard->id, "lease",
-                     (json_int_t)shard->lease, "ok", ok != 0, "message", message ? message : "");
+/* A report of shard: the "report" member of a fetch that carries one, and, with "replica"
+ * added, the report route's body. */
+static json_t *report_body(const dt_shard *shard, int ok, const char *message) {
+    return json_pack("{s:I, s:I, s:I, s:b, s:s}", "epoch", (json_int_t)shard->epoch, "id",
+                     (json_int_t)shard->id, "lease", (json_int_t)shard->lease, "ok", ok != 0,
+                     "message", message ? message : "");
 }
 
 /* Fetch into shard; report (a new reference, taken; may be NULL) goes with the first ask. */
@@ -505,12 +505,11 @@ dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
 dt_err dt_shard_report_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard, int ok,
                              const char *message, dt_shard_fetch_status *status) {
     *status = DT_SHARD_FETCH_END;
-    json_t *report = report_body(c, shard, ok, message);
+    json_t *report = report_body(shard, ok, message);
     if (!report)
         return dt_err_set(DT_ERR_NOMEM, "report of shard %lld of dataset %s: out of memory "
                                         "(or a message that is not UTF-8)",
                           (long long)shard->id, dataset);
-    json_object_del(report, "replica");
     return fetch(c, dataset, shard, status, report);
 }
 
@@ -521,7 +520,11 @@ dt_err dt_shard_report(dt_shard_client *c, const char *dataset, const dt_shard *
     if (err) return err;
     snprintf(what, sizeof what, "report of shard %lld of epoch %lld of dataset %s by %s",
              (long long)shard->id, (long long)shard->epoch, dataset, c->replica);
-    json_t *body = report_body(c, shard, ok, message);
+    json_t *body = report_body(shard, ok, message);
+    if (body && json_object_set_new(body, "replica", json_string(c->replica))) {
+        json_decref(body);
+        body = NULL;
+    }
     if (!body)
         return dt_err_set(DT_ERR_NOMEM, "%s: out of memory (or a message that is not UTF-8)",
                           what);
