@@ -85,6 +85,16 @@ typedef enum dt_strategy {
     DT_STRATEGY_ALLREDUCE,
 } dt_strategy;
 
+/* spec.parameterServer of a TrainJob (strategy parameter_server). */
+typedef struct dt_ps_job_conf {
+    int sync;                /* 1: synchronous rounds (default 0: asynchronous) */
+    int64_t sync_timeout_ms; /* sync: the longest a round waits for a worker (default 5000) */
+    int64_t max_frame;       /* the data plane's largest frame in bytes (default 64 MiB) */
+    int64_t checkpoint_secs; /* chief: also checkpoint every this many seconds (0: only by
+                                training.checkpoint.every_steps, and at each epoch's end) */
+    int minibatches_per_shard; /* batches in one data shard from the master (default 16) */
+} dt_ps_job_conf;
+
 typedef struct dt_env_var {
     char *name;  /* owned */
     char *value; /* owned; "" when the manifest gives none (valueFrom is skipped) */
@@ -133,6 +143,7 @@ typedef struct dt_job_spec {
 
     int pytorch_env;     /* set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK */
     dt_strategy strategy;
+    dt_ps_job_conf ps;   /* strategy parameter_server */
     dt_spec *train;      /* owned: the training spec of a TrainJob; NULL otherwise */
 } dt_job_spec;
 
