@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# ps_bench.sh - issue 5's throughput benchmark: the aggregate training throughput (samples/s)
+# of dtrain's parameter-server job (2 workers + 1 PS, asynchronous) training the
+# Fashion-MNIST MLP of examples/fashion_mnist_mlp.yaml (784-256-128-10, relu, Adam lr 1e-3,
+# batch 64, one thread per process) against
+#   (a) two independent `dtrain train` runs at the same time, one thread each: the bound
+#       with no communication at all (aggregate = the sum of both runs' samples_per_sec);
+#   (b) PyTorch DistributedDataParallel, gloo backend, 2 processes of one thread each
+#       (bench/torch_ddp.py; aggregate over both processes, barrier to barrier).
+# Targets: ps/independent >= 0.60, ps/ddp >= 3.
+#
+#   bash bench/ps_bench.sh [options]
+#     --coretype-auto   run everything with OPENBLAS_CORETYPE unset (OpenBLAS picks its
+#                       kernels); default: the environment's OPENBLAS_CORETYPE, else Haswell
+#     --steps N         the independent runs stop after N steps (--max-steps) instead of one
+#                       epoch; also the DDP peer's timed steps per process (default 1000)
+#     --ps-timeout S    give the PS job at most S seconds (default 600), then stop it
+#     --no-build        do not (re)build build/ first
+#     --keep            keep the temporary directory (specs, job dirs, logs) and print it
+#   DTRAIN=PATH picks the dtrain binary (default ./build/dtrain).
+#
+# The PS job is `dtrain run JOB.yaml --job-dir DIR` (a TrainJob with replicas {worker: 2,
+# ps: 1}, one epoch); its figure is the sum of the workers' samples_per_sec in
+# DIR/result.json (replicas.worker-*.result), else their samples / the job's wall seconds.
+# If the job cannot run (yet), the script says so and goes on. build/ps_roundtrip (the data
+# plane's round-trip benchmark) is run too when it exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+coretype_auto=0 steps="" ps_timeout=600 build=1 keep=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --coretype-auto) coretype_auto=1 ;;
+        --steps) steps=${2:?--steps needs a value}; shift ;;
+        --ps-timeout) ps_timeout=${2:?--ps-timeout needs a value}; shift ;;
+        --no-build) build=0 ;;
+        --keep) keep=1 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "ps_bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+case "$steps" in ''|*[!0-9]*) [ -z "$steps" ] || { echo "ps_bench.sh: --steps: expected a positive integer, got '$steps'" >&2; exit 2; } ;; esac
+case "$ps_timeout" in ''|*[!0-9]*) echo "ps_bench.sh: --ps-timeout: expected seconds, got '$ps_timeout'" >&2; exit 2 ;; esac
+
+if [ "$coretype_auto" = 1 ]; then
+    unset OPENBLAS_CORETYPE
+else
+    export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
+fi
+PY=/usr/bin/python3
+BIN=${DTRAIN:-./build/dtrain}   # DTRAIN=path: benchmark another build
+[ "$build" = 0 ] || bash scripts/setup.sh release >/dev/null
+[ -x "$BIN" ] || { echo "ps_bench.sh: $BIN not found (build first, or drop --no-build)" >&2; exit 1; }
+
+TMP=$(mktemp -d /tmp/dtrain-psbench-XXXXXX)
+export DTRAIN_HOME=$TMP/home   # keep the benchmark's jobs out of the user's `dtrain list`
+cleanup() { if [ "$keep" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi; }
+trap cleanup EXIT
+
+json_get() { # FILE EXPR -> the value of EXPR (python, over the parsed file as r), or ""
+    "$PY" - "$1" "$2" <<'EOF' 2>/dev/null || true
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    v = eval(sys.argv[2], {"r": r})
+    if v is not None:
+        print(v)
+except Exception:
+    pass
+EOF
+}
+
+# The training spec: the example with one thread and one epoch.
+sed -e 's/^\(    threads:\).*/\1 1/' -e 's/^\(    epochs:\).*/\1 1/' \
+    examples/fashion_mnist_mlp.yaml >"$TMP/single.yaml"
+grep -q '^    threads: 1$' "$TMP/single.yaml" && grep -q '^    epochs: 1$' "$TMP/single.yaml" || {
+    echo "ps_bench.sh: examples/fashion_mnist_mlp.yaml no longer has training.threads/epochs where expected" >&2
+    exit 1; }
+# The PS job: the same spec as a TrainJob with 2 workers and 1 PS (asynchronous, the default).
+sed -e 's/^\(  name:\).*/\1 fashion-mnist-mlp-ps/' "$TMP/single.yaml" >"$TMP/ps_job.yaml"
+cat >>"$TMP/ps_job.yaml" <<'YAML'
+  replicas: {worker: 2, ps: 1}
+  strategy: parameter_server
+YAML
+
+echo "== ps_bench: Fashion-MNIST MLP 784-256-128-10, Adam lr 1e-3, batch 64, 1 thread per process =="
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset: OpenBLAS picks)}"
+echo "dtrain: $("$BIN" version 2>&1 | tr '\n' ' ')"
+echo "cores: $(nproc)"
+
+# (a) two independent single-process runs at the same time
+if [ -n "$steps" ]; then len=(--max-steps "$steps"); what="$steps steps"; else len=(); what="1 epoch"; fi
+echo "== (a) 2 independent dtrain train runs at once, threads 1, $what each =="
+pids=()
+for i in 0 1; do
+    "$BIN" train "$TMP/single.yaml" --job-dir "$TMP/single$i" --no-progress "${len[@]}" \
+        >"$TMP/single$i.out" 2>"$TMP/single$i.err" &
+    pids+=($!)
+done
+indep=0 indep_ok=1
+for i in 0 1; do
+    if ! wait "${pids[$i]}"; then
+        indep_ok=0
+        echo "  run $i failed: $(tail -3 "$TMP/single$i.err" | tr '\n' ' ')"
+        continue
+    fi
+    r=$(json_get "$TMP/single$i/result.json" 'r["train"]["samples_per_sec"]')
+    [ -n "$r" ] || { indep_ok=0; echo "  run $i: no samples_per_sec in its result.json"; continue; }
+    printf '  run %d: %8.0f samples/s (%s)\n' "$i" "$r" "$(json_get "$TMP/single$i/result.json" \
+        '"%s steps, %s" % (r["train"]["steps"], "eval accuracy %s" % r["eval"]["accuracy"] if r["status"] == "Succeeded" else r["status"])')"
+    indep=$(awk -v a="$indep" -v b="$r" 'BEGIN { print a + b }')
+done
+if [ "$indep_ok" = 1 ]; then printf 'independent_samples_per_sec %.1f\n' "$indep"; else indep=""; fi
+
+# (b) PyTorch DDP, gloo, 2 processes
+echo "== (b) PyTorch DDP, gloo, 2 processes x 1 thread, ${steps:-1000} steps each =="
+ddp=""
+if "$PY" bench/torch_ddp.py --steps "${steps:-1000}" >"$TMP/ddp.out" 2>"$TMP/ddp.err"; then
+    ddp=$(sed -n 's/^ddp_gloo_samples_per_sec //p' "$TMP/ddp.out")
+    grep -v '^ddp_gloo' "$TMP/ddp.out" | sed 's/^/  /'
+    echo "ddp_gloo_samples_per_sec $ddp"
+else
+    echo "  DDP peer failed: $(tail -3 "$TMP/ddp.err" | tr '\n' ' ')"
+fi
+
+# the dtrain PS job
+echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, 1 epoch =="
+ps=""
+job=$TMP/psjob
+t0=$EPOCHREALTIME
+set +e
+timeout --signal=TERM --kill-after=30 "$ps_timeout" \
+    "$BIN" run "$TMP/ps_job.yaml" --job-dir "$job" --stop-grace 2 >"$TMP/ps.out" 2>"$TMP/ps.err"
+rc=$?
+set -e
+t1=$EPOCHREALTIME
+if [ "$rc" = 0 ] && [ -f "$job/result.json" ]; then
+    # prints a line per worker, then "TOTAL <sum of samples_per_sec> <samples> <wall seconds>"
+    "$PY" - "$job/result.json" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+        >"$TMP/ps.figures" 2>&1 <<'EOF' || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+rate = samples = 0
+for name, rep in sorted(r.get("replicas", {}).items()):
+    if not name.startswith("worker-"):
+        continue
+    res = rep.get("result") or {}
+    t = res.get("train") or res   # dtrain train's result.json has them under "train"
+    sps, n = float(t.get("samples_per_sec") or 0), int(t.get("samples") or 0)
+    acc = (res.get("eval") or {}).get("accuracy")
+    print("  %s: %.0f samples/s, %d samples%s" % (name, sps, n, "" if acc is None else ", eval accuracy %s" % acc))
+    rate, samples = rate + sps, samples + n
+wall = float(r.get("wall_seconds") or sys.argv[2])
+print("  total %d samples in %.2f s of job wall time: %.1f samples/s" % (samples, wall, samples / wall if wall > 0 else 0))
+print("TOTAL %r %d %r" % (rate, samples, wall))
+EOF
+    grep -v '^TOTAL' "$TMP/ps.figures" || true
+    read -r _ ps_sum ps_samples wall < <(grep '^TOTAL' "$TMP/ps.figures") || true
+    if awk -v s="${ps_sum:-0}" 'BEGIN { exit !(s > 0) }'; then
+        ps=$ps_sum
+    elif awk -v s="${ps_samples:-0}" -v w="${wall:-0}" 'BEGIN { exit !(s > 0 && w > 0) }'; then
+        ps=$(awk -v s="$ps_samples" -v w="$wall" 'BEGIN { print s / w }')
+    fi
+fi
+if [ -n "$ps" ]; then
+    printf 'ps_samples_per_sec %.1f\n' "$ps"
+else
+    echo "dtrain PS job: not available yet (exit $rc: $(tail -2 "$TMP/ps.err" | tr '\n' ' '))"
+fi
+
+# the data plane's round trip
+if [ -x build/ps_roundtrip ]; then
+    echo "== build/ps_roundtrip =="
+    timeout 300 build/ps_roundtrip 2>&1 | sed 's/^/  /' || echo "  ps_roundtrip failed (exit $?)"
+fi
+
+echo "== summary (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}) =="
+printf '  independent x2  %10s samples/s\n' "${indep:-n/a}"
+printf '  pytorch ddp     %10s samples/s\n' "${ddp:-n/a}"
+printf '  dtrain ps job   %10s samples/s\n' "${ps:-n/a}"
+if [ -n "$ps" ] && [ -n "$indep" ]; then
+    awk -v p="$ps" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio ps/independent = %.2f (target >= 0.60: %s)\n", r, (r >= 0.60 ? "met" : "NOT met") }'
+fi
+if [ -n "$ps" ] && [ -n "$ddp" ]; then
+    awk -v p="$ps" -v d="$ddp" 'BEGIN { r = p / d; printf "  RESULT ratio ps/ddp = %.2f (target >= 3: %s)\n", r, (r >= 3 ? "met" : "NOT met") }'
+fi
+if [ -n "$indep" ] && [ -n "$ddp" ]; then
+    awk -v i="$indep" -v d="$ddp" 'BEGIN { printf "  (independent/ddp = %.2f: the most a PS job could reach against DDP here)\n", i / d }'
+fi
