@@ -66,6 +66,7 @@
 #include "core/assert-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
+#include "ps/ps-impl.h"
 #include "ps/wire-impl.h"
 
 #define READ_BUF (64 << 10)
@@ -169,7 +170,11 @@ static int refuse(conn *c, uint64_t left, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    slog(c->s, "%s: %s; closing the connection", c->who, msg);
+    /* "push from worker-1 (addr): ..." names the peer already; others get it in front */
+    if (strstr(msg, c->who))
+        slog(c->s, "%s; closing the connection", msg);
+    else
+        slog(c->s, "%s: %s; closing the connection", c->who, msg);
     dt__ps_send_frame(c->fd, DT__PS_ERROR, 0, msg, strlen(msg));
     shutdown(c->fd, SHUT_WR);
     if (left > 0) {
@@ -202,8 +207,10 @@ static int find_var(const dt_ps_server *s, const char *name, int hint) {
 
 /* Read a tensor list of `len` payload bytes. 0: every variable came, valid; -1: the
  * connection is finished (refused or truncated; already logged). */
-static int read_tensors(conn *c, const char *what, uint64_t len) {
+static int read_tensors(conn *c, const char *op, uint64_t len) {
     dt_ps_server *s = c->s;
+    char what[200];
+    snprintf(what, sizeof what, "%s from %s", op, c->who);
     uint64_t left = len;
     size_t got;
     if (!c->grad) {
@@ -285,13 +292,13 @@ static int read_tensors(conn *c, const char *what, uint64_t len) {
 #undef READ
 truncated:
     if (errno)
-        slog(s, "%s: %s: reading the frame failed after %" PRIu64 " of %" PRIu64
+        slog(s, "%s: reading the frame failed after %" PRIu64 " of %" PRIu64
                 " payload bytes: %s; closing the connection",
-             c->who, what, len - left + got, len, strerror(errno));
+             what, len - left + got, len, strerror(errno));
     else
-        slog(s, "%s: %s: truncated frame: the peer closed after %" PRIu64 " of %" PRIu64
+        slog(s, "%s: truncated frame: the peer closed after %" PRIu64 " of %" PRIu64
                 " payload bytes; closing the connection",
-             c->who, what, len - left + got, len);
+             what, len - left + got, len);
     return -1;
 }
 
@@ -1033,6 +1040,13 @@ int dt_ps_server_port(const dt_ps_server *s) {
 
 int64_t dt_ps_server_step(const dt_ps_server *s) {
     return atomic_load(&((dt_ps_server *)s)->step);
+}
+
+int dt__ps_server_pending(dt_ps_server *s) {
+    pthread_mutex_lock(&s->slock);
+    int n = s->contributors;
+    pthread_mutex_unlock(&s->slock);
+    return n;
 }
 
 void dt_ps_server_stop(dt_ps_server *s) {
