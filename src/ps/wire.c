@@ -85,9 +85,9 @@ void dt__ps_reader_reset(dt__ps_reader *r, int fd) {
     r->pos = r->end = 0;
 }
 
-static ssize_t read_some(int fd, void *dst, size_t n) {
+static ssize_t read_some(int fd, void *dst, size_t n, int flags) {
     for (;;) {
-        ssize_t k = recv(fd, dst, n, 0);
+        ssize_t k = recv(fd, dst, n, flags);
         if (k < 0 && errno == EINTR) continue;
         if (k == 0) errno = 0;
         return k;
@@ -109,11 +109,11 @@ int dt__ps_read(dt__ps_reader *r, void *dst, size_t n, size_t *got) {
         size_t want = n - done;
         ssize_t k;
         if (want >= r->cap / 2) {
-            k = read_some(r->fd, d + done, want); /* large: straight into dst */
+            k = read_some(r->fd, d + done, want, 0); /* large: straight into dst */
             if (k <= 0) goto fail;
             done += (size_t)k;
         } else {
-            k = read_some(r->fd, r->buf, r->cap);
+            k = read_some(r->fd, r->buf, r->cap, 0);
             if (k <= 0) goto fail;
             r->pos = 0;
             r->end = (size_t)k;
@@ -168,7 +168,9 @@ int dt__ps_send_frame(int fd, int type, int64_t arg, const void *payload, size_t
 }
 
 void dt__ps_tune_socket(int fd) {
-    int one = 1, bytes = 8 << 20;
+    /* 4 MiB: Linux's usual net.core.wmem_max/rmem_max (larger requests are cut to it and
+     * the kernel doubles the value for its bookkeeping) */
+    int one = 1, bytes = 4 << 20;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
