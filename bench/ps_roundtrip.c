@@ -124,8 +124,11 @@ int main(int argc, char **argv) {
         close(up[0]);
         close(down[1]);
         FILE *devnull = fopen("/dev/null", "w");
-        dt_ps_server_conf sc = {.host = "127.0.0.1", .token = "bench", .nps = 1,
-                                .optim = oc, .log = devnull,
+        dt_ps_server_conf sc = {.host = "127.0.0.1",
+                                .token = "bench",
+                                .nps = 1,
+                                .optim = oc,
+                                .log = devnull,
                                 .max_frame = floats * 4 + (1 << 20)};
         dt_ps_server *s;
         int port = -1;
@@ -148,7 +151,10 @@ int main(int argc, char **argv) {
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     const char *addrs[1] = {addr};
-    dt_ps_client_conf cc = {.addrs = addrs, .nps = 1, .token = "bench", .replica = "bench",
+    dt_ps_client_conf cc = {.addrs = addrs,
+                            .nps = 1,
+                            .token = "bench",
+                            .replica = "bench",
                             .max_frame = floats * 4 + (1 << 20)};
     dt_ps_client *c;
     if (dt_ps_client_open(&c, &cc, &p, 1) || dt_ps_client_init(c, NULL) ||

@@ -134,8 +134,8 @@ static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) 
     if (dt__ps_read(&l->rd, b, sizeof b, NULL) != 0) return fail_transport(l, "reading a reply");
     dt__ps_hdr_decode(b, h);
     if (h->magic != DT__PS_MAGIC || h->version != DT__PS_VERSION) {
-        *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): not a dtrain PS reply (magic 0x%08" PRIx32
-                                         ", version %u)",
+        *err = dt_err_set(DT_ERR_FORMAT,
+                          "ps-%d (%s): not a dtrain PS reply (magic 0x%08" PRIx32 ", version %u)",
                           l->index, l->addr, h->magic, h->version);
         link_close(l);
         return OUT_FAIL;
@@ -143,8 +143,7 @@ static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) 
     if (h->len > (uint64_t)c->conf.max_frame) {
         *err = dt_err_set(DT_ERR_FORMAT,
                           "ps-%d (%s): a %s reply of %" PRIu64 " bytes exceeds max_frame %" PRId64,
-                          l->index, l->addr, dt__ps_type_name(h->type), h->len,
-                          c->conf.max_frame);
+                          l->index, l->addr, dt__ps_type_name(h->type), h->len, c->conf.max_frame);
         link_close(l);
         return OUT_FAIL;
     }
@@ -179,8 +178,7 @@ static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
     freeaddrinfo(ai);
     if (fd < 0) {
         errno = saved;
-        dt_err_set(DT_ERR_IO, "ps-%d (%s): cannot connect: %s", l->index, l->addr,
-                   strerror(saved));
+        dt_err_set(DT_ERR_IO, "ps-%d (%s): cannot connect: %s", l->index, l->addr, strerror(saved));
         return OUT_TRANSPORT;
     }
     l->fd = fd;
@@ -194,15 +192,15 @@ static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
     dt__put32(rlen, (uint32_t)rl);
     uint8_t hdr[DT__PS_HDR];
     dt__ps_hdr_encode(hdr, DT__PS_HELLO, 0, 16 + tl + rl);
-    struct iovec iov[5] = {{hdr, sizeof hdr}, {head, 12}, {c->token, tl}, {rlen, 4},
-                           {c->replica, rl}};
+    struct iovec iov[5] = {
+        {hdr, sizeof hdr}, {head, 12}, {c->token, tl}, {rlen, 4}, {c->replica, rl}};
     if (dt__ps_writev_all(fd, iov, 5) != 0) return fail_transport(l, "sending HELLO");
     dt__ps_hdr h;
     outcome o = read_hdr(c, l, &h, err);
     if (o) return o;
     if (h.type != DT__PS_OK || h.len != 0) {
-        *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): HELLO answered with %s", l->index,
-                          l->addr, dt__ps_type_name(h.type));
+        *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): HELLO answered with %s", l->index, l->addr,
+                          dt__ps_type_name(h.type));
         link_close(l);
         return OUT_FAIL;
     }
@@ -281,8 +279,8 @@ static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_e
     }
     return OUT_OK;
 mismatch:
-    *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): VALUES: tensor count differs from %d",
-                      l->index, l->addr, l->nvars);
+    *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): VALUES: tensor count differs from %d", l->index,
+                      l->addr, l->nvars);
     link_close(l);
     return OUT_FAIL;
 }
@@ -302,9 +300,9 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
     }
     int want = (type == DT__PS_PULL || type == DT__PS_PUSH_PULL) ? DT__PS_VALUES : DT__PS_ACK;
     if (h.type != want || (want == DT__PS_ACK && h.len != 0)) {
-        *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
-                          l->index, l->addr, dt__ps_type_name(type), dt__ps_type_name(h.type),
-                          h.len);
+        *err =
+            dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
+                       l->index, l->addr, dt__ps_type_name(type), dt__ps_type_name(h.type), h.len);
         link_close(l);
         return OUT_FAIL;
     }
@@ -319,7 +317,8 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
     dt_err first = DT_OK;
     char first_msg[DT__PS_TEXT_MAX + 256] = "";
     int64_t fail_since = -1;
-    for (int i = 0; i < c->nps; i++) c->links[i].state = LINK_PENDING;
+    for (int i = 0; i < c->nps; i++)
+        c->links[i].state = LINK_PENDING;
     int64_t wait_delay = 10;
     int waited_logged = 0;
     for (;;) {
@@ -445,8 +444,8 @@ static dt_err split_addr(pslink *l, const char *addr) {
     return DT_OK;
 }
 
-dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf,
-                         dt_param *const *params, int n) {
+dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_param *const *params,
+                         int n) {
     DT_ASSERT(out && conf && n >= 0 && (n == 0 || params));
     *out = NULL;
     if (conf->nps < 1 || !conf->addrs)
@@ -478,17 +477,20 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf,
     c->conf.token = c->token;
     c->conf.replica = c->replica;
     if (strlen(c->token) > 1024 || strlen(c->replica) > 1024) {
-        err = dt_err_set(DT_ERR_ARG, "ps client: token and replica name must be at most 1024 bytes");
+        err =
+            dt_err_set(DT_ERR_ARG, "ps client: token and replica name must be at most 1024 bytes");
         goto fail;
     }
-    for (int i = 0; i < c->nps; i++) c->links[i].fd = -1;
+    for (int i = 0; i < c->nps; i++)
+        c->links[i].fd = -1;
     for (int i = 0; i < n; i++) {
         c->params[i] = params[i];
         numel[i] = dt_tensor_numel(&params[i]->value);
         size_t nl = strlen(params[i]->name);
         if (nl == 0 || nl > DT__PS_NAME_MAX) {
-            err = dt_err_set(DT_ERR_ARG, "ps client: variable %d: name \"%s\" must have 1 to %d characters",
-                             i, params[i]->name, DT__PS_NAME_MAX);
+            err = dt_err_set(DT_ERR_ARG,
+                             "ps client: variable %d: name \"%s\" must have 1 to %d characters", i,
+                             params[i]->name, DT__PS_NAME_MAX);
             goto fail;
         }
     }
@@ -501,7 +503,8 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf,
             goto fail;
         }
         if ((err = split_addr(l, conf->addrs[p]))) goto fail;
-        for (int i = 0; i < n; i++) l->nvars += owner[i] == p;
+        for (int i = 0; i < n; i++)
+            l->nvars += owner[i] == p;
         l->vars = calloc((size_t)l->nvars + 1, sizeof *l->vars);
         l->meta_off = calloc((size_t)l->nvars + 1, sizeof *l->meta_off);
         l->meta_len = calloc((size_t)l->nvars + 1, sizeof *l->meta_len);
@@ -523,7 +526,8 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf,
         l->list_bytes += mb;
         if (l->list_bytes > (uint64_t)c->conf.max_frame) {
             err = dt_err_set(DT_ERR_ARG,
-                             "ps client: ps-%d's frames (%" PRIu64 " bytes) exceed max_frame %" PRId64,
+                             "ps client: ps-%d's frames (%" PRIu64
+                             " bytes) exceed max_frame %" PRId64,
                              p, l->list_bytes, c->conf.max_frame);
             goto fail;
         }

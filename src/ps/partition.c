@@ -26,7 +26,8 @@ static int cmp_item(const void *a, const void *b) {
 /* The same rule without allocating (when malloc fails): owner[] doubles as the state (-1 =
  * not placed yet), the next variable is found by a scan, a PS's load by summing. */
 static void partition_noalloc(const int64_t *numel, int n, int nps, int *owner) {
-    for (int i = 0; i < n; i++) owner[i] = -1;
+    for (int i = 0; i < n; i++)
+        owner[i] = -1;
     for (int k = 0; k < n; k++) {
         int next = -1;
         for (int i = 0; i < n; i++)
@@ -54,7 +55,8 @@ void dt_ps_partition(const int64_t *numel, int n, int nps, int *owner) {
         partition_noalloc(numel, n, nps, owner);
         return;
     }
-    for (int i = 0; i < n; i++) items[i] = (item){numel[i], i};
+    for (int i = 0; i < n; i++)
+        items[i] = (item){numel[i], i};
     qsort(items, (size_t)n, sizeof *items, cmp_item);
     for (int k = 0; k < n; k++) {
         int ps = 0;

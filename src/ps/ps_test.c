@@ -66,7 +66,8 @@ static float val(int seed, int i, int64_t j) {
 
 static void fill_values(model *m, int seed) {
     for (int i = 0; i < m->n; i++)
-        for (int64_t j = 0; j < numel(m->p[i]); j++) m->p[i]->value.data[j] = val(seed, i, j);
+        for (int64_t j = 0; j < numel(m->p[i]); j++)
+            m->p[i]->value.data[j] = val(seed, i, j);
 }
 
 static void fill_grads(model *m, int seed) {
@@ -77,14 +78,13 @@ static void fill_grads(model *m, int seed) {
 
 static int same_values(const model *a, const model *b) {
     for (int i = 0; i < a->n; i++)
-        if (memcmp(a->p[i]->value.data, b->p[i]->value.data, (size_t)numel(a->p[i]) * 4))
-            return 0;
+        if (memcmp(a->p[i]->value.data, b->p[i]->value.data, (size_t)numel(a->p[i]) * 4)) return 0;
     return 1;
 }
 
 static dt_optim_conf optim_of(dt_optim_kind kind, float wd) {
-    dt_optim_conf c = {.kind = kind, .learning_rate = kind == DT_OPTIM_ADAM ? 0.01f : 0.1f,
-                       .weight_decay = wd};
+    dt_optim_conf c = {
+        .kind = kind, .learning_rate = kind == DT_OPTIM_ADAM ? 0.01f : 0.1f, .weight_decay = wd};
     dt_optim_conf_defaults(&c);
     return c;
 }
@@ -117,8 +117,12 @@ static int log_has(const char *path, const char *text) {
 }
 
 static dt_ps_server_conf server_conf(int index, int nps, dt_optim_conf optim, FILE *log) {
-    return (dt_ps_server_conf){.host = "127.0.0.1", .token = "secret", .index = index,
-                               .nps = nps, .optim = optim, .log = log};
+    return (dt_ps_server_conf){.host = "127.0.0.1",
+                               .token = "secret",
+                               .index = index,
+                               .nps = nps,
+                               .optim = optim,
+                               .log = log};
 }
 
 typedef struct addrs {
@@ -134,8 +138,12 @@ static void addrs_of(addrs *ad, dt_ps_server **s, int nps) {
 }
 
 static dt_ps_client_conf client_conf(const addrs *ad, int nps, const char *replica, FILE *log) {
-    return (dt_ps_client_conf){.addrs = ad->a, .nps = nps, .token = "secret",
-                               .replica = replica, .retry_ms = 10000, .log = log};
+    return (dt_ps_client_conf){.addrs = ad->a,
+                               .nps = nps,
+                               .token = "secret",
+                               .replica = replica,
+                               .retry_ms = 10000,
+                               .log = log};
 }
 
 /* ---- partition ---- */
@@ -146,7 +154,8 @@ static void test_partition_rule(void) {
     dt_ps_partition(n, 6, 2, owner);
     /* 100 -> 0; 50 -> 1; 50 -> 1 (100 vs 50); 10 -> 0 (tie: lowest); 5 -> 1; 1 -> 1 */
     int want[6] = {0, 1, 1, 1, 0, 1};
-    for (int i = 0; i < 6; i++) DT_CHECK(owner[i] == want[i]);
+    for (int i = 0; i < 6; i++)
+        DT_CHECK(owner[i] == want[i]);
     dt_ps_partition(n, 6, 2, again);
     DT_CHECK(!memcmp(owner, again, sizeof owner));
     /* more PS than variables: the last ones hold nothing */
@@ -268,9 +277,11 @@ static void check_async_exact(dt_optim_kind kind, int nps) {
         dt_optim_step(ref, NULL);
         DT_CHECK(same_values(&w, &r));
     }
-    for (int i = 0; i < nps; i++) DT_CHECK(dt_ps_server_step(s[i]) == 4);
+    for (int i = 0; i < nps; i++)
+        DT_CHECK(dt_ps_server_step(s[i]) == 4);
     dt_ps_client_close(c);
-    for (int i = 0; i < nps; i++) dt_ps_server_stop(s[i]);
+    for (int i = 0; i < nps; i++)
+        dt_ps_server_stop(s[i]);
     dt_optim_free(ref);
     model_free(&w);
     model_free(&r);
@@ -606,7 +617,8 @@ static void test_refusals(void) {
     DT_CHECK(frame);
     const char *names[4] = {"fc1/kernel", "fc1/bias", "fc2/kernel", "fc2/bias"};
     dt_shape shapes[4];
-    for (int i = 0; i < 4; i++) shapes[i] = a.p[i]->value.shape;
+    for (int i = 0; i < 4; i++)
+        shapes[i] = a.p[i]->value.shape;
 
     struct {
         const char *what, *log_text;
@@ -631,8 +643,8 @@ static void test_refusals(void) {
         int fd = raw_dial(port);
         if (cases[k].hello == 1) raw_hello(fd, "guess", 0, 1);
         if (cases[k].hello == 2) raw_hello(fd, "", 0, 1);
-        if (cases[k].hello == 3) raw_hello(fd, "secret", cases[k].kind == 8 ? 1 : 0,
-                                           cases[k].kind == 8 ? 2 : 1);
+        if (cases[k].hello == 3)
+            raw_hello(fd, "secret", cases[k].kind == 8 ? 1 : 0, cases[k].kind == 8 ? 2 : 1);
         size_t n = 0;
         switch (cases[k].kind) {
         case 1:
@@ -724,7 +736,8 @@ static void test_client_conf_errors(void) {
     dt_ps_client *c = NULL;
     const char *bad_addr[1] = {"localhost"};
     dt_ps_client_conf cc = {.addrs = bad_addr, .nps = 1, .token = "t"};
-    DT_CHECK_ERR(dt_ps_client_open(&c, &cc, a.p, a.n), DT_ERR_ARG, "\"localhost\" is not host:port");
+    DT_CHECK_ERR(dt_ps_client_open(&c, &cc, a.p, a.n), DT_ERR_ARG,
+                 "\"localhost\" is not host:port");
     const char *ok[1] = {"127.0.0.1:1"};
     cc.addrs = ok;
     cc.max_frame = 64;

@@ -76,9 +76,9 @@
 #define CKPT_VERSION "1"
 
 typedef struct var {
-    dt_param p;    /* name, shape, decay; value.data into s->values; grad set per step */
+    dt_param p; /* name, shape, decay; value.data into s->values; grad set per step */
     int64_t numel;
-    size_t off;    /* float offset into the values / gradient layout */
+    size_t off; /* float offset into the values / gradient layout */
 } var;
 
 typedef struct conn conn;
@@ -104,8 +104,8 @@ struct dt_ps_server {
     uint64_t list_bytes; /* tensor-list payload size */
 
     pthread_rwlock_t vlock;
-    int initialized;       /* vlock */
-    _Atomic int64_t step;  /* -1 while uninitialized; written under vlock */
+    int initialized;      /* vlock */
+    _Atomic int64_t step; /* -1 while uninitialized; written under vlock */
 
     pthread_mutex_t slock;
     pthread_cond_t scv;
@@ -131,9 +131,9 @@ struct conn {
     pthread_t thread;
     _Atomic int done;
     conn *next;
-    char peer[64];     /* "127.0.0.1:40000" */
-    char replica[64];  /* from HELLO */
-    char who[160];     /* "worker-1 (127.0.0.1:40000)" */
+    char peer[64];    /* "127.0.0.1:40000" */
+    char replica[64]; /* from HELLO; written under clock */
+    char who[160];    /* "worker-1 (127.0.0.1:40000)" */
     dt__ps_reader rd;
     float *grad;       /* this connection's pushed tensors (nvars layout) */
     char *seen;        /* per var, during one tensor list */
@@ -223,16 +223,16 @@ static int read_tensors(conn *c, const char *op, uint64_t len) {
         memset(c->grad, 0, bytes); /* the padding between variables stays zero */
     }
     memset(c->seen, 0, (size_t)s->nvars + 1);
-#define NEED(n)                                                                              \
-    do {                                                                                     \
-        if (left < (uint64_t)(n))                                                            \
-            return refuse(c, left, "%s: frame length %" PRIu64 " is too short for its tensors", \
-                          what, len);                                                        \
+#define NEED(n)                                                                                    \
+    do {                                                                                           \
+        if (left < (uint64_t)(n))                                                                  \
+            return refuse(c, left, "%s: frame length %" PRIu64 " is too short for its tensors",    \
+                          what, len);                                                              \
     } while (0)
-#define READ(dst, n)                                                                         \
-    do {                                                                                     \
-        if (dt__ps_read(&c->rd, (dst), (n), &got) != 0) goto truncated;                      \
-        left -= (n);                                                                         \
+#define READ(dst, n)                                                                               \
+    do {                                                                                           \
+        if (dt__ps_read(&c->rd, (dst), (n), &got) != 0) goto truncated;                            \
+        left -= (n);                                                                               \
     } while (0)
     uint8_t b[8 * DT_MAX_DIMS + 8];
     NEED(4);
@@ -249,20 +249,19 @@ static int read_tensors(conn *c, const char *op, uint64_t len) {
             return refuse(c, left, "%s: tensor %" PRIu32 ": %u dimensions (at most %d)", what, t,
                           nd, DT_MAX_DIMS);
         if (nl == 0 || nl > DT__PS_NAME_MAX)
-            return refuse(c, left, "%s: tensor %" PRIu32 ": name length %u (1 to %d)", what, t,
-                          nl, DT__PS_NAME_MAX);
+            return refuse(c, left, "%s: tensor %" PRIu32 ": name length %u (1 to %d)", what, t, nl,
+                          DT__PS_NAME_MAX);
         NEED(8 * nd + nl);
         READ(b, 8 * nd);
         char name[DT__PS_NAME_MAX + 1];
         READ(name, nl);
         name[nl] = '\0';
         if (memchr(name, '\0', nl))
-            return refuse(c, left, "%s: tensor %" PRIu32 ": the name contains a NUL byte", what,
-                          t);
+            return refuse(c, left, "%s: tensor %" PRIu32 ": the name contains a NUL byte", what, t);
         int i = find_var(s, name, (int)t);
         if (i < 0)
-            return refuse(c, left, "%s: tensor %s: no such variable in partition %d of %d",
-                          what, name, s->conf.index, s->conf.nps);
+            return refuse(c, left, "%s: tensor %s: no such variable in partition %d of %d", what,
+                          name, s->conf.index, s->conf.nps);
         if (c->seen[i]) return refuse(c, left, "%s: tensor %s: sent twice", what, name);
         c->seen[i] = 1;
         const dt_shape *want = &s->vars[i].p.value.shape;
@@ -292,12 +291,14 @@ static int read_tensors(conn *c, const char *op, uint64_t len) {
 #undef READ
 truncated:
     if (errno)
-        slog(s, "%s: reading the frame failed after %" PRIu64 " of %" PRIu64
-                " payload bytes: %s; closing the connection",
+        slog(s,
+             "%s: reading the frame failed after %" PRIu64 " of %" PRIu64
+             " payload bytes: %s; closing the connection",
              what, len - left + got, len, strerror(errno));
     else
-        slog(s, "%s: truncated frame: the peer closed after %" PRIu64 " of %" PRIu64
-                " payload bytes; closing the connection",
+        slog(s,
+             "%s: truncated frame: the peer closed after %" PRIu64 " of %" PRIu64
+             " payload bytes; closing the connection",
              what, len - left + got, len);
     return -1;
 }
@@ -326,7 +327,8 @@ static int send_values(conn *c) {
 /* ---- applying ---- */
 
 static void apply_grad_locked(dt_ps_server *s, float *g) {
-    for (int i = 0; i < s->nvars; i++) s->vars[i].p.grad.data = g + s->vars[i].off;
+    for (int i = 0; i < s->nvars; i++)
+        s->vars[i].p.grad.data = g + s->vars[i].off;
     dt_optim_step(s->optim, s->pool);
     atomic_store(&s->step, dt_optim_steps(s->optim));
 }
@@ -335,7 +337,8 @@ static void apply_grad_locked(dt_ps_server *s, float *g) {
 static void sync_apply(dt_ps_server *s, const char *why) {
     int k = s->contributors;
     float inv = (float)k;
-    for (size_t j = 0; j < s->total; j++) s->sum[j] /= inv;
+    for (size_t j = 0; j < s->total; j++)
+        s->sum[j] /= inv;
     pthread_rwlock_wrlock(&s->vlock);
     apply_grad_locked(s, s->sum);
     s->round_step = atomic_load(&s->step);
@@ -370,7 +373,8 @@ static int64_t sync_push(conn *c) {
         s->nactive++;
     }
     /* a second contribution from the same replica waits for the next round */
-    while (!s->sync_stop && replica_joined(s, c)) pthread_cond_wait(&s->scv, &s->slock);
+    while (!s->sync_stop && replica_joined(s, c))
+        pthread_cond_wait(&s->scv, &s->slock);
     if (s->sync_stop) {
         pthread_mutex_unlock(&s->slock);
         return -1;
@@ -379,7 +383,8 @@ static int64_t sync_push(conn *c) {
         memcpy(s->sum, c->grad, s->total * sizeof(float));
         s->round_started = dt__ps_now_ms();
     } else {
-        for (size_t j = 0; j < s->total; j++) s->sum[j] += c->grad[j];
+        for (size_t j = 0; j < s->total; j++)
+            s->sum[j] += c->grad[j];
     }
     s->contributors++;
     int64_t mine = s->round;
@@ -390,8 +395,7 @@ static int64_t sync_push(conn *c) {
         int64_t now = dt__ps_now_ms();
         if (now >= deadline) {
             char why[64];
-            snprintf(why, sizeof why, "timed out after %" PRId64 " ms",
-                     s->conf.sync_timeout_ms);
+            snprintf(why, sizeof why, "timed out after %" PRId64 " ms", s->conf.sync_timeout_ms);
             sync_apply(s, why);
             break;
         }
@@ -467,27 +471,29 @@ static void prune(dt_ps_server *s) {
         if (unlink(path) != 0 && errno != ENOENT)
             slog(s, "cannot delete old checkpoint %s: %s", path, strerror(errno));
     }
-    for (int i = 0; i < n; i++) free(names[i]);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
     free(names);
 }
 
 /* Under the read lock (or before serving). */
 static dt_err save_locked(dt_ps_server *s, char *path, size_t len) {
     if (mkdir(s->ckpt_dir, 0755) != 0 && errno != EEXIST)
-        return dt_err_set(DT_ERR_IO, "%s: cannot create the checkpoint directory: %s",
-                          s->ckpt_dir, strerror(errno));
+        return dt_err_set(DT_ERR_IO, "%s: cannot create the checkpoint directory: %s", s->ckpt_dir,
+                          strerror(errno));
     int64_t step = atomic_load(&s->step);
     snprintf(path, len, "%s/ckpt-%010" PRId64 ".safetensors", s->ckpt_dir, step);
     int nslots = dt_optim_num_slots(s->optim);
     int nt = s->nvars + nslots;
     dt_st_tensor *ts = calloc((size_t)(nt ? nt : 1), sizeof *ts);
-    char (*names)[128] = calloc((size_t)(nslots ? nslots : 1), sizeof *names);
+    char(*names)[128] = calloc((size_t)(nslots ? nslots : 1), sizeof *names);
     if (!ts || !names) {
         free(ts);
         free(names);
         return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", path);
     }
-    for (int i = 0; i < s->nvars; i++) ts[i] = (dt_st_tensor){s->vars[i].p.name, &s->vars[i].p.value};
+    for (int i = 0; i < s->nvars; i++)
+        ts[i] = (dt_st_tensor){s->vars[i].p.name, &s->vars[i].p.value};
     for (int i = 0; i < nslots; i++) {
         snprintf(names[i], sizeof names[i], "optimizer/%s", dt_optim_slot_name(s->optim, i));
         ts[s->nvars + i] = (dt_st_tensor){names[i], dt_optim_slot(s->optim, i)};
@@ -496,8 +502,10 @@ static dt_err save_locked(dt_ps_server *s, char *path, size_t len) {
     snprintf(step_s, sizeof step_s, "%" PRId64, step);
     snprintf(part_s, sizeof part_s, "%d", s->conf.index);
     snprintf(nps_s, sizeof nps_s, "%d", s->conf.nps);
-    dt_st_meta meta[] = {{"format", CKPT_FORMAT}, {"version", CKPT_VERSION},
-                         {"step", step_s},        {"partition", part_s},
+    dt_st_meta meta[] = {{"format", CKPT_FORMAT},
+                         {"version", CKPT_VERSION},
+                         {"step", step_s},
+                         {"partition", part_s},
                          {"nps", nps_s}};
     dt_err err = dt_safetensors_write(path, ts, nt, meta, 5);
     free(ts);
@@ -506,16 +514,16 @@ static dt_err save_locked(dt_ps_server *s, char *path, size_t len) {
     return err;
 }
 
-static dt_err meta_int(const dt_safetensors *st, const char *path, const char *key,
-                       int64_t *out) {
+static dt_err meta_int(const dt_safetensors *st, const char *path, const char *key, int64_t *out) {
     const char *v = dt_safetensors_meta(st, key);
     if (!v) return dt_err_set(DT_ERR_FORMAT, "%s: metadata %s is missing", path, key);
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (errno || end == v || *end || x < 0)
-        return dt_err_set(DT_ERR_FORMAT, "%s: metadata %s: expected a non-negative integer, got \"%s\"",
-                          path, key, v);
+        return dt_err_set(DT_ERR_FORMAT,
+                          "%s: metadata %s: expected a non-negative integer, got \"%s\"", path, key,
+                          v);
     *out = x;
     return DT_OK;
 }
@@ -526,9 +534,8 @@ static dt_err check_tensor(const dt_safetensors *st, const char *path, const cha
         return dt_err_set(DT_ERR_FORMAT, "%s: tensor %s is missing", path, name);
     if (!dt_shape_eq(&t->shape, want)) {
         char a[96], b[96];
-        return dt_err_set(DT_ERR_FORMAT, "%s: tensor %s: shape %s does not match %s", path,
-                          name, dt_shape_str(&t->shape, a, sizeof a),
-                          dt_shape_str(want, b, sizeof b));
+        return dt_err_set(DT_ERR_FORMAT, "%s: tensor %s: shape %s does not match %s", path, name,
+                          dt_shape_str(&t->shape, a, sizeof a), dt_shape_str(want, b, sizeof b));
     }
     return DT_OK;
 }
@@ -547,12 +554,13 @@ static dt_err restore(dt_ps_server *s) {
     int64_t step = 0, part = 0, nps = 0;
     const char *fmt = dt_safetensors_meta(st, "format");
     if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
-        err = dt_err_set(DT_ERR_FORMAT, "%s: metadata format is \"%s\", expected \"" CKPT_FORMAT "\"",
-                         path, fmt ? fmt : "(missing)");
+        err =
+            dt_err_set(DT_ERR_FORMAT, "%s: metadata format is \"%s\", expected \"" CKPT_FORMAT "\"",
+                       path, fmt ? fmt : "(missing)");
         goto out;
     }
-    if ((err = meta_int(st, path, "step", &step)) || (err = meta_int(st, path, "partition", &part)) ||
-        (err = meta_int(st, path, "nps", &nps)))
+    if ((err = meta_int(st, path, "step", &step)) ||
+        (err = meta_int(st, path, "partition", &part)) || (err = meta_int(st, path, "nps", &nps)))
         goto out;
     if (part != s->conf.index || nps != s->conf.nps) {
         err = dt_err_set(DT_ERR_FORMAT,
@@ -628,27 +636,33 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
     }
     uint32_t index = dt__get32(buf), nps = dt__get32(buf + 4);
     uint32_t tl = dt__get32(buf + 8);
-    if ((uint64_t)tl + 16 > h->len) return refuse(c, 0, "HELLO: token length %" PRIu32 " exceeds the frame", tl);
+    if ((uint64_t)tl + 16 > h->len)
+        return refuse(c, 0, "HELLO: token length %" PRIu32 " exceeds the frame", tl);
     uint32_t rl = dt__get32(buf + 12 + tl);
     if ((uint64_t)tl + rl + 16 != h->len)
-        return refuse(c, 0, "HELLO: lengths %" PRIu32 " + %" PRIu32 " do not add up to the frame", tl, rl);
+        return refuse(c, 0, "HELLO: lengths %" PRIu32 " + %" PRIu32 " do not add up to the frame",
+                      tl, rl);
     const char *rep = (const char *)buf + 16 + tl;
     size_t rn = rl < sizeof c->replica - 1 ? rl : sizeof c->replica - 1;
+    pthread_mutex_lock(&s->clock); /* replica_joined reads other connections' names */
     for (size_t i = 0; i < rn; i++)
         c->replica[i] = (rep[i] >= 0x20 && rep[i] < 0x7f) ? rep[i] : '?';
     c->replica[rn] = '\0';
+    pthread_mutex_unlock(&s->clock);
     if (rn) snprintf(c->who, sizeof c->who, "%s (%s)", c->replica, c->peer);
     if (h->version != DT__PS_VERSION)
-        return refuse(c, 0, "protocol version %u is not supported (this PS speaks %d)",
-                      h->version, DT__PS_VERSION);
+        return refuse(c, 0, "protocol version %u is not supported (this PS speaks %d)", h->version,
+                      DT__PS_VERSION);
     size_t want = strlen(s->token);
     /* compare without an early exit */
     unsigned diff = (unsigned)(tl != want);
-    for (size_t i = 0; i < tl && i < want; i++) diff |= (unsigned)(buf[12 + i] ^ (uint8_t)s->token[i]);
+    for (size_t i = 0; i < tl && i < want; i++)
+        diff |= (unsigned)(buf[12 + i] ^ (uint8_t)s->token[i]);
     if (diff) return refuse(c, 0, "HELLO: wrong token");
     if ((int)index != s->conf.index || (int)nps != s->conf.nps)
-        return refuse(c, 0, "HELLO: the client expects ps-%" PRIu32 " of %" PRIu32 ", this is ps-%d of %d",
-                      index, nps, s->conf.index, s->conf.nps);
+        return refuse(
+            c, 0, "HELLO: the client expects ps-%" PRIu32 " of %" PRIu32 ", this is ps-%d of %d",
+            index, nps, s->conf.index, s->conf.nps);
     return dt__ps_send_frame(c->fd, DT__PS_OK, atomic_load(&s->step), NULL, 0);
 }
 
@@ -823,8 +837,10 @@ static void *accept_main(void *arg) {
             !(c->seen = calloc((size_t)s->nvars + 1, 1)) ||
             !(c->iov = calloc((size_t)(2 * s->nvars + 2), sizeof *c->iov))) {
             slog(s, "out of memory for a connection; closing it");
-            if (c) conn_free(c);
-            else close(fd);
+            if (c)
+                conn_free(c);
+            else
+                close(fd);
             continue;
         }
         char host[INET6_ADDRSTRLEN] = "?", port[16] = "?";
@@ -865,8 +881,8 @@ static dt_err listen_on(dt_ps_server *s) {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) break;
-        err = dt_err_set(DT_ERR_IO, "%s: cannot listen on %s:%s: %s", s->name,
-                         host ? host : "*", port, strerror(errno));
+        err = dt_err_set(DT_ERR_IO, "%s: cannot listen on %s:%s: %s", s->name, host ? host : "*",
+                         port, strerror(errno));
         close(fd);
         fd = -1;
     }
@@ -940,11 +956,13 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
             free(numel);
             goto nomem;
         }
-        for (int i = 0; i < n; i++) numel[i] = dt_tensor_numel(&params[i]->value);
+        for (int i = 0; i < n; i++)
+            numel[i] = dt_tensor_numel(&params[i]->value);
         dt_ps_partition(numel, n, conf->nps, owner);
         free(numel);
     }
-    for (int i = 0; i < n; i++) s->nvars += owner[i] == conf->index;
+    for (int i = 0; i < n; i++)
+        s->nvars += owner[i] == conf->index;
     s->vars = calloc((size_t)s->nvars + 1, sizeof *s->vars);
     s->pp = calloc((size_t)s->nvars + 1, sizeof *s->pp);
     s->meta_off = calloc((size_t)s->nvars + 1, sizeof *s->meta_off);
@@ -956,8 +974,9 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
         const dt_param *p = params[i];
         size_t nl = strlen(p->name);
         if (nl == 0 || nl > DT__PS_NAME_MAX) {
-            err = dt_err_set(DT_ERR_ARG, "%s: variable %d: name \"%s\" must have 1 to %d characters",
-                             s->name, i, p->name, DT__PS_NAME_MAX);
+            err =
+                dt_err_set(DT_ERR_ARG, "%s: variable %d: name \"%s\" must have 1 to %d characters",
+                           s->name, i, p->name, DT__PS_NAME_MAX);
             goto fail;
         }
         var *v = &s->vars[k];

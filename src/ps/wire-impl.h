@@ -23,7 +23,7 @@
 #define DT__PS_MAGIC 0x53505444u /* "DTPS" as little-endian bytes */
 #define DT__PS_VERSION 1
 #define DT__PS_HDR 24
-#define DT__PS_NAME_MAX 63 /* dt_param.name holds 63 characters */
+#define DT__PS_NAME_MAX 63    /* dt_param.name holds 63 characters */
 #define DT__PS_HELLO_MAX 4096 /* HELLO payloads longer than this are refused */
 #define DT__PS_TEXT_MAX 1024  /* ERROR texts are cut to this */
 
@@ -53,22 +53,26 @@ static inline void dt__put16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 static inline void dt__put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline void dt__put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline uint16_t dt__get16(const uint8_t *p) {
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 static inline uint32_t dt__get32(const uint8_t *p) {
     uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
     return v;
 }
 static inline uint64_t dt__get64(const uint8_t *p) {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
     return v;
 }
 

@@ -39,11 +39,16 @@ void dt__ps_hdr_decode(const uint8_t in[DT__PS_HDR], dt__ps_hdr *h) {
 
 const char *dt__ps_type_name(int type) {
     static const char *const names[] = {
-        [DT__PS_HELLO] = "HELLO",   [DT__PS_OK] = "OK",
-        [DT__PS_ERROR] = "ERROR",   [DT__PS_INIT] = "INIT",
-        [DT__PS_PULL] = "PULL",     [DT__PS_PUSH] = "PUSH",
-        [DT__PS_PUSH_PULL] = "PUSH_PULL", [DT__PS_SAVE] = "SAVE",
-        [DT__PS_VALUES] = "VALUES", [DT__PS_ACK] = "ACK",
+        [DT__PS_HELLO] = "HELLO",
+        [DT__PS_OK] = "OK",
+        [DT__PS_ERROR] = "ERROR",
+        [DT__PS_INIT] = "INIT",
+        [DT__PS_PULL] = "PULL",
+        [DT__PS_PUSH] = "PUSH",
+        [DT__PS_PUSH_PULL] = "PUSH_PULL",
+        [DT__PS_SAVE] = "SAVE",
+        [DT__PS_VALUES] = "VALUES",
+        [DT__PS_ACK] = "ACK",
         [DT__PS_NOT_INITIALIZED] = "NOT_INITIALIZED",
     };
     if (type <= 0 || type >= (int)(sizeof names / sizeof names[0])) return "unknown";
@@ -59,7 +64,8 @@ size_t dt__ps_meta_encode(uint8_t *out, const char *name, const dt_shape *shape)
     dt__put16(out, (uint16_t)nl);
     dt__put16(out + 2, (uint16_t)shape->ndim);
     uint8_t *p = out + 4;
-    for (int d = 0; d < shape->ndim; d++, p += 8) dt__put64(p, (uint64_t)shape->dim[d]);
+    for (int d = 0; d < shape->ndim; d++, p += 8)
+        dt__put64(p, (uint64_t)shape->dim[d]);
     memcpy(p, name, nl);
     return 4 + 8 * (size_t)shape->ndim + nl;
 }
