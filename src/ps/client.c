@@ -1,0 +1,580 @@
+/*
+ * client.c - the parameter-server client (include/dtrain/ps.h, docs/WIRE.md).
+ *
+ * Design
+ *
+ * One TCP connection per PS ("link"), opened lazily by the first operation that needs it
+ * and greeted with HELLO (token, replica name, the partition index and count the client
+ * expects). Everything a frame needs is built once in dt_ps_client_open: the variables
+ * each PS owns (dt_ps_partition over the params' numel), the tensor descriptions, and an
+ * iovec array whose data entries point straight at params[i]->grad.data (push) - so an
+ * operation allocates nothing and copies nothing: a push is one sendmsg loop over the
+ * params' own gradient memory, and VALUES replies are read straight into
+ * params[i]->value.data (after the description is checked byte for byte against what the
+ * client expects).
+ *
+ * An operation runs in phases over all PS at once: send every request, then read every
+ * reply, so that the PS compute while the client is still sending to the others. A link
+ * whose transport fails (refused, reset, closed, short read) is closed; after the phase the
+ * operation is redone on the failed links only, after reconnecting with backoff (50 ms
+ * doubling to 1 s) for up to retry_ms since the first failure, and a line is logged when
+ * the reconnection succeeds. A PS that answers ERROR (a refusal: wrong token, bad shape...)
+ * fails the operation with DT_ERR_STATE and the PS's text; it is not retried. A PULL answered
+ * with NOT_INITIALIZED is asked again (10 ms doubling to 500 ms) until the PS has values.
+ *
+ * Redoing a push after a lost reply may apply it twice (at-least-once; docs/WIRE.md).
+ *
+ * The params' values and grads must keep their data pointers between open and close (a
+ * model's do: they live in its arena); the iovecs hold those pointers.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/assert-impl.h"
+#include "dtrain/ps.h"
+#include "ps/wire-impl.h"
+
+#define READ_BUF (64 << 10)
+
+typedef enum link_state { LINK_DONE = 0, LINK_PENDING, LINK_RETRY, LINK_WAIT } link_state;
+
+typedef struct pslink {
+    int index;
+    char addr[256];
+    char host[256], port[32];
+    int fd;
+    dt__ps_reader rd;
+    int *vars; /* client param indices this PS owns, in partition order */
+    int nvars;
+    uint8_t *meta; /* u32 count, then each variable's description */
+    size_t *meta_off, *meta_len;
+    uint64_t list_bytes;
+    struct iovec *iov; /* push frame: header, count, (meta, grad) pairs */
+    struct iovec *work;
+    uint8_t hdr[DT__PS_HDR];
+    uint8_t *scratch; /* for checking a reply's descriptions */
+    size_t scratch_len;
+    link_state state;
+    int sent; /* a request is out, its reply not yet read */
+    int64_t step;
+    int64_t wait_ms; /* NOT_INITIALIZED backoff */
+    int64_t wait_until;
+} pslink;
+
+struct dt_ps_client {
+    dt_ps_client_conf conf;
+    char *token, *replica;
+    dt_param **params;
+    int nparams;
+    pslink *links;
+    int nps;
+};
+
+static void clog_(dt_ps_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void clog_(dt_ps_client *c, const char *fmt, ...) {
+    FILE *f = c->conf.log ? c->conf.log : stderr;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(f, "%s: ", c->replica[0] ? c->replica : "ps client");
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+    va_end(ap);
+}
+
+static void sleep_ms(int64_t ms) {
+    if (ms <= 0) return;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void link_close(pslink *l) {
+    if (l->fd >= 0) close(l->fd);
+    l->fd = -1;
+}
+
+/* ---- connecting ---- */
+
+/* Transport-level failure: -1 with a message recorded (DT_ERR_IO). Refusal: a dt_err. */
+typedef enum { OUT_OK = 0, OUT_TRANSPORT = 1, OUT_FAIL = 2 } outcome;
+
+static outcome fail_transport(pslink *l, const char *what) {
+    dt_err_set(DT_ERR_IO, "ps-%d (%s): %s: %s", l->index, l->addr, what,
+               errno ? strerror(errno) : "the connection was closed");
+    link_close(l);
+    return OUT_TRANSPORT;
+}
+
+/* An ERROR frame's text as the error (the PS closes the connection after it). */
+static outcome read_error(dt_ps_client *c, pslink *l, uint64_t len, dt_err *err) {
+    char text[DT__PS_TEXT_MAX + 1];
+    size_t n = len < DT__PS_TEXT_MAX ? (size_t)len : DT__PS_TEXT_MAX;
+    if (dt__ps_read(&l->rd, text, n, NULL) != 0) n = 0;
+    text[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)text[i] < 0x20) text[i] = ' ';
+    *err = dt_err_set(DT_ERR_STATE, "ps-%d (%s) refused: %s", l->index, l->addr,
+                      n ? text : "(no reason given)");
+    link_close(l);
+    (void)c;
+    return OUT_FAIL;
+}
+
+/* Read a header and check it against the limits. */
+static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) {
+    uint8_t b[DT__PS_HDR];
+    if (dt__ps_read(&l->rd, b, sizeof b, NULL) != 0) return fail_transport(l, "reading a reply");
+    dt__ps_hdr_decode(b, h);
+    if (h->magic != DT__PS_MAGIC || h->version != DT__PS_VERSION) {
+        *err = dt_err_set(DT_ERR_FORMAT,
+                          "ps-%d (%s): not a dtrain PS reply (magic 0x%08" PRIx32 ", version %u)",
+                          l->index, l->addr, h->magic, h->version);
+        link_close(l);
+        return OUT_FAIL;
+    }
+    if (h->len > (uint64_t)c->conf.max_frame) {
+        *err = dt_err_set(DT_ERR_FORMAT,
+                          "ps-%d (%s): a %s reply of %" PRIu64 " bytes exceeds max_frame %" PRId64,
+                          l->index, l->addr, dt__ps_type_name(h->type), h->len, c->conf.max_frame);
+        link_close(l);
+        return OUT_FAIL;
+    }
+    if (h->type == DT__PS_ERROR) return read_error(c, l, h->len, err);
+    return OUT_OK;
+}
+
+static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int rc = getaddrinfo(l->host, l->port, &hints, &ai);
+    if (rc != 0) {
+        errno = 0;
+        dt_err_set(DT_ERR_IO, "ps-%d (%s): cannot resolve: %s", l->index, l->addr,
+                   gai_strerror(rc));
+        return OUT_TRANSPORT; /* a name may appear once the PS's pod exists */
+    }
+    int fd = -1;
+    int saved = 0;
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        dt__ps_tune_socket(fd);
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            saved = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        errno = saved;
+        dt_err_set(DT_ERR_IO, "ps-%d (%s): cannot connect: %s", l->index, l->addr, strerror(saved));
+        return OUT_TRANSPORT;
+    }
+    l->fd = fd;
+    dt__ps_reader_reset(&l->rd, fd);
+    /* HELLO: u32 index, u32 nps, u32 token_len, token, u32 replica_len, replica */
+    size_t tl = strlen(c->token), rl = strlen(c->replica);
+    uint8_t head[12], rlen[4];
+    dt__put32(head, (uint32_t)l->index);
+    dt__put32(head + 4, (uint32_t)c->nps);
+    dt__put32(head + 8, (uint32_t)tl);
+    dt__put32(rlen, (uint32_t)rl);
+    uint8_t hdr[DT__PS_HDR];
+    dt__ps_hdr_encode(hdr, DT__PS_HELLO, 0, 16 + tl + rl);
+    struct iovec iov[5] = {
+        {hdr, sizeof hdr}, {head, 12}, {c->token, tl}, {rlen, 4}, {c->replica, rl}};
+    if (dt__ps_writev_all(fd, iov, 5) != 0) return fail_transport(l, "sending HELLO");
+    dt__ps_hdr h;
+    outcome o = read_hdr(c, l, &h, err);
+    if (o) return o;
+    if (h.type != DT__PS_OK || h.len != 0) {
+        *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): HELLO answered with %s", l->index, l->addr,
+                          dt__ps_type_name(h.type));
+        link_close(l);
+        return OUT_FAIL;
+    }
+    return OUT_OK;
+}
+
+/* Connect with backoff until retry_ms have passed since `since` (ms). */
+static dt_err link_ensure(dt_ps_client *c, pslink *l, int64_t since, int reconnect) {
+    if (l->fd >= 0) return DT_OK;
+    int64_t delay = 50;
+    int attempts = 0;
+    for (;;) {
+        dt_err err = DT_OK;
+        attempts++;
+        outcome o = link_connect(c, l, &err);
+        if (o == OUT_OK) {
+            if (reconnect || attempts > 1)
+                clog_(c, "%s ps-%d (%s) after %" PRId64 " ms (%d attempts)",
+                      reconnect ? "reconnected to" : "connected to", l->index, l->addr,
+                      dt__ps_now_ms() - since, attempts);
+            return DT_OK;
+        }
+        if (o == OUT_FAIL) return err;
+        int64_t left = since + c->conf.retry_ms - dt__ps_now_ms();
+        if (left <= 0)
+            return dt_err_wrap(DT_ERR_IO, "gave up after %" PRId64 " ms and %d attempts",
+                               dt__ps_now_ms() - since, attempts);
+        sleep_ms(delay < left ? delay : left);
+        delay = delay * 2 > 1000 ? 1000 : delay * 2;
+    }
+}
+
+/* ---- requests and replies ---- */
+
+static outcome send_request(dt_ps_client *c, pslink *l, int type) {
+    if (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_INIT) {
+        int n = 2 + 2 * l->nvars;
+        dt__ps_hdr_encode(l->hdr, type, 0, l->list_bytes);
+        memcpy(l->work, l->iov, (size_t)n * sizeof *l->work);
+        if (type == DT__PS_INIT)
+            for (int k = 0; k < l->nvars; k++)
+                l->work[3 + 2 * k].iov_base = c->params[l->vars[k]]->value.data;
+        if (dt__ps_writev_all(l->fd, l->work, n) != 0) return fail_transport(l, "sending");
+        return OUT_OK;
+    }
+    if (dt__ps_send_frame(l->fd, type, 0, NULL, 0) != 0) return fail_transport(l, "sending");
+    return OUT_OK;
+}
+
+/* A VALUES payload straight into the params' values. */
+static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_err *err) {
+    if (h->len != l->list_bytes) {
+        *err = dt_err_set(DT_ERR_FORMAT,
+                          "ps-%d (%s): VALUES of %" PRIu64 " bytes, expected %" PRIu64
+                          " (does the PS serve the same model?)",
+                          l->index, l->addr, h->len, l->list_bytes);
+        link_close(l);
+        return OUT_FAIL;
+    }
+    if (dt__ps_read(&l->rd, l->scratch, 4, NULL) != 0) return fail_transport(l, "reading VALUES");
+    if (memcmp(l->scratch, l->meta, 4) != 0) goto mismatch;
+    for (int k = 0; k < l->nvars; k++) {
+        const dt_param *p = c->params[l->vars[k]];
+        if (dt__ps_read(&l->rd, l->scratch, l->meta_len[k], NULL) != 0)
+            return fail_transport(l, "reading VALUES");
+        if (memcmp(l->scratch, l->meta + l->meta_off[k], l->meta_len[k]) != 0) {
+            *err = dt_err_set(DT_ERR_FORMAT,
+                              "ps-%d (%s): VALUES: tensor %d does not describe %s as expected",
+                              l->index, l->addr, k, p->name);
+            link_close(l);
+            return OUT_FAIL;
+        }
+        size_t bytes = (size_t)dt_tensor_numel(&p->value) * sizeof(float);
+        if (dt__ps_read(&l->rd, p->value.data, bytes, NULL) != 0)
+            return fail_transport(l, "reading VALUES");
+    }
+    return OUT_OK;
+mismatch:
+    *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): VALUES: tensor count differs from %d", l->index,
+                      l->addr, l->nvars);
+    link_close(l);
+    return OUT_FAIL;
+}
+
+static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
+    dt__ps_hdr h;
+    outcome o = read_hdr(c, l, &h, err);
+    if (o) return o;
+    if (h.type == DT__PS_NOT_INITIALIZED && h.len == 0) {
+        if (type == DT__PS_PULL) {
+            l->state = LINK_WAIT;
+            return OUT_OK;
+        }
+        *err = dt_err_set(DT_ERR_STATE, "ps-%d (%s): %s: the PS has no values yet (init first)",
+                          l->index, l->addr, dt__ps_type_name(type));
+        return OUT_FAIL;
+    }
+    int want = (type == DT__PS_PULL || type == DT__PS_PUSH_PULL) ? DT__PS_VALUES : DT__PS_ACK;
+    if (h.type != want || (want == DT__PS_ACK && h.len != 0)) {
+        *err =
+            dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
+                       l->index, l->addr, dt__ps_type_name(type), dt__ps_type_name(h.type), h.len);
+        link_close(l);
+        return OUT_FAIL;
+    }
+    if (want == DT__PS_VALUES && (o = read_values(c, l, &h, err))) return o;
+    l->step = h.arg;
+    l->state = LINK_DONE;
+    return OUT_OK;
+}
+
+/* One operation on every PS. INIT's acks (taken) are summed into *acks. */
+static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
+    dt_err first = DT_OK;
+    char first_msg[DT__PS_TEXT_MAX + 256] = "";
+    int64_t fail_since = -1;
+    for (int i = 0; i < c->nps; i++)
+        c->links[i].state = LINK_PENDING;
+    int64_t wait_delay = 10;
+    int waited_logged = 0;
+    for (;;) {
+        /* connect and send */
+        int64_t now = dt__ps_now_ms();
+        for (int i = 0; i < c->nps; i++) {
+            pslink *l = &c->links[i];
+            if (l->state == LINK_WAIT && now >= l->wait_until) l->state = LINK_PENDING;
+            if (l->state != LINK_PENDING && l->state != LINK_RETRY) continue;
+            int again = l->state == LINK_RETRY;
+            dt_err err = DT_OK;
+            if (again && now - fail_since > c->conf.retry_ms)
+                err = dt_err_wrap(DT_ERR_IO, "gave up after %" PRId64 " ms", now - fail_since);
+            else
+                err = link_ensure(c, l, again ? fail_since : now, again);
+            if (err) {
+                if (!first) {
+                    first = err;
+                    snprintf(first_msg, sizeof first_msg, "%s", dt_errmsg());
+                }
+                l->state = LINK_DONE;
+                continue;
+            }
+            l->state = LINK_PENDING;
+            if (send_request(c, l, type) != OUT_OK) {
+                l->state = LINK_RETRY;
+                if (fail_since < 0) fail_since = dt__ps_now_ms();
+                continue;
+            }
+            l->sent = 1;
+        }
+        /* read */
+        for (int i = 0; i < c->nps; i++) {
+            pslink *l = &c->links[i];
+            if (!l->sent) continue;
+            l->sent = 0;
+            dt_err err = DT_OK;
+            outcome o = read_reply(c, l, type, &err);
+            if (o == OUT_TRANSPORT) {
+                l->state = LINK_RETRY;
+                if (fail_since < 0) fail_since = dt__ps_now_ms();
+            } else if (o == OUT_FAIL) {
+                if (!first) {
+                    first = err;
+                    snprintf(first_msg, sizeof first_msg, "%s", dt_errmsg());
+                }
+                l->state = LINK_DONE;
+            } else if (l->state == LINK_WAIT) {
+                if (!waited_logged) {
+                    clog_(c, "ps-%d (%s) has no values yet; waiting", l->index, l->addr);
+                    waited_logged = 1;
+                }
+                l->wait_until = dt__ps_now_ms() + wait_delay;
+            } else if (type == DT__PS_INIT && acks) {
+                *acks += l->step != 0;
+            }
+        }
+        /* anything left? */
+        int retry = 0, wait = 0;
+        for (int i = 0; i < c->nps; i++) {
+            retry += c->links[i].state == LINK_RETRY;
+            wait += c->links[i].state == LINK_WAIT;
+        }
+        if (!retry && !wait) break;
+        if (!retry && wait) {
+            sleep_ms(wait_delay);
+            wait_delay = wait_delay * 2 > 500 ? 500 : wait_delay * 2;
+        }
+    }
+    if (first) return dt_err_set(first, "%s", first_msg);
+    if (step) {
+        int64_t m = INT64_MAX;
+        for (int i = 0; i < c->nps; i++)
+            if (c->links[i].step < m) m = c->links[i].step;
+        *step = c->nps ? m : 0;
+    }
+    return DT_OK;
+}
+
+dt_err dt_ps_client_init(dt_ps_client *c, int *taken) {
+    int acks = 0;
+    dt_err err = run(c, DT__PS_INIT, NULL, &acks);
+    if (taken) *taken = acks;
+    return err;
+}
+
+dt_err dt_ps_client_pull(dt_ps_client *c, int64_t *step) {
+    return run(c, DT__PS_PULL, step, NULL);
+}
+
+dt_err dt_ps_client_push(dt_ps_client *c, int64_t *step) {
+    return run(c, DT__PS_PUSH, step, NULL);
+}
+
+dt_err dt_ps_client_push_pull(dt_ps_client *c, int64_t *step) {
+    return run(c, DT__PS_PUSH_PULL, step, NULL);
+}
+
+dt_err dt_ps_client_save(dt_ps_client *c) {
+    return run(c, DT__PS_SAVE, NULL, NULL);
+}
+
+/* ---- life cycle ---- */
+
+static dt_err split_addr(pslink *l, const char *addr) {
+    size_t n = strlen(addr);
+    const char *colon = strrchr(addr, ':');
+    if (n == 0 || n >= sizeof l->addr || !colon || colon == addr || !colon[1] ||
+        strlen(colon + 1) >= sizeof l->port)
+        return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\" is not host:port", l->index,
+                          addr);
+    for (const char *p = colon + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\": port is not a number",
+                              l->index, addr);
+    snprintf(l->addr, sizeof l->addr, "%s", addr);
+    const char *h = addr;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2; /* [::1]:port */
+    memcpy(l->host, h, hl);
+    l->host[hl] = '\0';
+    snprintf(l->port, sizeof l->port, "%s", colon + 1);
+    return DT_OK;
+}
+
+dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_param *const *params,
+                         int n) {
+    DT_ASSERT(out && conf && n >= 0 && (n == 0 || params));
+    *out = NULL;
+    if (conf->nps < 1 || !conf->addrs)
+        return dt_err_set(DT_ERR_ARG, "ps client: nps must be >= 1 with an address each, got %d",
+                          conf->nps);
+    if (conf->max_frame < 0 || conf->retry_ms < 0)
+        return dt_err_set(DT_ERR_ARG, "ps client: max_frame and retry_ms must be >= 0");
+    dt_ps_client *c = calloc(1, sizeof *c);
+    if (!c) return dt_err_set(DT_ERR_NOMEM, "ps client: out of memory");
+    dt_err err = DT_OK;
+    int *owner = NULL;
+    int64_t *numel = NULL;
+    c->conf = *conf;
+    if (!c->conf.max_frame) c->conf.max_frame = DT_PS_DEFAULT_MAX_FRAME;
+    if (!c->conf.retry_ms) c->conf.retry_ms = 120000;
+    c->nps = conf->nps;
+    c->nparams = n;
+    c->token = strdup(conf->token ? conf->token : "");
+    c->replica = strdup(conf->replica ? conf->replica : "");
+    c->links = calloc((size_t)c->nps, sizeof *c->links);
+    if (n > 0) {
+        c->params = malloc((size_t)n * sizeof *c->params);
+        owner = malloc((size_t)n * sizeof *owner);
+        numel = malloc((size_t)n * sizeof *numel);
+    }
+    if (!c->token || !c->replica || !c->links || (n > 0 && (!c->params || !owner || !numel)))
+        goto nomem;
+    c->conf.addrs = NULL; /* not kept */
+    c->conf.token = c->token;
+    c->conf.replica = c->replica;
+    if (strlen(c->token) > 1024 || strlen(c->replica) > 1024) {
+        err =
+            dt_err_set(DT_ERR_ARG, "ps client: token and replica name must be at most 1024 bytes");
+        goto fail;
+    }
+    for (int i = 0; i < c->nps; i++)
+        c->links[i].fd = -1;
+    for (int i = 0; i < n; i++) {
+        c->params[i] = params[i];
+        numel[i] = dt_tensor_numel(&params[i]->value);
+        size_t nl = strlen(params[i]->name);
+        if (nl == 0 || nl > DT__PS_NAME_MAX) {
+            err = dt_err_set(DT_ERR_ARG,
+                             "ps client: variable %d: name \"%s\" must have 1 to %d characters", i,
+                             params[i]->name, DT__PS_NAME_MAX);
+            goto fail;
+        }
+    }
+    if (n > 0) dt_ps_partition(numel, n, c->nps, owner);
+    for (int p = 0; p < c->nps; p++) {
+        pslink *l = &c->links[p];
+        l->index = p;
+        if (!conf->addrs[p]) {
+            err = dt_err_set(DT_ERR_ARG, "ps client: addrs[%d] is NULL", p);
+            goto fail;
+        }
+        if ((err = split_addr(l, conf->addrs[p]))) goto fail;
+        for (int i = 0; i < n; i++)
+            l->nvars += owner[i] == p;
+        l->vars = calloc((size_t)l->nvars + 1, sizeof *l->vars);
+        l->meta_off = calloc((size_t)l->nvars + 1, sizeof *l->meta_off);
+        l->meta_len = calloc((size_t)l->nvars + 1, sizeof *l->meta_len);
+        l->iov = calloc((size_t)(2 * l->nvars + 2), sizeof *l->iov);
+        l->work = calloc((size_t)(2 * l->nvars + 2), sizeof *l->work);
+        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work) goto nomem;
+        if ((err = dt__ps_reader_init(&l->rd, -1, READ_BUF))) goto fail;
+        size_t mb = 4, maxm = 4;
+        for (int i = 0, k = 0; i < n; i++) {
+            if (owner[i] != p) continue;
+            l->vars[k] = i;
+            l->meta_off[k] = mb;
+            l->meta_len[k] = dt__ps_meta_size(params[i]->name, &params[i]->value.shape);
+            if (l->meta_len[k] > maxm) maxm = l->meta_len[k];
+            mb += l->meta_len[k];
+            l->list_bytes += (uint64_t)numel[i] * sizeof(float);
+            k++;
+        }
+        l->list_bytes += mb;
+        if (l->list_bytes > (uint64_t)c->conf.max_frame) {
+            err = dt_err_set(DT_ERR_ARG,
+                             "ps client: ps-%d's frames (%" PRIu64
+                             " bytes) exceed max_frame %" PRId64,
+                             p, l->list_bytes, c->conf.max_frame);
+            goto fail;
+        }
+        l->meta = malloc(mb);
+        l->scratch = malloc(maxm);
+        if (!l->meta || !l->scratch) goto nomem;
+        dt__put32(l->meta, (uint32_t)l->nvars);
+        l->iov[0] = (struct iovec){l->hdr, DT__PS_HDR};
+        l->iov[1] = (struct iovec){l->meta, 4};
+        for (int k = 0; k < l->nvars; k++) {
+            const dt_param *prm = params[l->vars[k]];
+            dt__ps_meta_encode(l->meta + l->meta_off[k], prm->name, &prm->value.shape);
+            l->iov[2 + 2 * k] = (struct iovec){l->meta + l->meta_off[k], l->meta_len[k]};
+            l->iov[3 + 2 * k] = (struct iovec){
+                prm->grad.data, (size_t)dt_tensor_numel(&prm->value) * sizeof(float)};
+        }
+    }
+    free(owner);
+    free(numel);
+    *out = c;
+    return DT_OK;
+nomem:
+    err = dt_err_set(DT_ERR_NOMEM, "ps client: out of memory");
+fail:
+    free(owner);
+    free(numel);
+    dt_ps_client_close(c);
+    return err;
+}
+
+void dt_ps_client_close(dt_ps_client *c) {
+    if (!c) return;
+    for (int i = 0; c->links && i < c->nps; i++) {
+        pslink *l = &c->links[i];
+        link_close(l);
+        dt__ps_reader_free(&l->rd);
+        free(l->vars);
+        free(l->meta_off);
+        free(l->meta_len);
+        free(l->iov);
+        free(l->work);
+        free(l->meta);
+        free(l->scratch);
+    }
+    free(c->links);
+    free(c->params);
+    free(c->token);
+    free(c->replica);
+    free(c);
+}

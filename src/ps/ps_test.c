@@ -1,0 +1,896 @@
+/* ps_test.c - the parameter-server data plane over real sockets on 127.0.0.1: servers and
+ * clients in this process, on threads, every server on a free port. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "dtrain/checkpoint.h"
+#include "dtrain/ps.h"
+#include "ps/ps-impl.h"
+#include "ps/wire-impl.h"
+#include "testing/dt_test.h"
+
+/* ---- fixtures ---- */
+
+typedef struct model {
+    dt_param *p[8];
+    int n;
+} model;
+
+static dt_param *param_new(const char *name, int ndim, const int64_t *dims, int decay) {
+    dt_param *p = calloc(1, sizeof *p);
+    if (!p) abort();
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->value.shape = dt_shape_make(ndim, dims);
+    p->grad.shape = p->value.shape;
+    size_t n = (size_t)dt_shape_numel(&p->value.shape);
+    if (posix_memalign((void **)&p->value.data, 64, n * 4 + 64) ||
+        posix_memalign((void **)&p->grad.data, 64, n * 4 + 64))
+        abort();
+    memset(p->value.data, 0, n * 4);
+    memset(p->grad.data, 0, n * 4);
+    p->decay = decay;
+    return p;
+}
+
+/* The test model: fc1/kernel [2,3], fc1/bias [3], fc2/kernel [3,4], fc2/bias [4]. */
+static void model_make(model *m) {
+    m->n = 4;
+    m->p[0] = param_new("fc1/kernel", 2, (int64_t[]){2, 3}, 1);
+    m->p[1] = param_new("fc1/bias", 1, (int64_t[]){3}, 0);
+    m->p[2] = param_new("fc2/kernel", 2, (int64_t[]){3, 4}, 1);
+    m->p[3] = param_new("fc2/bias", 1, (int64_t[]){4}, 0);
+}
+
+static void model_free(model *m) {
+    for (int i = 0; i < m->n; i++) {
+        free(m->p[i]->value.data);
+        free(m->p[i]->grad.data);
+        free(m->p[i]);
+    }
+    m->n = 0;
+}
+
+static int64_t numel(const dt_param *p) {
+    return dt_shape_numel(&p->value.shape);
+}
+
+/* Deterministic values: f(seed, param, element). */
+static float val(int seed, int i, int64_t j) {
+    return (float)((seed * 131 + i * 17 + (int)j * 7) % 29 - 14) / 8.0f;
+}
+
+static void fill_values(model *m, int seed) {
+    for (int i = 0; i < m->n; i++)
+        for (int64_t j = 0; j < numel(m->p[i]); j++)
+            m->p[i]->value.data[j] = val(seed, i, j);
+}
+
+static void fill_grads(model *m, int seed) {
+    for (int i = 0; i < m->n; i++)
+        for (int64_t j = 0; j < numel(m->p[i]); j++)
+            m->p[i]->grad.data[j] = val(seed, i, j) / 3.0f;
+}
+
+static int same_values(const model *a, const model *b) {
+    for (int i = 0; i < a->n; i++)
+        if (memcmp(a->p[i]->value.data, b->p[i]->value.data, (size_t)numel(a->p[i]) * 4)) return 0;
+    return 1;
+}
+
+static dt_optim_conf optim_of(dt_optim_kind kind, float wd) {
+    dt_optim_conf c = {
+        .kind = kind, .learning_rate = kind == DT_OPTIM_ADAM ? 0.01f : 0.1f, .weight_decay = wd};
+    dt_optim_conf_defaults(&c);
+    return c;
+}
+
+static FILE *open_log(const char *name, char *path, size_t len) {
+    snprintf(path, len, "%s/%s", dt_test_tmpdir(), name);
+    FILE *f = fopen(path, "w+");
+    if (!f) abort();
+    return f;
+}
+
+/* Whether the file at path contains text, waiting up to 10 s for it to appear. */
+static int log_has(const char *path, const char *text) {
+    for (int tries = 0; tries < 1000; tries++) {
+        char *data = NULL;
+        FILE *f = fopen(path, "r");
+        if (f) {
+            data = calloc(1, 1 << 20);
+            size_t n = data ? fread(data, 1, (1 << 20) - 1, f) : 0;
+            (void)n;
+            fclose(f);
+        }
+        int found = data && strstr(data, text);
+        free(data);
+        if (found) return 1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static dt_ps_server_conf server_conf(int index, int nps, dt_optim_conf optim, FILE *log) {
+    return (dt_ps_server_conf){.host = "127.0.0.1",
+                               .token = "secret",
+                               .index = index,
+                               .nps = nps,
+                               .optim = optim,
+                               .log = log};
+}
+
+typedef struct addrs {
+    char buf[8][64];
+    const char *a[8];
+} addrs;
+
+static void addrs_of(addrs *ad, dt_ps_server **s, int nps) {
+    for (int i = 0; i < nps; i++) {
+        snprintf(ad->buf[i], sizeof ad->buf[i], "127.0.0.1:%d", dt_ps_server_port(s[i]));
+        ad->a[i] = ad->buf[i];
+    }
+}
+
+static dt_ps_client_conf client_conf(const addrs *ad, int nps, const char *replica, FILE *log) {
+    return (dt_ps_client_conf){.addrs = ad->a,
+                               .nps = nps,
+                               .token = "secret",
+                               .replica = replica,
+                               .retry_ms = 10000,
+                               .log = log};
+}
+
+/* ---- partition ---- */
+
+static void test_partition_rule(void) {
+    int64_t n[] = {10, 50, 50, 5, 100, 1};
+    int owner[6], again[6];
+    dt_ps_partition(n, 6, 2, owner);
+    /* 100 -> 0; 50 -> 1; 50 -> 1 (100 vs 50); 10 -> 0 (tie: lowest); 5 -> 1; 1 -> 1 */
+    int want[6] = {0, 1, 1, 1, 0, 1};
+    for (int i = 0; i < 6; i++)
+        DT_CHECK(owner[i] == want[i]);
+    dt_ps_partition(n, 6, 2, again);
+    DT_CHECK(!memcmp(owner, again, sizeof owner));
+    /* more PS than variables: the last ones hold nothing */
+    int64_t two[] = {3, 3};
+    int o2[2];
+    dt_ps_partition(two, 2, 4, o2);
+    DT_CHECK(o2[0] == 0 && o2[1] == 1);
+    dt_ps_partition(n, 0, 3, NULL);
+}
+
+static void test_partition_balance(void) {
+    enum { N = 200, NPS = 5 };
+    int64_t n[N];
+    int owner[N], again[N];
+    uint64_t x = 12345;
+    int64_t biggest = 0;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        n[i] = (int64_t)(x >> 40) % 100000 + 1;
+        if (n[i] > biggest) biggest = n[i];
+    }
+    dt_ps_partition(n, N, NPS, owner);
+    dt_ps_partition(n, N, NPS, again);
+    DT_CHECK(!memcmp(owner, again, sizeof owner));
+    int64_t load[NPS] = {0};
+    for (int i = 0; i < N; i++) {
+        DT_CHECK(owner[i] >= 0 && owner[i] < NPS);
+        load[owner[i]] += n[i];
+    }
+    int64_t lo = load[0], hi = load[0];
+    for (int j = 1; j < NPS; j++) {
+        if (load[j] < lo) lo = load[j];
+        if (load[j] > hi) hi = load[j];
+    }
+    DT_CHECK(hi - lo <= biggest); /* greedy largest-first never leaves a wider gap */
+}
+
+/* ---- basic operations ---- */
+
+static void test_init_then_pull(void) {
+    char lp[512];
+    FILE *log = open_log("init_pull.log", lp, sizeof lp);
+    model a = {0}, b = {0};
+    model_make(&a);
+    model_make(&b);
+    fill_values(&a, 1);
+    dt_ps_server *s = NULL;
+    dt_ps_client *ca = NULL, *cb = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    DT_CHECK(dt_ps_server_step(s) == -1);
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, a.p, a.n));
+    cc.replica = "worker-1";
+    DT_CHECK_OK(dt_ps_client_open(&cb, &cc, b.p, b.n));
+    int taken = -1;
+    DT_CHECK_OK(dt_ps_client_init(ca, &taken));
+    DT_CHECK(taken == 1);
+    DT_CHECK(dt_ps_server_step(s) == 0);
+    int64_t step = -5;
+    DT_CHECK_OK(dt_ps_client_pull(cb, &step));
+    DT_CHECK(step == 0);
+    DT_CHECK(same_values(&a, &b));
+    /* a second init does not overwrite */
+    fill_values(&b, 2);
+    DT_CHECK_OK(dt_ps_client_init(cb, &taken));
+    DT_CHECK(taken == 0);
+    DT_CHECK_OK(dt_ps_client_pull(cb, &step));
+    DT_CHECK(same_values(&a, &b));
+    dt_ps_client_close(ca);
+    dt_ps_client_close(cb);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    model_free(&b);
+    fclose(log);
+}
+
+/* nps servers over m; client c; local reference r with its own optimizer over the same
+ * steps: every push_pull must give bit-identical values. */
+static void check_async_exact(dt_optim_kind kind, int nps) {
+    char lp[512];
+    FILE *log = open_log("async.log", lp, sizeof lp);
+    model w = {0}, r = {0};
+    model_make(&w);
+    model_make(&r);
+    fill_values(&w, 3);
+    fill_values(&r, 3);
+    dt_optim_conf oc = optim_of(kind, 0.01f);
+    dt_ps_server *s[8] = {0};
+    dt_ps_client *c = NULL;
+    dt_optim *ref = NULL;
+    for (int i = 0; i < nps; i++) {
+        dt_ps_server_conf sc = server_conf(i, nps, oc, log);
+        sc.threads = i + 1; /* results must not depend on the thread count */
+        DT_CHECK_OK(dt_ps_server_start(&s[i], &sc, w.p, w.n));
+    }
+    addrs ad;
+    addrs_of(&ad, s, nps);
+    dt_ps_client_conf cc = client_conf(&ad, nps, "worker-0", log);
+    DT_CHECK_OK(dt_ps_client_open(&c, &cc, w.p, w.n));
+    DT_CHECK_OK(dt_optim_init(&ref, &oc, r.p, r.n));
+    int taken = 0;
+    DT_CHECK_OK(dt_ps_client_init(c, &taken));
+    DT_CHECK(taken == nps);
+    for (int it = 0; it < 4; it++) {
+        fill_grads(&w, 10 + it);
+        fill_grads(&r, 10 + it);
+        int64_t step = -1;
+        if (it % 2 == 0) {
+            DT_CHECK_OK(dt_ps_client_push_pull(c, &step));
+        } else {
+            DT_CHECK_OK(dt_ps_client_push(c, &step));
+            DT_CHECK(step == it + 1);
+            DT_CHECK_OK(dt_ps_client_pull(c, &step));
+        }
+        DT_CHECK(step == it + 1);
+        dt_optim_step(ref, NULL);
+        DT_CHECK(same_values(&w, &r));
+    }
+    for (int i = 0; i < nps; i++)
+        DT_CHECK(dt_ps_server_step(s[i]) == 4);
+    dt_ps_client_close(c);
+    for (int i = 0; i < nps; i++)
+        dt_ps_server_stop(s[i]);
+    dt_optim_free(ref);
+    model_free(&w);
+    model_free(&r);
+    fclose(log);
+}
+
+static void test_async_sgd_exact(void) {
+    check_async_exact(DT_OPTIM_SGD, 1);
+}
+static void test_async_adam_exact(void) {
+    check_async_exact(DT_OPTIM_ADAM, 1);
+}
+static void test_two_ps_split(void) {
+    check_async_exact(DT_OPTIM_ADAM, 2);
+}
+static void test_more_ps_than_variables(void) {
+    check_async_exact(DT_OPTIM_MOMENTUM, 6); /* 4 variables over 6 PS: two hold nothing */
+}
+
+/* ---- waiting for values ---- */
+
+typedef struct op_arg {
+    dt_ps_client *c;
+    int op; /* 0 pull, 1 push_pull, 2 push */
+    dt_err err;
+    int64_t step;
+    char msg[512];
+} op_arg;
+
+static void *op_main(void *p) {
+    op_arg *a = p;
+    a->err = a->op == 0   ? dt_ps_client_pull(a->c, &a->step)
+             : a->op == 1 ? dt_ps_client_push_pull(a->c, &a->step)
+                          : dt_ps_client_push(a->c, &a->step);
+    snprintf(a->msg, sizeof a->msg, "%s", dt_errmsg());
+    return NULL;
+}
+
+static void test_pull_waits_for_init(void) {
+    char lp[512];
+    FILE *log = open_log("wait.log", lp, sizeof lp);
+    model a = {0}, b = {0};
+    model_make(&a);
+    model_make(&b);
+    fill_values(&a, 4);
+    dt_ps_server *s = NULL;
+    dt_ps_client *ca = NULL, *cb = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-1", log);
+    DT_CHECK_OK(dt_ps_client_open(&cb, &cc, b.p, b.n));
+    cc.replica = "chief-0";
+    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, a.p, a.n));
+    op_arg arg = {.c = cb, .op = 0};
+    pthread_t t;
+    pthread_create(&t, NULL, op_main, &arg);
+    DT_CHECK(log_has(lp, "has no values yet; waiting")); /* the puller is waiting */
+    DT_CHECK_OK(dt_ps_client_init(ca, NULL));
+    pthread_join(t, NULL);
+    if (arg.err) DT_FAIL("pull: %s", arg.msg);
+    DT_CHECK(arg.step == 0);
+    DT_CHECK(same_values(&a, &b));
+    /* a push before any init is refused as a state error, not retried forever */
+    dt_ps_server *s2 = NULL;
+    dt_ps_client *c2 = NULL;
+    DT_CHECK_OK(dt_ps_server_start(&s2, &sc, a.p, a.n));
+    addrs ad2;
+    addrs_of(&ad2, &s2, 1);
+    dt_ps_client_conf cc2 = client_conf(&ad2, 1, "worker-2", log);
+    DT_CHECK_OK(dt_ps_client_open(&c2, &cc2, a.p, a.n));
+    DT_CHECK_ERR(dt_ps_client_push(c2, NULL), DT_ERR_STATE, "no values yet");
+    dt_ps_client_close(c2);
+    dt_ps_server_stop(s2);
+    dt_ps_client_close(ca);
+    dt_ps_client_close(cb);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    model_free(&b);
+    fclose(log);
+}
+
+/* ---- sync mode ---- */
+
+static void wait_pending(dt_ps_server *s, int n) {
+    while (dt__ps_server_pending(s) != n) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void test_sync_rounds(void) {
+    char lp[512];
+    FILE *log = open_log("sync.log", lp, sizeof lp);
+    model a = {0}, b = {0}, r = {0};
+    model_make(&a);
+    model_make(&b);
+    model_make(&r);
+    fill_values(&a, 5);
+    fill_values(&r, 5);
+    dt_optim_conf oc = optim_of(DT_OPTIM_ADAM, 0);
+    dt_ps_server *s = NULL;
+    dt_ps_client *ca = NULL, *cb = NULL;
+    dt_optim *ref = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, oc, log);
+    sc.sync = 1;
+    sc.sync_timeout_ms = 60000;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    DT_CHECK_OK(dt_optim_init(&ref, &oc, r.p, r.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, a.p, a.n));
+    cc.replica = "worker-1";
+    DT_CHECK_OK(dt_ps_client_open(&cb, &cc, b.p, b.n));
+    DT_CHECK_OK(dt_ps_client_init(ca, NULL));
+    DT_CHECK_OK(dt_ps_client_pull(cb, NULL));
+
+    /* round 1: only worker-0 is active yet (active = has pushed): applied alone */
+    int64_t step = 0;
+    fill_grads(&a, 20);
+    fill_grads(&r, 20);
+    DT_CHECK_OK(dt_ps_client_push_pull(ca, &step));
+    DT_CHECK(step == 1);
+    dt_optim_step(ref, NULL);
+    DT_CHECK(same_values(&a, &r));
+
+    /* round 2: worker-1 joins and waits for worker-0; the mean of both is applied once */
+    fill_grads(&b, 21);
+    fill_grads(&a, 22);
+    op_arg arg = {.c = cb, .op = 1};
+    pthread_t t;
+    pthread_create(&t, NULL, op_main, &arg);
+    wait_pending(s, 1);
+    DT_CHECK_OK(dt_ps_client_push_pull(ca, &step));
+    pthread_join(t, NULL);
+    if (arg.err) DT_FAIL("push_pull: %s", arg.msg);
+    DT_CHECK(step == 2 && arg.step == 2);
+    for (int i = 0; i < r.n; i++)
+        for (int64_t j = 0; j < numel(r.p[i]); j++)
+            r.p[i]->grad.data[j] = (b.p[i]->grad.data[j] + a.p[i]->grad.data[j]) / 2.0f;
+    dt_optim_step(ref, NULL);
+    DT_CHECK(same_values(&a, &r));
+    DT_CHECK(same_values(&b, &r));
+    DT_CHECK(dt_ps_server_step(s) == 2);
+    dt_ps_client_close(ca);
+    dt_ps_client_close(cb);
+    dt_ps_server_stop(s);
+    dt_optim_free(ref);
+    model_free(&a);
+    model_free(&b);
+    model_free(&r);
+    fclose(log);
+}
+
+static void test_sync_timeout_and_leave(void) {
+    char lp[512];
+    FILE *log = open_log("sync_timeout.log", lp, sizeof lp);
+    model a = {0}, b = {0}, r = {0};
+    model_make(&a);
+    model_make(&b);
+    model_make(&r);
+    fill_values(&a, 6);
+    fill_values(&r, 6);
+    dt_optim_conf oc = optim_of(DT_OPTIM_SGD, 0);
+    dt_ps_server *s = NULL;
+    dt_ps_client *ca = NULL, *cb = NULL;
+    dt_optim *ref = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, oc, log);
+    sc.sync = 1;
+    sc.sync_timeout_ms = 300;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    DT_CHECK_OK(dt_optim_init(&ref, &oc, r.p, r.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, a.p, a.n));
+    cc.replica = "worker-1";
+    DT_CHECK_OK(dt_ps_client_open(&cb, &cc, b.p, b.n));
+    DT_CHECK_OK(dt_ps_client_init(ca, NULL));
+    /* both become active (rounds 1 and 2 may each hold one or both: not checked) */
+    fill_grads(&a, 30);
+    fill_grads(&b, 30);
+    op_arg arg = {.c = cb, .op = 2};
+    pthread_t t;
+    pthread_create(&t, NULL, op_main, &arg);
+    DT_CHECK_OK(dt_ps_client_push(ca, NULL));
+    pthread_join(t, NULL);
+    DT_CHECK(arg.err == DT_OK);
+    int64_t step0 = dt_ps_server_step(s);
+    DT_CHECK_OK(dt_ps_client_pull(ca, NULL));
+    for (int i = 0; i < r.n; i++)
+        memcpy(r.p[i]->value.data, a.p[i]->value.data, (size_t)numel(a.p[i]) * 4);
+
+    /* worker-1 stays connected but silent: worker-0's push returns after the timeout with
+     * its gradient applied alone */
+    fill_grads(&a, 31);
+    fill_grads(&r, 31);
+    int64_t step = 0;
+    DT_CHECK_OK(dt_ps_client_push_pull(ca, &step));
+    DT_CHECK(step == step0 + 1);
+    dt_optim_step(ref, NULL);
+    DT_CHECK(same_values(&a, &r));
+    DT_CHECK(log_has(lp, "applied with 1 of 2 workers: timed out after 300 ms"));
+
+    /* worker-1 pushes and waits for worker-0, which disconnects: the round is applied with
+     * worker-1's gradient at once */
+    fill_grads(&b, 32);
+    fill_grads(&r, 32);
+    op_arg arg2 = {.c = cb, .op = 1};
+    pthread_create(&t, NULL, op_main, &arg2);
+    wait_pending(s, 1);
+    dt_ps_client_close(ca);
+    ca = NULL;
+    pthread_join(t, NULL);
+    if (arg2.err) DT_FAIL("push_pull: %s", arg2.msg);
+    DT_CHECK(arg2.step == step0 + 2);
+    dt_optim_step(ref, NULL);
+    DT_CHECK(same_values(&b, &r));
+    DT_CHECK(log_has(lp, "applied with 1 of 1 workers: worker-0"));
+    dt_ps_client_close(cb);
+    dt_ps_server_stop(s);
+    dt_optim_free(ref);
+    model_free(&a);
+    model_free(&b);
+    model_free(&r);
+    fclose(log);
+}
+
+/* ---- refusals, over raw sockets ---- */
+
+static int raw_dial(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) abort();
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static void raw_send(int fd, const void *p, size_t n) {
+    if (send(fd, p, n, MSG_NOSIGNAL) != (ssize_t)n) {
+        /* the server may already have closed: fine for refusal tests */
+    }
+}
+
+static void raw_hello(int fd, const char *token, int index, int nps) {
+    uint8_t b[256];
+    size_t tl = strlen(token), rl = strlen("intruder");
+    dt__ps_hdr_encode(b, DT__PS_HELLO, 0, 16 + tl + rl);
+    dt__put32(b + 24, (uint32_t)index);
+    dt__put32(b + 28, (uint32_t)nps);
+    dt__put32(b + 32, (uint32_t)tl);
+    memcpy(b + 36, token, tl);
+    dt__put32(b + 36 + tl, (uint32_t)rl);
+    memcpy(b + 40 + tl, "intruder", rl);
+    raw_send(fd, b, 40 + tl + rl);
+}
+
+/* Reads frames until the server closes; returns the type of the last frame (0: none) and
+ * its text for ERROR. */
+static int raw_until_closed(int fd, char *text, size_t len) {
+    int last = 0;
+    text[0] = '\0';
+    for (;;) {
+        uint8_t h[DT__PS_HDR];
+        size_t got = 0;
+        while (got < sizeof h) {
+            ssize_t k = recv(fd, h + got, sizeof h - got, 0);
+            if (k <= 0) return last;
+            got += (size_t)k;
+        }
+        dt__ps_hdr hd;
+        dt__ps_hdr_decode(h, &hd);
+        last = hd.type;
+        if (hd.len > 4096) return -1;
+        char buf[4097];
+        got = 0;
+        while (got < hd.len) {
+            ssize_t k = recv(fd, buf + got, hd.len - got, 0);
+            if (k <= 0) return -1;
+            got += (size_t)k;
+        }
+        buf[got] = '\0';
+        if (hd.type == DT__PS_ERROR) {
+            size_t k = got < len - 1 ? got : len - 1;
+            memcpy(text, buf, k);
+            text[k] = 0;
+        }
+    }
+}
+
+/* A PUSH frame of one tensor list built from (name, shape) pairs with zero data. */
+static size_t build_push(uint8_t *out, int count, const char *const *names,
+                         const dt_shape *shapes) {
+    size_t n = DT__PS_HDR;
+    dt__put32(out + n, (uint32_t)count);
+    n += 4;
+    for (int i = 0; i < count; i++) {
+        n += dt__ps_meta_encode(out + n, names[i], &shapes[i]);
+        size_t bytes = (size_t)dt_shape_numel(&shapes[i]) * 4;
+        memset(out + n, 0, bytes);
+        n += bytes;
+    }
+    dt__ps_hdr_encode(out, DT__PS_PUSH, 0, n - DT__PS_HDR);
+    return n;
+}
+
+static void test_refusals(void) {
+    char lp[512];
+    FILE *log = open_log("refusals.log", lp, sizeof lp);
+    model a = {0}, b = {0};
+    model_make(&a);
+    model_make(&b);
+    fill_values(&a, 7);
+    dt_ps_server *s = NULL;
+    dt_ps_client *ca = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    int port = dt_ps_server_port(s);
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, b.p, b.n));
+    dt_ps_client *good = NULL;
+    DT_CHECK_OK(dt_ps_client_open(&good, &cc, a.p, a.n));
+    DT_CHECK_OK(dt_ps_client_init(good, NULL));
+
+    char text[1100];
+    uint8_t *frame = malloc(1 << 16);
+    DT_CHECK(frame);
+    const char *names[4] = {"fc1/kernel", "fc1/bias", "fc2/kernel", "fc2/bias"};
+    dt_shape shapes[4];
+    for (int i = 0; i < 4; i++)
+        shapes[i] = a.p[i]->value.shape;
+
+    struct {
+        const char *what, *log_text;
+        int hello; /* 0: none, 1: wrong token, 2: empty token, 3: good */
+        int kind;  /* 0: nothing more, 1: oversize, 2: unknown name, 3: bad shape,
+                      4: truncated, 5: duplicate, 6: missing, 7: PULL before HELLO,
+                      8: wrong partition, 9: trailing bytes */
+    } cases[] = {
+        {"wrong token", "intruder (127.0.0.1:", 1, 0},
+        {"empty token", "HELLO: wrong token", 2, 0},
+        {"oversize", "PUSH frame of 1099511627776 bytes exceeds the maximum frame size", 3, 1},
+        {"unknown name", "): tensor fc9/kernel: no such variable in partition 0 of 1", 3, 2},
+        {"bad shape", "push from intruder", 3, 3},
+        {"truncated", "): truncated frame: the peer closed after", 3, 4},
+        {"duplicate", "): tensor fc1/bias: sent twice", 3, 5},
+        {"missing", "): 3 tensors, this partition has 4 variables", 3, 6},
+        {"pull first", "expected HELLO, got PULL", 0, 7},
+        {"wrong partition", "the client expects ps-1 of 2, this is ps-0 of 1", 3, 8},
+        {"trailing", "): 8 bytes after the last tensor", 3, 9},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int fd = raw_dial(port);
+        if (cases[k].hello == 1) raw_hello(fd, "guess", 0, 1);
+        if (cases[k].hello == 2) raw_hello(fd, "", 0, 1);
+        if (cases[k].hello == 3)
+            raw_hello(fd, "secret", cases[k].kind == 8 ? 1 : 0, cases[k].kind == 8 ? 2 : 1);
+        size_t n = 0;
+        switch (cases[k].kind) {
+        case 1:
+            dt__ps_hdr_encode(frame, DT__PS_PUSH, 0, (uint64_t)1 << 40);
+            n = DT__PS_HDR;
+            break;
+        case 2: {
+            const char *bad[4] = {"fc1/kernel", "fc1/bias", "fc9/kernel", "fc2/bias"};
+            n = build_push(frame, 4, bad, shapes);
+            break;
+        }
+        case 3: {
+            dt_shape sh[4] = {shapes[0], shapes[1], shapes[2], shapes[3]};
+            sh[0] = dt_shape_make(2, (int64_t[]){3, 2});
+            n = build_push(frame, 4, names, sh);
+            break;
+        }
+        case 4:
+            n = build_push(frame, 4, names, shapes) - 10; /* then close */
+            break;
+        case 5: {
+            const char *dup[4] = {"fc1/kernel", "fc1/bias", "fc1/bias", "fc2/bias"};
+            dt_shape sh[4] = {shapes[0], shapes[1], shapes[1], shapes[3]};
+            n = build_push(frame, 4, dup, sh);
+            break;
+        }
+        case 6:
+            n = build_push(frame, 3, names, shapes);
+            break;
+        case 7:
+            dt__ps_hdr_encode(frame, DT__PS_PULL, 0, 0);
+            n = DT__PS_HDR;
+            break;
+        case 9: {
+            n = build_push(frame, 4, names, shapes);
+            memset(frame + n, 0, 8);
+            n += 8;
+            dt__ps_hdr_encode(frame, DT__PS_PUSH, 0, n - DT__PS_HDR);
+            break;
+        }
+        }
+        if (n) raw_send(fd, frame, n);
+        if (cases[k].kind == 4) shutdown(fd, SHUT_WR);
+        int last = raw_until_closed(fd, text, sizeof text);
+        close(fd);
+        if (cases[k].kind != 4 && last != DT__PS_ERROR)
+            DT_FAIL("%s: the last frame was %d, not ERROR", cases[k].what, last);
+        if (!log_has(lp, cases[k].log_text))
+            DT_FAIL("%s: the log lacks \"%s\"", cases[k].what, cases[k].log_text);
+        if (cases[k].kind == 3) {
+            DT_CHECK(strstr(text, "tensor fc1/kernel: shape [3, 2] does not match [2, 3]"));
+            DT_CHECK(log_has(lp, "tensor fc1/kernel: shape [3, 2] does not match [2, 3]"));
+        }
+        /* values untouched */
+        int64_t step = -1;
+        DT_CHECK_OK(dt_ps_client_pull(ca, &step));
+        DT_CHECK(step == 0);
+        DT_CHECK(same_values(&a, &b));
+    }
+    /* a client with the wrong token gets the PS's refusal as its error */
+    dt_ps_client *bad = NULL;
+    cc.token = "wrong";
+    DT_CHECK_OK(dt_ps_client_open(&bad, &cc, b.p, b.n));
+    DT_CHECK_ERR(dt_ps_client_pull(bad, NULL), DT_ERR_STATE, "refused: HELLO: wrong token");
+    dt_ps_client_close(bad);
+    /* a client whose model differs: the PS names the tensor */
+    model c = {0};
+    model_make(&c);
+    c.p[2]->value.shape = c.p[2]->grad.shape = dt_shape_make(2, (int64_t[]){4, 3});
+    cc.token = "secret";
+    DT_CHECK_OK(dt_ps_client_open(&bad, &cc, c.p, c.n));
+    DT_CHECK_ERR(dt_ps_client_push(bad, NULL), DT_ERR_STATE,
+                 "tensor fc2/kernel: shape [4, 3] does not match [3, 4]");
+    dt_ps_client_close(bad);
+    model_free(&c);
+    DT_CHECK(dt_ps_server_step(s) == 0);
+    free(frame);
+    dt_ps_client_close(ca);
+    dt_ps_client_close(good);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    model_free(&b);
+    fclose(log);
+}
+
+static void test_client_conf_errors(void) {
+    model a = {0};
+    model_make(&a);
+    dt_ps_client *c = NULL;
+    const char *bad_addr[1] = {"localhost"};
+    dt_ps_client_conf cc = {.addrs = bad_addr, .nps = 1, .token = "t"};
+    DT_CHECK_ERR(dt_ps_client_open(&c, &cc, a.p, a.n), DT_ERR_ARG,
+                 "\"localhost\" is not host:port");
+    const char *ok[1] = {"127.0.0.1:1"};
+    cc.addrs = ok;
+    cc.max_frame = 64;
+    DT_CHECK_ERR(dt_ps_client_open(&c, &cc, a.p, a.n), DT_ERR_ARG, "exceed max_frame 64");
+    /* nothing listens: gives up after retry_ms */
+    cc.max_frame = 0;
+    cc.retry_ms = 200;
+    char lp[512];
+    cc.log = open_log("noserver.log", lp, sizeof lp);
+    DT_CHECK_OK(dt_ps_client_open(&c, &cc, a.p, a.n));
+    DT_CHECK_ERR(dt_ps_client_pull(c, NULL), DT_ERR_IO, "cannot connect");
+    dt_ps_client_close(c);
+    fclose(cc.log);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(2, 2, optim_of(DT_OPTIM_SGD, 0), NULL);
+    DT_CHECK_ERR(dt_ps_server_start(&s, &sc, a.p, a.n), DT_ERR_ARG, "index 2 of nps 2");
+    model_free(&a);
+}
+
+/* ---- checkpoints and restarts ---- */
+
+static int count_ckpts(const char *dir) {
+    int n = 0;
+    char path[600];
+    for (int step = 0; step < 20; step++) {
+        snprintf(path, sizeof path, "%s/ckpt-%010d.safetensors", dir, step);
+        struct stat st;
+        n += stat(path, &st) == 0;
+    }
+    return n;
+}
+
+static void test_save_restore(void) {
+    char lp[512], dir[512];
+    FILE *log = open_log("save.log", lp, sizeof lp);
+    snprintf(dir, sizeof dir, "%s/ckpt-ps", dt_test_tmpdir());
+    model w = {0}, r = {0};
+    model_make(&w);
+    model_make(&r);
+    fill_values(&w, 8);
+    fill_values(&r, 8);
+    dt_optim_conf oc = optim_of(DT_OPTIM_ADAM, 0.01f);
+    dt_ps_server *s = NULL;
+    dt_ps_client *c = NULL;
+    dt_optim *ref = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, oc, log);
+    sc.ckpt_dir = dir;
+    sc.keep = 2;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, w.p, w.n));
+    DT_CHECK_OK(dt_optim_init(&ref, &oc, r.p, r.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "chief-0", log);
+    DT_CHECK_OK(dt_ps_client_open(&c, &cc, w.p, w.n));
+    DT_CHECK_OK(dt_ps_client_init(c, NULL));
+    for (int it = 0; it < 3; it++) {
+        fill_grads(&w, 40 + it);
+        fill_grads(&r, 40 + it);
+        DT_CHECK_OK(dt_ps_client_push_pull(c, NULL));
+        dt_optim_step(ref, NULL);
+        DT_CHECK_OK(dt_ps_client_save(c));
+    }
+    DT_CHECK(count_ckpts(dir) == 2); /* keep = 2 of steps 1, 2, 3 */
+    dt_ps_client_close(c);
+    dt_ps_server_stop(s);
+
+    /* a new server on the same directory: values, slots and step come back */
+    model v = {0};
+    model_make(&v);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, w.p, w.n));
+    DT_CHECK(dt_ps_server_step(s) == 3);
+    addrs_of(&ad, &s, 1);
+    DT_CHECK_OK(dt_ps_client_open(&c, &cc, v.p, v.n));
+    int64_t step = 0;
+    DT_CHECK_OK(dt_ps_client_pull(c, &step));
+    DT_CHECK(step == 3);
+    DT_CHECK(same_values(&v, &r));
+    int taken = -1;
+    DT_CHECK_OK(dt_ps_client_init(c, &taken));
+    DT_CHECK(taken == 0);
+    fill_grads(&v, 50);
+    fill_grads(&r, 50);
+    DT_CHECK_OK(dt_ps_client_push_pull(c, &step));
+    dt_optim_step(ref, NULL);
+    DT_CHECK(step == 4);
+    DT_CHECK(same_values(&v, &r)); /* Adam's m and v were restored exactly */
+    dt_ps_client_close(c);
+    dt_ps_server_stop(s);
+
+    /* a model that does not match the checkpoint: refused, naming the tensor */
+    model m2 = {0};
+    model_make(&m2);
+    m2.p[3]->value.shape = m2.p[3]->grad.shape = dt_shape_make(1, (int64_t[]){5});
+    s = NULL;
+    DT_CHECK_ERR(dt_ps_server_start(&s, &sc, m2.p, m2.n), DT_ERR_FORMAT,
+                 "tensor fc2/bias: shape [4] does not match [5]");
+    DT_CHECK(s == NULL);
+    /* another partition's layout */
+    sc.nps = 2;
+    DT_CHECK_ERR(dt_ps_server_start(&s, &sc, w.p, w.n), DT_ERR_FORMAT,
+                 "a checkpoint of partition 0 of 1, this is partition 0 of 2");
+    model_free(&m2);
+    model_free(&v);
+    dt_optim_free(ref);
+    model_free(&w);
+    model_free(&r);
+    fclose(log);
+}
+
+static void test_client_survives_restart(void) {
+    char lp[512], clp[512], dir[512];
+    FILE *log = open_log("restart.log", lp, sizeof lp);
+    FILE *clog = open_log("restart-client.log", clp, sizeof clp);
+    snprintf(dir, sizeof dir, "%s/ckpt-restart", dt_test_tmpdir());
+    model w = {0}, v = {0};
+    model_make(&w);
+    model_make(&v);
+    fill_values(&w, 9);
+    dt_ps_server *s = NULL;
+    dt_ps_client *c = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    sc.ckpt_dir = dir;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, w.p, w.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", clog);
+    DT_CHECK_OK(dt_ps_client_open(&c, &cc, w.p, w.n));
+    DT_CHECK_OK(dt_ps_client_init(c, NULL));
+    fill_grads(&w, 60);
+    DT_CHECK_OK(dt_ps_client_push_pull(c, NULL));
+    DT_CHECK_OK(dt_ps_client_save(c));
+    for (int i = 0; i < w.n; i++)
+        memcpy(v.p[i]->value.data, w.p[i]->value.data, (size_t)numel(w.p[i]) * 4);
+    sc.port = dt_ps_server_port(s);
+    dt_ps_server_stop(s);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, w.p, w.n));
+    fill_values(&w, 99); /* the pull must bring the checkpointed values back */
+    int64_t step = 0;
+    DT_CHECK_OK(dt_ps_client_pull(c, &step));
+    DT_CHECK(step == 1);
+    DT_CHECK(same_values(&w, &v));
+    DT_CHECK(log_has(clp, "worker-0: reconnected to ps-0 (127.0.0.1:"));
+    dt_ps_client_close(c);
+    dt_ps_server_stop(s);
+    model_free(&w);
+    model_free(&v);
+    fclose(log);
+    fclose(clog);
+}
+
+DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_init_then_pull),
+             DT_T(test_async_sgd_exact), DT_T(test_async_adam_exact), DT_T(test_two_ps_split),
+             DT_T(test_more_ps_than_variables), DT_T(test_pull_waits_for_init),
+             DT_T(test_sync_rounds), DT_T(test_sync_timeout_and_leave), DT_T(test_refusals),
+             DT_T(test_client_conf_errors), DT_T(test_save_restore),
+             DT_T(test_client_survives_restart))

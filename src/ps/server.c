@@ -1,0 +1,1105 @@
+/*
+ * server.c - the parameter server (include/dtrain/ps.h, docs/WIRE.md).
+ *
+ * Design
+ *
+ * Threads: one accept thread and one thread per connection (a PS talks to a handful of
+ * workers; a blocking thread per peer keeps the frame parsing straight-line code). The
+ * accept thread also joins connection threads that have finished.
+ *
+ * State and locks:
+ *   vlock (rwlock)  the values, the optimizer (its slots and step count) and `initialized`.
+ *                   Writers: INIT, an optimizer step. Readers: sending VALUES, SAVE. Values
+ *                   are sent straight from the PS's storage under the read lock, so a
+ *                   reply is one consistent snapshot and costs no copy.
+ *   slock (mutex)   the sync round: sum buffer, contributors, `active` flags of
+ *                   connections; scv (condvar, CLOCK_MONOTONIC) wakes its waiters. Lock
+ *                   order: slock, then vlock (the round's apply); never the reverse.
+ *   clock (mutex)   the connection list and `stopping`.
+ *   loglock         one log line at a time.
+ *
+ * Frames are validated whole before anything is applied: a pushed tensor list is read into
+ * the connection's own gradient buffer (allocated at its first push, 64-byte aligned, the
+ * layout of the PS's values), checking as it goes that every name belongs to this
+ * partition, that every shape matches, that no variable comes twice and that every byte
+ * counted by the header is accounted for; only after the last tensor (and the check that
+ * every variable came) does the push touch shared state. In async mode the optimizer's
+ * params then get their grad pointed at that buffer and one dt_optim_step runs under the
+ * write lock. In sync mode the buffer is added into the round's sum under slock.
+ *
+ * A violation is logged as one line naming the peer, sent back as an ERROR frame, and the
+ * connection closed. Before closing, the rest of the declared payload (at most max_frame,
+ * checked when the header came) is drained for up to a second, so that the client reads
+ * the ERROR frame instead of a connection reset. An oversized header is refused without
+ * reading further.
+ *
+ * Sync rounds: a round sums one gradient per active connection (active: it has pushed and
+ * is still open). The push that completes the round (contributors == active) applies the
+ * mean and wakes the others; otherwise pushers wait on scv until the round is applied or
+ * until sync_timeout_ms after the round's first push, when whichever waiter wakes first
+ * applies the round with what it has (logged). A connection closing leaves the active set
+ * at once and may thereby complete the round. A connection that already contributed to the
+ * current round (only possible for a second connection of the same replica name) waits
+ * for the next round before contributing.
+ *
+ * Checkpoints: SAVE writes ckpt_dir/ckpt-<step, 10 digits>.safetensors with the values by
+ * name, the optimizer slots as "optimizer/<slot>", and metadata format "dtrain-ps",
+ * version, step, partition, nps; then deletes all but the newest `keep`. Start restores
+ * from the newest file after checking every tensor's name and shape.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/assert-impl.h"
+#include "dtrain/checkpoint.h"
+#include "dtrain/ps.h"
+#include "ps/ps-impl.h"
+#include "ps/wire-impl.h"
+
+#define READ_BUF (64 << 10)
+#define SEND_TIMEOUT_S 60
+#define DRAIN_MS 1000
+#define CKPT_FORMAT "dtrain-ps"
+#define CKPT_VERSION "1"
+
+typedef struct var {
+    dt_param p; /* name, shape, decay; value.data into s->values; grad set per step */
+    int64_t numel;
+    size_t off; /* float offset into the values / gradient layout */
+} var;
+
+typedef struct conn conn;
+
+struct dt_ps_server {
+    dt_ps_server_conf conf;
+    char *host, *token, *ckpt_dir; /* owned copies */
+    char name[32];                 /* "ps-<index>" */
+    int lfd, port;
+    pthread_t accept_thread;
+    int accept_started;
+
+    var *vars;
+    dt_param **pp; /* &vars[i].p for the optimizer */
+    int nvars;
+    size_t total; /* floats in the partition */
+    float *values;
+    dt_optim *optim;
+    dt_pool *pool;
+    /* the VALUES frame's constant part: count and every tensor's description */
+    uint8_t *meta;
+    size_t *meta_off, *meta_len;
+    uint64_t list_bytes; /* tensor-list payload size */
+
+    pthread_rwlock_t vlock;
+    int initialized;      /* vlock */
+    _Atomic int64_t step; /* -1 while uninitialized; written under vlock */
+
+    pthread_mutex_t slock;
+    pthread_cond_t scv;
+    float *sum;            /* slock: the round's gradient sum */
+    int contributors;      /* slock */
+    int64_t round;         /* slock: rounds applied */
+    int64_t round_started; /* slock: ms of the round's first push */
+    int64_t round_step;    /* slock: step after the last applied round */
+    int nactive;           /* slock */
+    int sync_stop;         /* slock */
+
+    pthread_mutex_t clock;
+    conn *conns; /* clock */
+    int stopping;
+
+    pthread_mutex_t save_lock;
+    pthread_mutex_t loglock;
+};
+
+struct conn {
+    dt_ps_server *s;
+    int fd;
+    pthread_t thread;
+    _Atomic int done;
+    conn *next;
+    char peer[64];    /* "127.0.0.1:40000" */
+    char replica[64]; /* from HELLO; written under clock */
+    char who[160];    /* "worker-1 (127.0.0.1:40000)" */
+    dt__ps_reader rd;
+    float *grad;       /* this connection's pushed tensors (nvars layout) */
+    char *seen;        /* per var, during one tensor list */
+    struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
+    int active;        /* slock: has pushed (sync) */
+    int64_t joined;    /* slock: the round it contributed to (-1: none) */
+};
+
+/* ---- logging ---- */
+
+static void slog(dt_ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void slog(dt_ps_server *s, const char *fmt, ...) {
+    FILE *f = s->conf.log ? s->conf.log : stderr;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&s->loglock);
+    fprintf(f, "%s: ", s->name);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+    pthread_mutex_unlock(&s->loglock);
+    va_end(ap);
+}
+
+/* ---- refusals ---- */
+
+/* Log, send ERROR (best effort), drain what the peer is still sending (`left` bytes of the
+ * current frame at most), close. Returns -1 for the caller's loop. */
+static int refuse(conn *c, uint64_t left, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(conn *c, uint64_t left, const char *fmt, ...) {
+    char msg[DT__PS_TEXT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* "push from worker-1 (addr): ..." names the peer already; others get it in front */
+    if (strstr(msg, c->who))
+        slog(c->s, "%s; closing the connection", msg);
+    else
+        slog(c->s, "%s: %s; closing the connection", c->who, msg);
+    dt__ps_send_frame(c->fd, DT__PS_ERROR, 0, msg, strlen(msg));
+    shutdown(c->fd, SHUT_WR);
+    if (left > 0) {
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        int64_t until = dt__ps_now_ms() + DRAIN_MS;
+        uint8_t sink[16384];
+        /* the reader's buffer may hold part of it */
+        size_t have = c->rd.end - c->rd.pos;
+        left -= have < left ? have : left;
+        c->rd.pos = c->rd.end;
+        while (left > 0 && dt__ps_now_ms() < until) {
+            ssize_t k = recv(c->fd, sink, left < sizeof sink ? left : sizeof sink, 0);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) break;
+            left -= (uint64_t)k;
+        }
+    }
+    return -1;
+}
+
+/* ---- the tensor list of INIT/PUSH/PUSH_PULL into c->grad ---- */
+
+static int find_var(const dt_ps_server *s, const char *name, int hint) {
+    if (hint < s->nvars && !strcmp(s->vars[hint].p.name, name)) return hint;
+    for (int i = 0; i < s->nvars; i++)
+        if (!strcmp(s->vars[i].p.name, name)) return i;
+    return -1;
+}
+
+/* Read a tensor list of `len` payload bytes. 0: every variable came, valid; -1: the
+ * connection is finished (refused or truncated; already logged). */
+static int read_tensors(conn *c, const char *op, uint64_t len) {
+    dt_ps_server *s = c->s;
+    char what[200];
+    snprintf(what, sizeof what, "%s from %s", op, c->who);
+    uint64_t left = len;
+    size_t got;
+    if (!c->grad) {
+        size_t bytes = (s->total * sizeof(float) + 63) / 64 * 64;
+        if (bytes == 0) bytes = 64;
+        if (posix_memalign((void **)&c->grad, 64, bytes) != 0) {
+            c->grad = NULL;
+            return refuse(c, left, "%s: the PS is out of memory", what);
+        }
+        memset(c->grad, 0, bytes); /* the padding between variables stays zero */
+    }
+    memset(c->seen, 0, (size_t)s->nvars + 1);
+#define NEED(n)                                                                                    \
+    do {                                                                                           \
+        if (left < (uint64_t)(n))                                                                  \
+            return refuse(c, left, "%s: frame length %" PRIu64 " is too short for its tensors",    \
+                          what, len);                                                              \
+    } while (0)
+#define READ(dst, n)                                                                               \
+    do {                                                                                           \
+        if (dt__ps_read(&c->rd, (dst), (n), &got) != 0) goto truncated;                            \
+        left -= (n);                                                                               \
+    } while (0)
+    uint8_t b[8 * DT_MAX_DIMS + 8];
+    NEED(4);
+    READ(b, 4);
+    uint32_t count = dt__get32(b);
+    if (count != (uint32_t)s->nvars)
+        return refuse(c, left, "%s: %" PRIu32 " tensors, this partition has %d variables", what,
+                      count, s->nvars);
+    for (uint32_t t = 0; t < count; t++) {
+        NEED(4);
+        READ(b, 4);
+        unsigned nl = dt__get16(b), nd = dt__get16(b + 2);
+        if (nd > DT_MAX_DIMS)
+            return refuse(c, left, "%s: tensor %" PRIu32 ": %u dimensions (at most %d)", what, t,
+                          nd, DT_MAX_DIMS);
+        if (nl == 0 || nl > DT__PS_NAME_MAX)
+            return refuse(c, left, "%s: tensor %" PRIu32 ": name length %u (1 to %d)", what, t, nl,
+                          DT__PS_NAME_MAX);
+        NEED(8 * nd + nl);
+        READ(b, 8 * nd);
+        char name[DT__PS_NAME_MAX + 1];
+        READ(name, nl);
+        name[nl] = '\0';
+        if (memchr(name, '\0', nl))
+            return refuse(c, left, "%s: tensor %" PRIu32 ": the name contains a NUL byte", what, t);
+        int i = find_var(s, name, (int)t);
+        if (i < 0)
+            return refuse(c, left, "%s: tensor %s: no such variable in partition %d of %d", what,
+                          name, s->conf.index, s->conf.nps);
+        if (c->seen[i]) return refuse(c, left, "%s: tensor %s: sent twice", what, name);
+        c->seen[i] = 1;
+        const dt_shape *want = &s->vars[i].p.value.shape;
+        dt_shape sh = {.ndim = (int)nd};
+        int same = (int)nd == want->ndim;
+        for (unsigned d = 0; d < nd; d++) {
+            uint64_t v = dt__get64(b + 8 * d);
+            sh.dim[d] = v > INT64_MAX ? -1 : (int64_t)v;
+            if (same && sh.dim[d] != want->dim[d]) same = 0;
+        }
+        if (!same) {
+            char a[96], w[96];
+            if (sh.ndim >= 0)
+                for (unsigned d = 0; d < nd; d++)
+                    if (sh.dim[d] < 0) sh.dim[d] = 0;
+            return refuse(c, left, "%s: tensor %s: shape %s does not match %s", what, name,
+                          dt_shape_str(&sh, a, sizeof a), dt_shape_str(want, w, sizeof w));
+        }
+        uint64_t bytes = (uint64_t)s->vars[i].numel * sizeof(float);
+        NEED(bytes);
+        READ(c->grad + s->vars[i].off, bytes);
+    }
+    if (left != 0)
+        return refuse(c, left, "%s: %" PRIu64 " bytes after the last tensor", what, left);
+    return 0;
+#undef NEED
+#undef READ
+truncated:
+    if (errno)
+        slog(s,
+             "%s: reading the frame failed after %" PRIu64 " of %" PRIu64
+             " payload bytes: %s; closing the connection",
+             what, len - left + got, len, strerror(errno));
+    else
+        slog(s,
+             "%s: truncated frame: the peer closed after %" PRIu64 " of %" PRIu64
+             " payload bytes; closing the connection",
+             what, len - left + got, len);
+    return -1;
+}
+
+/* ---- replies ---- */
+
+/* VALUES with the current values; takes the read lock. */
+static int send_values(conn *c) {
+    dt_ps_server *s = c->s;
+    uint8_t hdr[DT__PS_HDR];
+    pthread_rwlock_rdlock(&s->vlock);
+    dt__ps_hdr_encode(hdr, DT__PS_VALUES, atomic_load(&s->step), s->list_bytes);
+    int n = 0;
+    c->iov[n++] = (struct iovec){hdr, sizeof hdr};
+    c->iov[n++] = (struct iovec){s->meta, 4};
+    for (int i = 0; i < s->nvars; i++) {
+        c->iov[n++] = (struct iovec){s->meta + s->meta_off[i], s->meta_len[i]};
+        c->iov[n++] =
+            (struct iovec){s->values + s->vars[i].off, (size_t)s->vars[i].numel * sizeof(float)};
+    }
+    int rc = dt__ps_writev_all(c->fd, c->iov, n);
+    pthread_rwlock_unlock(&s->vlock);
+    return rc;
+}
+
+/* ---- applying ---- */
+
+static void apply_grad_locked(dt_ps_server *s, float *g) {
+    for (int i = 0; i < s->nvars; i++)
+        s->vars[i].p.grad.data = g + s->vars[i].off;
+    dt_optim_step(s->optim, s->pool);
+    atomic_store(&s->step, dt_optim_steps(s->optim));
+}
+
+/* Under slock: apply the round's mean (contributors > 0) and start the next round. */
+static void sync_apply(dt_ps_server *s, const char *why) {
+    int k = s->contributors;
+    float inv = (float)k;
+    for (size_t j = 0; j < s->total; j++)
+        s->sum[j] /= inv;
+    pthread_rwlock_wrlock(&s->vlock);
+    apply_grad_locked(s, s->sum);
+    s->round_step = atomic_load(&s->step);
+    pthread_rwlock_unlock(&s->vlock);
+    if (why)
+        slog(s, "sync round %" PRId64 " applied with %d of %d workers: %s", s->round + 1, k,
+             s->nactive, why);
+    s->round++;
+    s->contributors = 0;
+    pthread_cond_broadcast(&s->scv);
+}
+
+/* Under slock: whether c's replica already contributed to the current round (through c
+ * or another connection with the same replica name). Takes clock (order: slock, clock). */
+static int replica_joined(dt_ps_server *s, const conn *c) {
+    if (c->joined == s->round) return 1;
+    if (!c->replica[0]) return 0;
+    int dup = 0;
+    pthread_mutex_lock(&s->clock);
+    for (const conn *o = s->conns; o && !dup; o = o->next)
+        dup = o != c && o->joined == s->round && !strcmp(o->replica, c->replica);
+    pthread_mutex_unlock(&s->clock);
+    return dup;
+}
+
+/* Sync push of c->grad; returns the step after its round, or -1 when the server stops. */
+static int64_t sync_push(conn *c) {
+    dt_ps_server *s = c->s;
+    pthread_mutex_lock(&s->slock);
+    if (!c->active) {
+        c->active = 1;
+        s->nactive++;
+    }
+    /* a second contribution from the same replica waits for the next round */
+    while (!s->sync_stop && replica_joined(s, c))
+        pthread_cond_wait(&s->scv, &s->slock);
+    if (s->sync_stop) {
+        pthread_mutex_unlock(&s->slock);
+        return -1;
+    }
+    if (s->contributors == 0) {
+        memcpy(s->sum, c->grad, s->total * sizeof(float));
+        s->round_started = dt__ps_now_ms();
+    } else {
+        for (size_t j = 0; j < s->total; j++)
+            s->sum[j] += c->grad[j];
+    }
+    s->contributors++;
+    int64_t mine = s->round;
+    c->joined = mine;
+    if (s->contributors >= s->nactive) sync_apply(s, NULL);
+    while (s->round == mine && !s->sync_stop) {
+        int64_t deadline = s->round_started + s->conf.sync_timeout_ms;
+        int64_t now = dt__ps_now_ms();
+        if (now >= deadline) {
+            char why[64];
+            snprintf(why, sizeof why, "timed out after %" PRId64 " ms", s->conf.sync_timeout_ms);
+            sync_apply(s, why);
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t wait = deadline - now;
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&s->scv, &s->slock, &ts);
+    }
+    int64_t step = s->round > mine ? s->round_step : -1;
+    pthread_mutex_unlock(&s->slock);
+    return step;
+}
+
+/* A connection leaves the sync active set; may complete the round. */
+static void sync_leave(conn *c) {
+    dt_ps_server *s = c->s;
+    pthread_mutex_lock(&s->slock);
+    if (c->active) {
+        c->active = 0;
+        s->nactive--;
+        if (s->contributors > 0 && s->contributors >= s->nactive && !s->sync_stop) {
+            char why[200];
+            snprintf(why, sizeof why, "%s disconnected", c->who);
+            sync_apply(s, why);
+        }
+    }
+    pthread_mutex_unlock(&s->slock);
+}
+
+/* ---- checkpoints ---- */
+
+static int ckpt_step_of(const char *name) {
+    /* ckpt-<10 digits>.safetensors */
+    size_t n = strlen(name);
+    if (n != 5 + 10 + 12 || strncmp(name, "ckpt-", 5) || strcmp(name + 15, ".safetensors"))
+        return 0;
+    for (int i = 5; i < 15; i++)
+        if (name[i] < '0' || name[i] > '9') return 0;
+    return 1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Delete all but the newest `keep` checkpoints (names sort by step: 10 digits). */
+static void prune(dt_ps_server *s) {
+    if (s->conf.keep <= 0) return;
+    DIR *d = opendir(s->ckpt_dir);
+    if (!d) return;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!ckpt_step_of(e->d_name)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **g = realloc(names, (size_t)cap * sizeof *g);
+            if (!g) break;
+            names = g;
+        }
+        if (!(names[n] = strdup(e->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (n > 0) qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 0; i < n - s->conf.keep; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", s->ckpt_dir, names[i]);
+        if (unlink(path) != 0 && errno != ENOENT)
+            slog(s, "cannot delete old checkpoint %s: %s", path, strerror(errno));
+    }
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* Under the read lock (or before serving). */
+static dt_err save_locked(dt_ps_server *s, char *path, size_t len) {
+    if (mkdir(s->ckpt_dir, 0755) != 0 && errno != EEXIST)
+        return dt_err_set(DT_ERR_IO, "%s: cannot create the checkpoint directory: %s", s->ckpt_dir,
+                          strerror(errno));
+    int64_t step = atomic_load(&s->step);
+    snprintf(path, len, "%s/ckpt-%010" PRId64 ".safetensors", s->ckpt_dir, step);
+    int nslots = dt_optim_num_slots(s->optim);
+    int nt = s->nvars + nslots;
+    dt_st_tensor *ts = calloc((size_t)(nt ? nt : 1), sizeof *ts);
+    char(*names)[128] = calloc((size_t)(nslots ? nslots : 1), sizeof *names);
+    if (!ts || !names) {
+        free(ts);
+        free(names);
+        return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (int i = 0; i < s->nvars; i++)
+        ts[i] = (dt_st_tensor){s->vars[i].p.name, &s->vars[i].p.value};
+    for (int i = 0; i < nslots; i++) {
+        snprintf(names[i], sizeof names[i], "optimizer/%s", dt_optim_slot_name(s->optim, i));
+        ts[s->nvars + i] = (dt_st_tensor){names[i], dt_optim_slot(s->optim, i)};
+    }
+    char step_s[24], part_s[16], nps_s[16];
+    snprintf(step_s, sizeof step_s, "%" PRId64, step);
+    snprintf(part_s, sizeof part_s, "%d", s->conf.index);
+    snprintf(nps_s, sizeof nps_s, "%d", s->conf.nps);
+    dt_st_meta meta[] = {{"format", CKPT_FORMAT},
+                         {"version", CKPT_VERSION},
+                         {"step", step_s},
+                         {"partition", part_s},
+                         {"nps", nps_s}};
+    dt_err err = dt_safetensors_write(path, ts, nt, meta, 5);
+    free(ts);
+    free(names);
+    if (!err) prune(s);
+    return err;
+}
+
+static dt_err meta_int(const dt_safetensors *st, const char *path, const char *key, int64_t *out) {
+    const char *v = dt_safetensors_meta(st, key);
+    if (!v) return dt_err_set(DT_ERR_FORMAT, "%s: metadata %s is missing", path, key);
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < 0)
+        return dt_err_set(DT_ERR_FORMAT,
+                          "%s: metadata %s: expected a non-negative integer, got \"%s\"", path, key,
+                          v);
+    *out = x;
+    return DT_OK;
+}
+
+static dt_err check_tensor(const dt_safetensors *st, const char *path, const char *name,
+                           const dt_shape *want, dt_tensor *t) {
+    if (dt_safetensors_find(st, name, t) != DT_OK)
+        return dt_err_set(DT_ERR_FORMAT, "%s: tensor %s is missing", path, name);
+    if (!dt_shape_eq(&t->shape, want)) {
+        char a[96], b[96];
+        return dt_err_set(DT_ERR_FORMAT, "%s: tensor %s: shape %s does not match %s", path, name,
+                          dt_shape_str(&t->shape, a, sizeof a), dt_shape_str(want, b, sizeof b));
+    }
+    return DT_OK;
+}
+
+/* Restore from the newest checkpoint in ckpt_dir, if any (before serving). */
+static dt_err restore(dt_ps_server *s) {
+    char path[4096];
+    dt_err err = dt_checkpoint_dir_latest(s->ckpt_dir, path, sizeof path);
+    if (err == DT_ERR_NOTFOUND) {
+        dt_err_clear();
+        return DT_OK;
+    }
+    if (err) return err;
+    dt_safetensors *st = NULL;
+    if ((err = dt_safetensors_read(&st, path))) return err;
+    int64_t step = 0, part = 0, nps = 0;
+    const char *fmt = dt_safetensors_meta(st, "format");
+    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
+        err =
+            dt_err_set(DT_ERR_FORMAT, "%s: metadata format is \"%s\", expected \"" CKPT_FORMAT "\"",
+                       path, fmt ? fmt : "(missing)");
+        goto out;
+    }
+    if ((err = meta_int(st, path, "step", &step)) ||
+        (err = meta_int(st, path, "partition", &part)) || (err = meta_int(st, path, "nps", &nps)))
+        goto out;
+    if (part != s->conf.index || nps != s->conf.nps) {
+        err = dt_err_set(DT_ERR_FORMAT,
+                         "%s: a checkpoint of partition %" PRId64 " of %" PRId64
+                         ", this is partition %d of %d",
+                         path, part, nps, s->conf.index, s->conf.nps);
+        goto out;
+    }
+    int nslots = dt_optim_num_slots(s->optim);
+    if (dt_safetensors_count(st) != s->nvars + nslots) {
+        /* name the first tensor the partition does not know */
+        for (int i = 0; i < dt_safetensors_count(st); i++) {
+            const char *nm = dt_safetensors_name(st, i);
+            int known = find_var(s, nm, 0) >= 0;
+            for (int k = 0; !known && k < nslots; k++)
+                known = !strncmp(nm, "optimizer/", 10) &&
+                        !strcmp(nm + 10, dt_optim_slot_name(s->optim, k));
+            if (!known) {
+                err = dt_err_set(DT_ERR_FORMAT, "%s: tensor %s is not a variable of partition %d",
+                                 path, nm, s->conf.index);
+                goto out;
+            }
+        }
+        err = dt_err_set(DT_ERR_FORMAT, "%s: %d tensors, expected %d", path,
+                         dt_safetensors_count(st), s->nvars + nslots);
+        goto out;
+    }
+    dt_tensor t;
+    for (int i = 0; i < s->nvars; i++)
+        if ((err = check_tensor(st, path, s->vars[i].p.name, &s->vars[i].p.value.shape, &t)))
+            goto out;
+    for (int k = 0; k < nslots; k++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "optimizer/%s", dt_optim_slot_name(s->optim, k));
+        if ((err = check_tensor(st, path, nm, &dt_optim_slot(s->optim, k)->shape, &t))) goto out;
+    }
+    /* all checked: copy */
+    for (int i = 0; i < s->nvars; i++) {
+        dt_safetensors_find(st, s->vars[i].p.name, &t);
+        memcpy(s->vars[i].p.value.data, t.data, (size_t)s->vars[i].numel * sizeof(float));
+    }
+    for (int k = 0; k < nslots; k++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "optimizer/%s", dt_optim_slot_name(s->optim, k));
+        dt_safetensors_find(st, nm, &t);
+        dt_tensor *slot = dt_optim_slot(s->optim, k);
+        memcpy(slot->data, t.data, (size_t)dt_tensor_numel(slot) * sizeof(float));
+    }
+    dt_optim_set_steps(s->optim, step);
+    atomic_store(&s->step, step);
+    s->initialized = 1;
+    slog(s, "restored %d variables at step %" PRId64 " from %s", s->nvars, step, path);
+out:
+    dt_safetensors_free(st);
+    return err;
+}
+
+/* ---- one connection ---- */
+
+static int handle_hello(conn *c, const dt__ps_hdr *h) {
+    dt_ps_server *s = c->s;
+    if (h->type != DT__PS_HELLO)
+        return refuse(c, h->len, "expected HELLO, got %s (type %u)", dt__ps_type_name(h->type),
+                      h->type);
+    if (h->len > DT__PS_HELLO_MAX || h->len < 16)
+        return refuse(c, 0, "HELLO of %" PRIu64 " bytes (16 to %d)", h->len, DT__PS_HELLO_MAX);
+    uint8_t buf[DT__PS_HELLO_MAX];
+    size_t got;
+    if (dt__ps_read(&c->rd, buf, h->len, &got) != 0) {
+        slog(s, "%s: truncated HELLO (%zu of %" PRIu64 " bytes); closing the connection", c->who,
+             got, h->len);
+        return -1;
+    }
+    uint32_t index = dt__get32(buf), nps = dt__get32(buf + 4);
+    uint32_t tl = dt__get32(buf + 8);
+    if ((uint64_t)tl + 16 > h->len)
+        return refuse(c, 0, "HELLO: token length %" PRIu32 " exceeds the frame", tl);
+    uint32_t rl = dt__get32(buf + 12 + tl);
+    if ((uint64_t)tl + rl + 16 != h->len)
+        return refuse(c, 0, "HELLO: lengths %" PRIu32 " + %" PRIu32 " do not add up to the frame",
+                      tl, rl);
+    const char *rep = (const char *)buf + 16 + tl;
+    size_t rn = rl < sizeof c->replica - 1 ? rl : sizeof c->replica - 1;
+    pthread_mutex_lock(&s->clock); /* replica_joined reads other connections' names */
+    for (size_t i = 0; i < rn; i++)
+        c->replica[i] = (rep[i] >= 0x20 && rep[i] < 0x7f) ? rep[i] : '?';
+    c->replica[rn] = '\0';
+    pthread_mutex_unlock(&s->clock);
+    if (rn) snprintf(c->who, sizeof c->who, "%s (%s)", c->replica, c->peer);
+    if (h->version != DT__PS_VERSION)
+        return refuse(c, 0, "protocol version %u is not supported (this PS speaks %d)", h->version,
+                      DT__PS_VERSION);
+    size_t want = strlen(s->token);
+    /* compare without an early exit */
+    unsigned diff = (unsigned)(tl != want);
+    for (size_t i = 0; i < tl && i < want; i++)
+        diff |= (unsigned)(buf[12 + i] ^ (uint8_t)s->token[i]);
+    if (diff) return refuse(c, 0, "HELLO: wrong token");
+    if ((int)index != s->conf.index || (int)nps != s->conf.nps)
+        return refuse(
+            c, 0, "HELLO: the client expects ps-%" PRIu32 " of %" PRIu32 ", this is ps-%d of %d",
+            index, nps, s->conf.index, s->conf.nps);
+    return dt__ps_send_frame(c->fd, DT__PS_OK, atomic_load(&s->step), NULL, 0);
+}
+
+static int handle(conn *c, const dt__ps_hdr *h) {
+    dt_ps_server *s = c->s;
+    switch (h->type) {
+    case DT__PS_INIT: {
+        if (read_tensors(c, "init", h->len)) return -1;
+        pthread_rwlock_wrlock(&s->vlock);
+        int taken = !s->initialized;
+        if (taken) {
+            memcpy(s->values, c->grad, s->total * sizeof(float));
+            s->initialized = 1;
+            atomic_store(&s->step, dt_optim_steps(s->optim));
+        }
+        pthread_rwlock_unlock(&s->vlock);
+        if (taken) slog(s, "initialized by %s", c->who);
+        return dt__ps_send_frame(c->fd, DT__PS_ACK, taken, NULL, 0);
+    }
+    case DT__PS_PULL:
+    case DT__PS_SAVE:
+        if (h->len != 0)
+            return refuse(c, h->len, "%s with a payload of %" PRIu64 " bytes (must be empty)",
+                          dt__ps_type_name(h->type), h->len);
+        if (atomic_load(&s->step) < 0)
+            return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
+        if (h->type == DT__PS_PULL) return send_values(c);
+        if (!s->ckpt_dir) return refuse(c, 0, "save: this PS has no checkpoint directory");
+        {
+            char path[4096];
+            pthread_mutex_lock(&s->save_lock);
+            pthread_rwlock_rdlock(&s->vlock);
+            int64_t step = atomic_load(&s->step);
+            dt_err err = save_locked(s, path, sizeof path);
+            pthread_rwlock_unlock(&s->vlock);
+            pthread_mutex_unlock(&s->save_lock);
+            if (err) return refuse(c, 0, "save: %s", dt_errmsg());
+            slog(s, "saved step %" PRId64 " to %s", step, path);
+            return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
+        }
+    case DT__PS_PUSH:
+    case DT__PS_PUSH_PULL: {
+        if (read_tensors(c, h->type == DT__PS_PUSH ? "push" : "push_pull", h->len)) return -1;
+        if (atomic_load(&s->step) < 0)
+            return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
+        int64_t step;
+        if (s->conf.sync) {
+            step = sync_push(c);
+            if (step < 0) return -1;
+        } else {
+            pthread_rwlock_wrlock(&s->vlock);
+            apply_grad_locked(s, c->grad);
+            step = atomic_load(&s->step);
+            pthread_rwlock_unlock(&s->vlock);
+        }
+        if (h->type == DT__PS_PUSH) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
+        return send_values(c);
+    }
+    default:
+        return refuse(c, h->len, "unknown frame type %u", h->type);
+    }
+}
+
+static void *conn_main(void *arg) {
+    conn *c = arg;
+    dt_ps_server *s = c->s;
+    int hello = 0;
+    for (;;) {
+        uint8_t hb[DT__PS_HDR];
+        size_t got;
+        if (dt__ps_read(&c->rd, hb, sizeof hb, &got) != 0) {
+            if (got > 0 || (errno && errno != ECONNRESET && errno != EBADF && errno != EINVAL))
+                slog(s, "%s: truncated frame header (%zu of %d bytes)%s%s; closing the connection",
+                     c->who, got, DT__PS_HDR, errno ? ": " : "", errno ? strerror(errno) : "");
+            break;
+        }
+        dt__ps_hdr h;
+        dt__ps_hdr_decode(hb, &h);
+        if (h.magic != DT__PS_MAGIC) {
+            refuse(c, 0, "bad frame magic 0x%08" PRIx32 " (not a dtrain PS client?)", h.magic);
+            break;
+        }
+        if (h.len > (uint64_t)s->conf.max_frame) {
+            refuse(c, 0, "%s frame of %" PRIu64 " bytes exceeds the maximum frame size %" PRId64,
+                   dt__ps_type_name(h.type), h.len, s->conf.max_frame);
+            break;
+        }
+        int rc;
+        if (!hello) {
+            rc = handle_hello(c, &h);
+            hello = rc == 0;
+        } else {
+            rc = handle(c, &h);
+        }
+        if (rc != 0) break;
+    }
+    shutdown(c->fd, SHUT_RDWR);
+    if (s->conf.sync) sync_leave(c);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static void conn_free(conn *c) {
+    if (!c) return;
+    if (c->fd >= 0) close(c->fd);
+    dt__ps_reader_free(&c->rd);
+    free(c->grad);
+    free(c->seen);
+    free(c->iov);
+    free(c);
+}
+
+/* Join finished connections (all of them when `all`, after shutting their sockets). */
+static void reap(dt_ps_server *s, int all) {
+    pthread_mutex_lock(&s->clock);
+    conn **pp = &s->conns;
+    conn *dead = NULL;
+    while (*pp) {
+        conn *c = *pp;
+        if (all) shutdown(c->fd, SHUT_RDWR);
+        if (all || atomic_load(&c->done)) {
+            *pp = c->next;
+            c->next = dead;
+            dead = c;
+        } else {
+            pp = &c->next;
+        }
+    }
+    pthread_mutex_unlock(&s->clock);
+    while (dead) {
+        conn *c = dead;
+        dead = c->next;
+        pthread_join(c->thread, NULL);
+        conn_free(c);
+    }
+}
+
+static void *accept_main(void *arg) {
+    dt_ps_server *s = arg;
+    for (;;) {
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept4(s->lfd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
+        pthread_mutex_lock(&s->clock);
+        int stopping = s->stopping;
+        pthread_mutex_unlock(&s->clock);
+        if (stopping) {
+            if (fd >= 0) close(fd);
+            break;
+        }
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                slog(s, "accept: %s", strerror(errno));
+                usleep(100000);
+                continue;
+            }
+            slog(s, "accept failed: %s; no longer accepting connections", strerror(errno));
+            break;
+        }
+        reap(s, 0);
+        dt__ps_tune_socket(fd);
+        struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        conn *c = calloc(1, sizeof *c);
+        if (c) {
+            c->fd = fd;
+            c->joined = -1;
+            c->s = s;
+        }
+        if (!c || dt__ps_reader_init(&c->rd, fd, READ_BUF) ||
+            !(c->seen = calloc((size_t)s->nvars + 1, 1)) ||
+            !(c->iov = calloc((size_t)(2 * s->nvars + 2), sizeof *c->iov))) {
+            slog(s, "out of memory for a connection; closing it");
+            if (c)
+                conn_free(c);
+            else
+                close(fd);
+            continue;
+        }
+        char host[INET6_ADDRSTRLEN] = "?", port[16] = "?";
+        getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+        snprintf(c->peer, sizeof c->peer, "%s:%s", host, port);
+        snprintf(c->who, sizeof c->who, "%s", c->peer);
+        pthread_mutex_lock(&s->clock);
+        if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
+            pthread_mutex_unlock(&s->clock);
+            slog(s, "cannot start a connection thread; closing %s", c->peer);
+            conn_free(c);
+            continue;
+        }
+        c->next = s->conns;
+        s->conns = c;
+        pthread_mutex_unlock(&s->clock);
+    }
+    return NULL;
+}
+
+/* ---- life cycle ---- */
+
+static dt_err listen_on(dt_ps_server *s) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->conf.port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    const char *host = s->host && *s->host ? s->host : NULL;
+    int rc = getaddrinfo(host, port, &hints, &ai);
+    if (rc != 0)
+        return dt_err_set(DT_ERR_ARG, "%s: cannot resolve listen address %s:%s: %s", s->name,
+                          host ? host : "*", port, gai_strerror(rc));
+    dt_err err = DT_OK;
+    int fd = -1;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) break;
+        err = dt_err_set(DT_ERR_IO, "%s: cannot listen on %s:%s: %s", s->name, host ? host : "*",
+                         port, strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) return err ? err : dt_err_set(DT_ERR_IO, "%s: no usable listen address", s->name);
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    s->port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
+                                       : ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    s->lfd = fd;
+    return DT_OK;
+}
+
+static char *dup_or_null(const char *str, int *fail) {
+    if (!str) return NULL;
+    char *d = strdup(str);
+    if (!d) *fail = 1;
+    return d;
+}
+
+dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
+                          dt_param *const *params, int n) {
+    DT_ASSERT(out && conf && n >= 0 && (n == 0 || params));
+    *out = NULL;
+    if (conf->nps < 1 || conf->index < 0 || conf->index >= conf->nps)
+        return dt_err_set(DT_ERR_ARG, "ps: index %d of nps %d is out of range", conf->index,
+                          conf->nps);
+    if (conf->max_frame < 0)
+        return dt_err_set(DT_ERR_ARG, "ps: max_frame must be >= 0, got %" PRId64, conf->max_frame);
+    dt_ps_server *s = calloc(1, sizeof *s);
+    if (!s) return dt_err_set(DT_ERR_NOMEM, "ps: out of memory");
+    s->conf = *conf;
+    s->lfd = -1;
+    if (!s->conf.max_frame) s->conf.max_frame = DT_PS_DEFAULT_MAX_FRAME;
+    if (s->conf.sync_timeout_ms <= 0) s->conf.sync_timeout_ms = 5000;
+    snprintf(s->name, sizeof s->name, "ps-%d", conf->index);
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    /* an optimizer step must not starve behind a stream of VALUES replies */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->vlock, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    pthread_mutex_init(&s->slock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->scv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s->clock, NULL);
+    pthread_mutex_init(&s->save_lock, NULL);
+    pthread_mutex_init(&s->loglock, NULL);
+    atomic_store(&s->step, -1);
+
+    dt_err err = DT_OK;
+    int *owner = NULL;
+    int fail = 0;
+    s->host = dup_or_null(conf->host, &fail);
+    s->token = dup_or_null(conf->token ? conf->token : "", &fail);
+    s->ckpt_dir = dup_or_null(conf->ckpt_dir, &fail);
+    s->conf.host = s->host;
+    s->conf.token = s->token;
+    s->conf.ckpt_dir = s->ckpt_dir;
+    if (fail) goto nomem;
+
+    /* our partition */
+    if (n > 0) {
+        int64_t *numel = malloc((size_t)n * sizeof *numel);
+        owner = malloc((size_t)n * sizeof *owner);
+        if (!numel || !owner) {
+            free(numel);
+            goto nomem;
+        }
+        for (int i = 0; i < n; i++)
+            numel[i] = dt_tensor_numel(&params[i]->value);
+        dt_ps_partition(numel, n, conf->nps, owner);
+        free(numel);
+    }
+    for (int i = 0; i < n; i++)
+        s->nvars += owner[i] == conf->index;
+    s->vars = calloc((size_t)s->nvars + 1, sizeof *s->vars);
+    s->pp = calloc((size_t)s->nvars + 1, sizeof *s->pp);
+    s->meta_off = calloc((size_t)s->nvars + 1, sizeof *s->meta_off);
+    s->meta_len = calloc((size_t)s->nvars + 1, sizeof *s->meta_len);
+    if (!s->vars || !s->pp || !s->meta_off || !s->meta_len) goto nomem;
+    size_t meta_bytes = 4;
+    for (int i = 0, k = 0; i < n; i++) {
+        if (owner[i] != conf->index) continue;
+        const dt_param *p = params[i];
+        size_t nl = strlen(p->name);
+        if (nl == 0 || nl > DT__PS_NAME_MAX) {
+            err =
+                dt_err_set(DT_ERR_ARG, "%s: variable %d: name \"%s\" must have 1 to %d characters",
+                           s->name, i, p->name, DT__PS_NAME_MAX);
+            goto fail;
+        }
+        var *v = &s->vars[k];
+        snprintf(v->p.name, sizeof v->p.name, "%s", p->name);
+        v->p.value.shape = p->value.shape;
+        v->p.grad.shape = p->value.shape;
+        v->p.decay = p->decay;
+        v->numel = dt_tensor_numel(&p->value);
+        v->off = s->total;
+        s->total += ((size_t)v->numel + 15) / 16 * 16; /* each variable 64-byte aligned */
+        s->meta_off[k] = meta_bytes;
+        s->meta_len[k] = dt__ps_meta_size(p->name, &p->value.shape);
+        meta_bytes += s->meta_len[k];
+        s->list_bytes += (uint64_t)v->numel * sizeof(float);
+        s->pp[k] = &v->p;
+        k++;
+    }
+    for (int i = 0; i < s->nvars; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(s->vars[i].p.name, s->vars[j].p.name)) {
+                err = dt_err_set(DT_ERR_ARG, "%s: variable %s appears twice", s->name,
+                                 s->vars[i].p.name);
+                goto fail;
+            }
+    s->list_bytes += meta_bytes;
+    if (s->list_bytes > (uint64_t)s->conf.max_frame) {
+        err = dt_err_set(DT_ERR_ARG,
+                         "%s: the partition's frames (%" PRIu64 " bytes) exceed max_frame %" PRId64,
+                         s->name, s->list_bytes, s->conf.max_frame);
+        goto fail;
+    }
+    if (!(s->meta = malloc(meta_bytes))) goto nomem;
+    dt__put32(s->meta, (uint32_t)s->nvars);
+    for (int k = 0; k < s->nvars; k++)
+        dt__ps_meta_encode(s->meta + s->meta_off[k], s->vars[k].p.name, &s->vars[k].p.value.shape);
+    {
+        size_t bytes = (s->total ? s->total : 16) * sizeof(float);
+        if (posix_memalign((void **)&s->values, 64, bytes) != 0) {
+            s->values = NULL;
+            goto nomem;
+        }
+        memset(s->values, 0, bytes);
+        if (conf->sync) {
+            if (posix_memalign((void **)&s->sum, 64, bytes) != 0) {
+                s->sum = NULL;
+                goto nomem;
+            }
+            memset(s->sum, 0, bytes);
+        }
+    }
+    for (int k = 0; k < s->nvars; k++) {
+        s->vars[k].p.value.data = s->values + s->vars[k].off;
+        s->vars[k].p.grad.data = s->values + s->vars[k].off; /* set per step */
+    }
+    if ((err = dt_optim_init(&s->optim, &conf->optim, s->pp, s->nvars))) goto fail;
+    if (conf->threads > 1 && (err = dt_pool_init(&s->pool, conf->threads))) goto fail;
+    if (s->ckpt_dir && (err = restore(s))) goto fail;
+    if ((err = listen_on(s))) goto fail;
+    if (pthread_create(&s->accept_thread, NULL, accept_main, s) != 0) {
+        err = dt_err_set(DT_ERR_STATE, "%s: cannot start the accept thread", s->name);
+        goto fail;
+    }
+    s->accept_started = 1;
+    slog(s, "serving %d variables (%zu floats) on port %d%s", s->nvars, s->total, s->port,
+         conf->sync ? ", synchronous" : "");
+    free(owner);
+    *out = s;
+    return DT_OK;
+nomem:
+    err = dt_err_set(DT_ERR_NOMEM, "ps: out of memory");
+fail:
+    free(owner);
+    dt_ps_server_stop(s);
+    return err;
+}
+
+int dt_ps_server_port(const dt_ps_server *s) {
+    return s->port;
+}
+
+int64_t dt_ps_server_step(const dt_ps_server *s) {
+    return atomic_load(&((dt_ps_server *)s)->step);
+}
+
+int dt__ps_server_pending(dt_ps_server *s) {
+    pthread_mutex_lock(&s->slock);
+    int n = s->contributors;
+    pthread_mutex_unlock(&s->slock);
+    return n;
+}
+
+void dt_ps_server_stop(dt_ps_server *s) {
+    if (!s) return;
+    if (s->accept_started) {
+        pthread_mutex_lock(&s->clock);
+        s->stopping = 1;
+        pthread_mutex_unlock(&s->clock);
+        shutdown(s->lfd, SHUT_RDWR);
+        pthread_join(s->accept_thread, NULL);
+        pthread_mutex_lock(&s->slock);
+        s->sync_stop = 1;
+        pthread_cond_broadcast(&s->scv);
+        pthread_mutex_unlock(&s->slock);
+        reap(s, 1);
+    }
+    if (s->lfd >= 0) close(s->lfd);
+    dt_optim_free(s->optim);
+    dt_pool_free(s->pool);
+    free(s->values);
+    free(s->sum);
+    free(s->meta);
+    free(s->meta_off);
+    free(s->meta_len);
+    free(s->vars);
+    free(s->pp);
+    free(s->host);
+    free(s->token);
+    free(s->ckpt_dir);
+    pthread_rwlock_destroy(&s->vlock);
+    pthread_mutex_destroy(&s->slock);
+    pthread_cond_destroy(&s->scv);
+    pthread_mutex_destroy(&s->clock);
+    pthread_mutex_destroy(&s->save_lock);
+    pthread_mutex_destroy(&s->loglock);
+    free(s);
+}

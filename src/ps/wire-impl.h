@@ -1,0 +1,115 @@
+/*
+ * wire-impl.h - the parameter-server protocol's framing (docs/WIRE.md), shared by
+ * src/ps/server.c and src/ps/client.c.
+ *
+ * A frame is a 24-byte header, then `len` payload bytes. Header fields, little-endian:
+ *   u32 magic "DTPS"   u16 version   u16 type   i64 arg   u64 len
+ * A tensor list (INIT, PUSH, PUSH_PULL, VALUES) is u32 count, then per tensor
+ *   u16 name_len  u16 ndim  u64 dim[ndim]  name bytes  numel * 4 bytes of float32.
+ */
+#ifndef DTRAIN_PS_WIRE_IMPL_H
+#define DTRAIN_PS_WIRE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "dtrain/tensor.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the PS wire format sends float32 data as is: a little-endian host is required"
+#endif
+
+#define DT__PS_MAGIC 0x53505444u /* "DTPS" as little-endian bytes */
+#define DT__PS_VERSION 1
+#define DT__PS_HDR 24
+#define DT__PS_NAME_MAX 63    /* dt_param.name holds 63 characters */
+#define DT__PS_HELLO_MAX 4096 /* HELLO payloads longer than this are refused */
+#define DT__PS_TEXT_MAX 1024  /* ERROR texts are cut to this */
+
+typedef enum dt__ps_type {
+    DT__PS_HELLO = 1,
+    DT__PS_OK = 2,
+    DT__PS_ERROR = 3,
+    DT__PS_INIT = 4,
+    DT__PS_PULL = 5,
+    DT__PS_PUSH = 6,
+    DT__PS_PUSH_PULL = 7,
+    DT__PS_SAVE = 8,
+    DT__PS_VALUES = 9,
+    DT__PS_ACK = 10,
+    DT__PS_NOT_INITIALIZED = 11,
+} dt__ps_type;
+
+typedef struct dt__ps_hdr {
+    uint32_t magic;
+    uint16_t version, type;
+    int64_t arg;
+    uint64_t len;
+} dt__ps_hdr;
+
+static inline void dt__put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void dt__put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void dt__put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t dt__get16(const uint8_t *p) {
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t dt__get32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t dt__get64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+void dt__ps_hdr_encode(uint8_t out[DT__PS_HDR], int type, int64_t arg, uint64_t len);
+void dt__ps_hdr_decode(const uint8_t in[DT__PS_HDR], dt__ps_hdr *h);
+const char *dt__ps_type_name(int type);
+
+/* Bytes of one tensor's description (name_len .. name, without the data). */
+size_t dt__ps_meta_size(const char *name, const dt_shape *shape);
+/* Writes the description into out (dt__ps_meta_size bytes); returns that size. */
+size_t dt__ps_meta_encode(uint8_t *out, const char *name, const dt_shape *shape);
+
+/* A buffered reader over a socket: small reads come from the buffer, large ones go
+ * straight into the destination. */
+typedef struct dt__ps_reader {
+    int fd;
+    uint8_t *buf;
+    size_t cap, pos, end;
+} dt__ps_reader;
+
+dt_err dt__ps_reader_init(dt__ps_reader *r, int fd, size_t cap);
+void dt__ps_reader_free(dt__ps_reader *r);
+/* Forget buffered bytes and read from fd from now on. */
+void dt__ps_reader_reset(dt__ps_reader *r, int fd);
+/* Read exactly n bytes. 0: done; -1: failed with errno set (0 when the peer closed);
+ * *got (may be NULL) gets the bytes read before the failure. */
+int dt__ps_read(dt__ps_reader *r, void *dst, size_t n, size_t *got);
+
+/* Write every byte of iov[0..n) (iov is modified). 0: done; -1: errno set. No SIGPIPE. */
+int dt__ps_writev_all(int fd, struct iovec *iov, int n);
+/* One frame with a small payload (may be NULL when len is 0). */
+int dt__ps_send_frame(int fd, int type, int64_t arg, const void *payload, size_t len);
+
+/* Socket helpers: large buffers, TCP_NODELAY. */
+void dt__ps_tune_socket(int fd);
+
+/* Monotonic milliseconds. */
+int64_t dt__ps_now_ms(void);
+
+#endif
