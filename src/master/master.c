@@ -858,11 +858,18 @@ dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) 
         if (r->type == DT_REPLICA_TYPE_WORKER && r->index >= n && !r->removing)
             remove_worker(L, i, 1);
     }
-    for (int k = cur; k < n && !m->st.finished; k++) {
+    /* Every new worker is in the table (with its port) before the first is launched: each
+     * one's TF_CONFIG lists them all. */
+    for (int k = cur; k < n; k++) {
         dt__replica *r = NULL;
         if ((e = dt__job_state_add(&m->st, DT_REPLICA_TYPE_WORKER, k, &r))) break;
         r->port = ports[k - cur];
-        if (launch(L, r)) {
+    }
+    for (int k = cur; k < n && !e && !m->st.finished; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "worker-%d", k);
+        dt__replica *r = dt__job_state_find(&m->st, name);
+        if (r && r->state == DT__REPLICA_PENDING && launch(L, r)) {
             say(L, "%s", dt_errmsg());
             finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
         }
