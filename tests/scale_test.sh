@@ -21,7 +21,7 @@ trap cleanup EXIT
 # IGNORE_TERM set it ignores SIGTERM (the master must SIGKILL it).
 cat >"$W" <<'EOF'
 #!/usr/bin/env bash
-if [ -n "${IGNORE_TERM:-}" ]; then trap '' TERM
+if [ -n "${IGNORE_TERM:-}" ] || [ -e "$STATE/ignore-term" ]; then trap '' TERM
 else trap 'echo "$$" >>"$STATE/$DTRAIN_REPLICA.stopped"; exit 143' TERM; fi
 printf '%s\n' "$TF_CONFIG" >"$STATE/$DTRAIN_REPLICA.tf.tmp"
 mv "$STATE/$DTRAIN_REPLICA.tf.tmp" "$STATE/$DTRAIN_REPLICA.tf"
@@ -205,6 +205,30 @@ status_has '"workers": 2' && status_has '"name": "worker-1"' && ! status_has '"n
 # The resumed master scales too.
 expect_exit 0 "resumed: scale to 1" -- "$DTRAIN" scale sc --workers 1
 wait_for replica_gone worker-1 && pass "resumed: worker-1 removed" || fail "resumed: $("$DTRAIN" status sc)"
+
+# A master killed while a scaled-away worker (one that ignores SIGTERM) is still being
+# stopped: the resumed master goes on stopping it, and the count stays.
+rm -f "$STATE/worker-1.tf"
+touch "$STATE/ignore-term"
+expect_exit 0 "scale to 2 (stubborn worker-1)" -- "$DTRAIN" scale sc --workers 2
+wait_for test -s "$STATE/worker-1.tf" || fail "stubborn: worker-1 did not start"
+rm -f "$STATE/ignore-term"
+expect_exit 0 "scale to 1 (stubborn worker-1)" -- "$DTRAIN" scale sc --workers 1
+status_has '"state": "Removing"' && pass "stubborn: worker-1 shows Removing" ||
+    fail "stubborn: $("$DTRAIN" status sc --json)"
+mpid=$(mpid_of sc)
+kill -KILL "$mpid"
+wait_for sh -c "! kill -0 $mpid 2>/dev/null"
+pgrep -f "$W" >/dev/null || fail "stubborn: replicas died with the master"
+expect_exit 0 "stubborn: resume" -- "$DTRAIN" run --resume runs/sc --detach --stop-grace 1 ||
+    fail "stubborn: resume: $(tail -5 runs/sc/master.log)"
+wait_for replica_gone worker-1 && pass "stubborn: the resumed master finished removing worker-1" ||
+    fail "stubborn: $("$DTRAIN" status sc)"
+status_has '"workers": 1' && status_has '"phase": "Running"' && pass "stubborn: 1 worker, still running" ||
+    fail "stubborn: $("$DTRAIN" status sc)"
+grep '"ev":"exit"' runs/sc/journal.jsonl | grep '"worker-1"' | tail -1 | grep -q '"code":137,"state":"Removed"' &&
+    pass "stubborn: worker-1 was killed and journaled Removed" ||
+    fail "stubborn: journal: $(grep '"worker-1"' runs/sc/journal.jsonl | tail -3)"
 
 # ---- the chief succeeds: the job succeeds, worker-0 is stopped (cleanPodPolicy Running) ----
 touch "$STATE/chief-go"
