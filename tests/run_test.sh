@@ -372,9 +372,9 @@ result_has "trainjob: the replica's training result is in result.json" '"status"
     '"result": {' '"accuracy":'
 [ -n "$(ls runs/train1/replicas/worker-0/checkpoints/ 2>/dev/null)" ] && pass "trainjob: checkpoints in the replica's dir" ||
     fail "trainjob: no checkpoints: $(ls -R runs/train1 | head -20)"
-sed 's/name: train1/name: train2/; s/replicas: {worker: 1}/replicas: {worker: 2, ps: 1}/' train1.yaml >train2.yaml
+sed 's/name: train1/name: train2/; s/replicas: {worker: 1}/replicas: {worker: 2}/' train1.yaml >train2.yaml
 expect_exit 2 "trainjob: several replicas" -- "$DTRAIN" run train2.yaml
-expect_err_has "trainjob: several replicas are refused, saying why" "spec.replicas"
+expect_err_has "trainjob: several allreduce replicas are refused, saying why" "spec.replicas: a TrainJob with strategy allreduce runs one replica so far"
 
 # ---- what cannot run locally, and bad command lines ----
 cat >nocmd.yaml <<EOF

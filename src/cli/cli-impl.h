@@ -24,6 +24,7 @@ extern const dt__cli_cmd dt__cmd_run;
 extern const dt__cli_cmd dt__cmd_status;
 extern const dt__cli_cmd dt__cmd_logs;
 extern const dt__cli_cmd dt__cmd_stop;
+extern const dt__cli_cmd dt__cmd_scale;
 extern const dt__cli_cmd dt__cmd_list;
 extern const dt__cli_cmd dt__cmd_version;
 

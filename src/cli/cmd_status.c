@@ -56,8 +56,11 @@ static void print_data(json_t *data) {
 }
 
 static void print_status(json_t *st) {
-    printf("job %s (%s)  phase %s  restarts %lld\n", str(st, "name"), str(st, "kind"),
+    printf("job %s (%s)  phase %s  restarts %lld", str(st, "name"), str(st, "kind"),
            str(st, "phase"), (long long)json_integer_value(json_object_get(st, "restarts")));
+    /* the current worker count (it changes with `dtrain scale`) */
+    if (json_is_integer(json_object_get(st, "workers"))) printf("  workers %lld", num(st, "workers"));
+    printf("\n");
     printf("dir %s  master %s\n", str(st, "jobDir"),
            json_is_string(json_object_get(st, "master")) ? str(st, "master") : "(not running)");
     size_t i;

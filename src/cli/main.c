@@ -16,6 +16,7 @@ static const dt__cli_cmd *const commands[] = {
     &dt__cmd_status,
     &dt__cmd_logs,
     &dt__cmd_stop,
+    &dt__cmd_scale,
     &dt__cmd_list,
     &dt__cmd_version,
 };

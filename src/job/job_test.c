@@ -930,7 +930,7 @@ static void test_err_trainjob(void) {
     CHECK_FAILS(TJ("  backoffLimit: 3\n"), "backoffLimit",
                 "spec.backoffLimit: unknown key 'backoffLimit' (allowed: seed, data, model, loss, "
                 "optimizer, training, replicas, strategy, runPolicy, successPolicy, elasticPolicy, "
-                "pytorchEnv)");
+                "pytorchEnv, parameterServer)");
     CHECK_FAILS(TJ("  replicas: {worker: {env: [{name: '', value: x}]}}\n"), "replicas",
                 "spec.replicas.worker.env[0].name: '' is not a valid variable name");
     /* the training part is checked as by dtrain train */
@@ -943,6 +943,97 @@ static void test_err_trainjob(void) {
     CHECK_FAILS(edit(TRAIN, "kind: TrainJob\n", "kind: TrainJob\nstatus: {}\n"), "status",
                 "status: unknown key 'status' (allowed: apiVersion, kind, metadata, spec)");
 #undef TJ
+}
+
+/* ---- spec.parameterServer ---- */
+
+static void test_parameter_server(void) {
+    char text[4096];
+    /* absent: the defaults, whatever the strategy */
+    dt_job_spec *job = parse_ok(TRAIN);
+    DT_CHECK(job && job->strategy == DT_STRATEGY_ALLREDUCE);
+    DT_CHECK(job && !job->ps.sync && job->ps.sync_timeout_ms == 5000 &&
+             job->ps.max_frame == (int64_t)64 << 20 && job->ps.checkpoint_secs == 0 &&
+             job->ps.minibatches_per_shard == 16);
+    dt_job_spec_free(job);
+    snprintf(text, sizeof text, "%s  replicas: {worker: 2, ps: 1}\n", TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->strategy == DT_STRATEGY_PARAMETER_SERVER && !job->ps.sync &&
+             job->ps.sync_timeout_ms == 5000 && job->ps.max_frame == (int64_t)64 << 20 &&
+             job->ps.minibatches_per_shard == 16);
+    dt_job_spec_free(job);
+    /* every field */
+    snprintf(text, sizeof text,
+             "%s  replicas: {chief: 1, ps: 2}\n  parameterServer:\n    sync: true\n"
+             "    syncTimeoutSeconds: 0.25\n    maxFrameMB: 8\n    checkpointSeconds: 30\n"
+             "    minibatchesPerShard: 4\n",
+             TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->ps.sync && job->ps.sync_timeout_ms == 250 &&
+             job->ps.max_frame == (int64_t)8 << 20 && job->ps.checkpoint_secs == 30 &&
+             job->ps.minibatches_per_shard == 4);
+    dt_job_spec_free(job);
+    /* an empty mapping: the defaults; `dtrain train` allows and ignores the key */
+    snprintf(text, sizeof text, "%s  replicas: {worker: 1, ps: 1}\n  parameterServer: {}\n", TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->ps.sync_timeout_ms == 5000 && job->ps.checkpoint_secs == 0);
+    dt_job_spec_free(job);
+    dt_spec *sp = NULL;
+    DT_CHECK_OK(dt_spec_parse(&sp, text, strlen(text), "t.yaml"));
+    dt_spec_free(sp);
+}
+
+static void test_err_parameter_server(void) {
+    char text[4096];
+#define PS(x)                                                                                      \
+    (snprintf(text, sizeof text, "%s  replicas: {worker: 2, ps: 1}\n  parameterServer: %s\n",     \
+              TRAIN, x),                                                                           \
+     text)
+    CHECK_FAILS(PS("{syncs: true}"), "parameterServer",
+                "spec.parameterServer.syncs: unknown key 'syncs' (allowed: sync, "
+                "syncTimeoutSeconds, maxFrameMB, checkpointSeconds, minibatchesPerShard)");
+    CHECK_FAILS(PS("{sync: yes}"), "parameterServer",
+                "spec.parameterServer.sync: expected true or false, got 'yes'");
+    CHECK_FAILS(PS("{syncTimeoutSeconds: 0}"), "parameterServer",
+                "spec.parameterServer.syncTimeoutSeconds: expected a");
+    CHECK_FAILS(PS("{syncTimeoutSeconds: -1}"), "parameterServer",
+                "spec.parameterServer.syncTimeoutSeconds: expected a");
+    CHECK_FAILS(PS("{syncTimeoutSeconds: soon}"), "parameterServer",
+                "spec.parameterServer.syncTimeoutSeconds: expected a");
+    CHECK_FAILS(PS("{maxFrameMB: 0}"), "parameterServer",
+                "spec.parameterServer.maxFrameMB: expected a positive integer, got '0'");
+    CHECK_FAILS(PS("{maxFrameMB: 1.5}"), "parameterServer",
+                "spec.parameterServer.maxFrameMB: expected a positive integer");
+    CHECK_FAILS(PS("{maxFrameMB: 99999999}"), "parameterServer",
+                "spec.parameterServer.maxFrameMB: expected");
+    CHECK_FAILS(PS("{checkpointSeconds: -5}"), "parameterServer",
+                "spec.parameterServer.checkpointSeconds: expected a");
+    CHECK_FAILS(PS("{minibatchesPerShard: 0}"), "parameterServer",
+                "spec.parameterServer.minibatchesPerShard: expected a positive integer, got '0'");
+    CHECK_FAILS(PS("[sync]"), "parameterServer",
+                "spec.parameterServer: expected a mapping, got a list");
+    /* the field's own line in a block mapping */
+    snprintf(text, sizeof text,
+             "%s  replicas: {worker: 2, ps: 1}\n  parameterServer:\n    sync: false\n"
+             "    minibatchesPerShard: many\n",
+             TRAIN);
+    CHECK_FAILS(text, "minibatchesPerShard",
+                "spec.parameterServer.minibatchesPerShard: expected a positive integer, got "
+                "'many'");
+    /* only with strategy parameter_server */
+    snprintf(text, sizeof text, "%s  replicas: {worker: 2}\n  parameterServer: {sync: true}\n",
+             TRAIN);
+    CHECK_FAILS(text, "parameterServer",
+                "spec.parameterServer: only for strategy parameter_server (this job's strategy "
+                "is allreduce)");
+    /* a parameter_server job needs someone to train */
+    snprintf(text, sizeof text, "%s  replicas: {ps: 2}\n", TRAIN);
+    CHECK_FAILS(text, "replicas",
+                "spec.replicas: the parameter_server strategy needs a chief or at least one "
+                "worker to train");
+    snprintf(text, sizeof text, "%s  replicas: {ps: 1, worker: 0, evaluator: 1}\n", TRAIN);
+    CHECK_FAILS(text, "replicas", "spec.replicas: the parameter_server strategy needs a chief");
+#undef PS
 }
 
 /* ---- elasticPolicy (dtrain's extension) ---- */
@@ -1075,5 +1166,6 @@ DT_TEST_MAIN(DT_T(test_names), DT_T(test_tfjob_v1), DT_T(test_tfjob_v1_lowercase
              DT_T(test_err_replicas), DT_T(test_err_templates), DT_T(test_err_containers),
              DT_T(test_err_policies), DT_T(test_err_metadata), DT_T(test_err_api_versions),
              DT_T(test_err_documents), DT_T(test_err_pytorch), DT_T(test_err_v1alpha1),
-             DT_T(test_err_trainjob), DT_T(test_elastic), DT_T(test_err_elastic),
+             DT_T(test_err_trainjob), DT_T(test_parameter_server),
+             DT_T(test_err_parameter_server), DT_T(test_elastic), DT_T(test_err_elastic),
              DT_T(test_truncations))

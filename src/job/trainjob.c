@@ -11,6 +11,9 @@
  *   successPolicy: "" | AllWorkers
  *   elasticPolicy: {minReplicas: N}: as a TFJob's (dtrain's extension)
  *   pytorchEnv:    true: also set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
+ *   parameterServer: {sync, syncTimeoutSeconds, maxFrameMB, checkpointSeconds,
+ *                  minibatchesPerShard}: the parameter-server strategy's settings (only with
+ *                  strategy parameter_server); job->ps gets its defaults even when absent
  *
  * and metadata.namespace. The training part is read by spec.c's dt__spec_parse_doc, which
  * is told to allow these keys (spec-impl.h); this file reads them from the same document.
@@ -95,6 +98,61 @@ static dt_err parse_strategy(dt_job_spec *job, const dt__yval *spec) {
     return DT_OK;
 }
 
+/* A parameter_server job needs someone who trains: a chief or at least one worker. */
+static dt_err check_trainers(const dt_job_spec *job, const dt__yval *spec) {
+    const dt_replica_spec *c = &job->replicas[DT_REPLICA_TYPE_CHIEF];
+    const dt_replica_spec *w = &job->replicas[DT_REPLICA_TYPE_WORKER];
+    if ((c->present && c->replicas > 0) || (w->present && w->replicas > 0)) return DT_OK;
+    dt__yval r;
+    if (!dt__ymap_get(spec, "replicas", &r)) r = *spec;
+    return dt__yerr_line(&r, r.decl_line,
+                         "the parameter_server strategy needs a chief or at least one worker to "
+                         "train (parameter servers and evaluators do not)");
+}
+
+static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
+    static const char *const keys[] = {"sync",       "syncTimeoutSeconds", "maxFrameMB",
+                                       "checkpointSeconds", "minibatchesPerShard", NULL};
+    dt_ps_job_conf *ps = &job->ps;
+    dt__yval m, v;
+    dt_err e;
+    double secs = 0;
+    int64_t mb = 0;
+    ps->sync = 0;
+    ps->sync_timeout_ms = 5000;
+    ps->max_frame = (int64_t)64 << 20;
+    ps->checkpoint_secs = 0;
+    ps->minibatches_per_shard = 16;
+    if (job->strategy == DT_STRATEGY_PARAMETER_SERVER && (e = check_trainers(job, spec))) return e;
+    if (!dt__ymap_get(spec, "parameterServer", &m)) return DT_OK;
+    if (job->strategy != DT_STRATEGY_PARAMETER_SERVER)
+        return dt__yerr_line(&m, m.decl_line,
+                             "only for strategy parameter_server (this job's strategy is %s)",
+                             dt_strategy_name(job->strategy));
+    if ((e = dt__yexpect_map(&m)) || (e = dt__ymap_check_keys(&m, keys, NULL))) return e;
+    if (dt__ymap_get(&m, "sync", &v) && (e = dt__yget_bool(&v, &ps->sync))) return e;
+    if (dt__ymap_get(&m, "syncTimeoutSeconds", &v)) {
+        if ((e = dt__yget_f64(&v, (dt__yrange){.lo = 0, .hi = 86400, .lo_open = 1}, &secs)))
+            return e;
+        ps->sync_timeout_ms = (int64_t)(secs * 1000.0 + 0.5);
+        if (ps->sync_timeout_ms < 1) ps->sync_timeout_ms = 1;
+    }
+    if (dt__ymap_get(&m, "maxFrameMB", &v)) {
+        /* at most 1 TiB: the byte count stays far from overflowing */
+        if ((e = dt__yget_i64(&v, 1, (int64_t)1 << 20, &mb))) return e;
+        ps->max_frame = mb << 20;
+    }
+    if (dt__ymap_get(&m, "checkpointSeconds", &v)) {
+        if ((e = dt__yget_f64(&v, (dt__yrange){.lo = 0, .hi = 31536000}, &secs))) return e;
+        ps->checkpoint_secs = (int64_t)(secs + 0.5);
+        if (secs > 0 && ps->checkpoint_secs < 1) ps->checkpoint_secs = 1;
+    }
+    if (dt__ymap_get(&m, "minibatchesPerShard", &v) &&
+        (e = dt__yget_int(&v, 1, INT32_MAX, &ps->minibatches_per_shard)))
+        return e;
+    return DT_OK;
+}
+
 dt_err dt__job_parse_trainjob(dt_job_spec *job, const dt__yval *root, const char *base_dir) {
     dt__yval spec, v;
     dt_err e;
@@ -106,7 +164,8 @@ dt_err dt__job_parse_trainjob(dt_job_spec *job, const dt__yval *root, const char
     if ((e = parse_replicas(job, &spec)) || (e = parse_strategy(job, &spec)) ||
         (e = dt__job_parse_policies(job, &spec, 1, 0)) ||
         (e = dt__job_parse_success_policy(job, &spec)) || (e = dt__job_parse_elastic(job, &spec)) ||
-        (dt__ymap_get(&spec, "pytorchEnv", &v) && (e = dt__yget_bool(&v, &job->pytorch_env))))
+        (dt__ymap_get(&spec, "pytorchEnv", &v) && (e = dt__yget_bool(&v, &job->pytorch_env))) ||
+        (e = parse_parameter_server(job, &spec)))
         return e;
     return DT_OK;
 }

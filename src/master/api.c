@@ -7,6 +7,7 @@
  *   GET  /v1/jobs/:job/replicas/:replica/logs         a replica's log from ?offset=N
  *   POST /v1/jobs/:job/replicas/:replica/report       a replica reports a JSON object
  *   POST /v1/jobs/:job/stop                           stop the job
+ *   POST /v1/jobs/:job/scale                          {"workers": N}: add or remove workers
  *
  * Every route but healthz needs the job's token (the server checks it). A :job that is
  * not this master's job is a 404, so a client that reached the wrong master learns so.
@@ -166,6 +167,33 @@ static void post_stop(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__http_resp_json(resp, 202,
                        json_pack("{s:b, s:s}", "stopping", !already, "phase",
                                  dt__job_state_phase(&m->st)));
+}
+
+static int int_field(const json_t *obj, dt__http_resp *resp, const char *key, int64_t lo,
+                     int64_t hi, int required, int64_t *out);
+static int err_status(dt_err e);
+
+static void post_scale(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    const char *key;
+    json_t *val;
+    json_object_foreach(req->json, key, val) {
+        if (strcmp(key, "workers")) {
+            dt__http_resp_error(resp, 400, "%s: unknown field (the body is {\"workers\": N})", key);
+            return;
+        }
+    }
+    int64_t n = 0;
+    if (!int_field(req->json, resp, "workers", 0, DT__MAX_REPLICAS, 1, &n)) return;
+    json_t *added = NULL, *removed = NULL;
+    dt_err e = dt__master_scale(m, (int)n, &added, &removed);
+    if (e) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    dt__http_resp_json(resp, 200, json_pack("{s:i, s:o, s:o}", "workers", (int)n, "added", added,
+                                            "removed", removed));
 }
 
 /* ---- the shard service (docs/SHARDS.md) ---- */
@@ -364,6 +392,7 @@ const dt__http_route dt__master_routes[] = {
      .handler = post_report,
      .json = 1},
     {.method = "POST", .pattern = "/v1/jobs/:job/stop", .handler = post_stop},
+    {.method = "POST", .pattern = "/v1/jobs/:job/scale", .handler = post_scale, .json = 1},
     {.method = "GET", .pattern = "/v1/jobs/:job/datasets", .handler = get_datasets},
     {.method = "POST", .pattern = "/v1/jobs/:job/datasets", .handler = post_dataset, .json = 1},
     {.method = "POST",

@@ -5,6 +5,9 @@
  * reason, message, lastUpdateTime, lastTransitionTime. Running and Restarting exclude each
  * other; a finished job (Succeeded or Failed) has Running set to False. Replica counts per
  * type are the operator's replicaStatuses (active, succeeded, failed) plus the restarts.
+ *
+ * The table grows and shrinks when workers are scaled (dt__job_state_add, _remove): it stays
+ * in start order, so nothing may keep a pointer into it across a change.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +58,16 @@ const char *dt__rfc3339(double t, char *buf, size_t len) {
     return buf;
 }
 
+static void init_replica(dt__replica *r, dt_replica_type type, int index) {
+    memset(r, 0, sizeof *r);
+    r->type = type;
+    r->index = index;
+    /* "evaluator-1023" at the longest: fits */
+    snprintf(r->name, sizeof r->name, "%.10s-%d", dt_replica_type_name(type), index & 0xfffff);
+    r->pidfd = -1;
+    r->exit_code = -1;
+}
+
 dt_err dt__job_state_init(dt__job_state *st, const dt_job_spec *job) {
     memset(st, 0, sizeof *st);
     int n = dt_job_spec_total_replicas(job);
@@ -63,21 +76,61 @@ dt_err dt__job_state_init(dt__job_state *st, const dt_job_spec *job) {
                           n, DT__MAX_REPLICAS);
     st->replicas = calloc((size_t)(n ? n : 1), sizeof *st->replicas);
     if (!st->replicas) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    st->cap = n ? n : 1;
     for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) {
         const dt_replica_spec *rs = &job->replicas[t];
         if (!rs->present) continue;
         for (int i = 0; i < rs->replicas; i++) {
             dt__replica *r = &st->replicas[st->nreplicas++];
-            r->type = (dt_replica_type)t;
-            r->index = i;
-            /* "evaluator-1023" at the longest: fits */
-            snprintf(r->name, sizeof r->name, "%.10s-%d", dt_replica_type_name(r->type),
-                     i & 0xfffff);
-            r->pidfd = -1;
-            r->exit_code = -1;
+            init_replica(r, (dt_replica_type)t, i);
         }
     }
     return DT_OK;
+}
+
+dt_err dt__job_state_add(dt__job_state *st, dt_replica_type type, int index, dt__replica **out) {
+    if (st->nreplicas >= DT__MAX_REPLICAS)
+        return dt_err_set(DT_ERR_ARG, "at most %d replicas run locally", DT__MAX_REPLICAS);
+    if (st->nreplicas == st->cap) {
+        int cap = st->cap * 2 > DT__MAX_REPLICAS ? DT__MAX_REPLICAS : st->cap * 2;
+        dt__replica *p = realloc(st->replicas, (size_t)cap * sizeof *p);
+        if (!p) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+        st->replicas = p;
+        st->cap = cap;
+    }
+    /* after every replica of an earlier type, or of this type with a lower index */
+    int at = 0;
+    while (at < st->nreplicas &&
+           (st->replicas[at].type < type ||
+            (st->replicas[at].type == type && st->replicas[at].index < index)))
+        at++;
+    memmove(&st->replicas[at + 1], &st->replicas[at],
+            (size_t)(st->nreplicas - at) * sizeof *st->replicas);
+    st->nreplicas++;
+    init_replica(&st->replicas[at], type, index);
+    if (out) *out = &st->replicas[at];
+    return DT_OK;
+}
+
+void dt__job_state_remove(dt__job_state *st, int i) {
+    if (i < 0 || i >= st->nreplicas) return;
+    json_decref(st->replicas[i].report);
+    memmove(&st->replicas[i], &st->replicas[i + 1],
+            (size_t)(st->nreplicas - i - 1) * sizeof *st->replicas);
+    st->nreplicas--;
+}
+
+int dt__job_state_sweep(dt__job_state *st) {
+    int n = 0;
+    for (int i = 0; i < st->nreplicas;) {
+        if (st->replicas[i].gone) {
+            dt__job_state_remove(st, i);
+            n++;
+        } else {
+            i++;
+        }
+    }
+    return n;
 }
 
 void dt__job_state_free(dt__job_state *st) {
@@ -134,7 +187,8 @@ json_t *dt__replica_json(const dt__replica *r, const char *job_dir) {
     snprintf(log, sizeof log, "%s/logs/%s.log", job_dir, r->name);
     json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:i, s:i, s:i}", "name", r->name, "type",
                           dt_replica_type_name(r->type), "index", r->index, "state",
-                          dt__replica_state_name(r->state), "port", r->port, "attempt",
+                          r->removing ? "Removing" : dt__replica_state_name(r->state), "port",
+                          r->port, "attempt",
                           r->attempt, "restarts", r->restarts);
     if (!j) return NULL;
     json_object_set_new(j, "pid", r->pid > 0 && (r->state == DT__REPLICA_RUNNING)
@@ -176,7 +230,7 @@ json_t *dt__job_state_json(const dt__job_state *st, const dt_job_spec *job, cons
         int active = 0, succeeded = 0, failed = 0, restarts = 0;
         for (int i = 0; i < st->nreplicas; i++) {
             const dt__replica *r = &st->replicas[i];
-            if ((int)r->type != t) continue;
+            if ((int)r->type != t || r->removing) continue;
             active += r->state == DT__REPLICA_RUNNING;
             succeeded += r->state == DT__REPLICA_SUCCEEDED;
             failed += r->state == DT__REPLICA_FAILED;
@@ -187,6 +241,9 @@ json_t *dt__job_state_json(const dt__job_state *st, const dt_job_spec *job, cons
                                       succeeded, "failed", failed, "restarts", restarts));
     }
     json_object_set_new(j, "replicaStatuses", rs);
+    /* the current worker count: the spec's, or the last `dtrain scale` */
+    const dt_replica_spec *w = &job->replicas[DT_REPLICA_TYPE_WORKER];
+    json_object_set_new(j, "workers", json_integer(w->present ? w->replicas : 0));
     json_object_set_new(j, "startTime", time_or_null(st->start_time));
     json_object_set_new(j, "completionTime", time_or_null(st->completion_time));
     json_object_set_new(j, "restarts", json_integer(st->total_restarts));

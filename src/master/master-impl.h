@@ -49,6 +49,11 @@ typedef struct dt__replica {
     int stopping;                /* SIGTERM sent by the master */
     json_t *report;              /* what the replica reported through the API; owned */
     double restart_at;           /* DT__REPLICA_RESTARTING: when to launch it again */
+    double kill_at;              /* stopping: when SIGKILL follows the SIGTERM (0: none) */
+    /* Scaled away (`dtrain scale`): being stopped; its end is neither a failure nor a
+     * success, the policies do not see it, and it leaves the table once ended (gone). */
+    int removing;
+    int gone; /* ended after removing: dropped from the table by dt__job_state_sweep */
 } dt__replica;
 
 typedef enum dt__cond_type {
@@ -71,6 +76,7 @@ typedef struct dt__condition {
 typedef struct dt__job_state {
     dt__replica *replicas; /* owned; start order: chief, master, ps, worker, evaluator */
     int nreplicas;
+    int cap; /* allocated entries of replicas (workers may be added: dtrain scale) */
     dt__condition cond[DT__COND__COUNT];
     double start_time, completion_time;
     int finished;
@@ -107,6 +113,13 @@ static inline void dt__master_touch(dt__master *m) {
     m->version++;
 }
 
+/* Scale the job's workers to `workers` (POST .../scale): adds worker-K.. (new ports,
+ * launched with a TF_CONFIG listing the current workers) or stops the highest-index ones
+ * (their shards go back to the ledger; their end is neither a failure nor a success).
+ * Journaled as "scale". *added and *removed (new arrays of names) say what changed.
+ * DT_ERR_ARG for a count the job cannot take (HTTP 400), DT_ERR_STATE when the job has
+ * finished or a worker to add is still being removed (HTTP 409). */
+dt_err dt__master_scale(dt__master *m, int workers, json_t **added, json_t **removed);
 /* Ask the job to stop (API, signals): replicas are stopped, the outcome is Stopped. */
 void dt__master_request_stop(dt__master *m, const char *why);
 /* Record what a replica reported (a JSON object; reference stolen) in the journal. */
@@ -119,6 +132,14 @@ extern const int dt__master_nroutes;
 dt_err dt__job_state_init(dt__job_state *st, const dt_job_spec *job);
 void dt__job_state_free(dt__job_state *st);
 dt__replica *dt__job_state_find(dt__job_state *st, const char *name);
+/* Add replica (type, index) in start order (after the others of its type, before later
+ * types), state Pending; the table grows as needed. Pointers into it are invalidated.
+ * *out (may be NULL) is the new entry. */
+dt_err dt__job_state_add(dt__job_state *st, dt_replica_type type, int index, dt__replica **out);
+/* Drop the entry at position i (its report is freed). */
+void dt__job_state_remove(dt__job_state *st, int i);
+/* Drop every entry marked gone; returns how many. */
+int dt__job_state_sweep(dt__job_state *st);
 /* Set condition t to True (and the exclusive ones, Running/Restarting, to False). */
 void dt__job_state_condition(dt__job_state *st, dt__cond_type t, const char *reason,
                              const char *message, double now);

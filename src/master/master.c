@@ -49,13 +49,16 @@ extern char **environ;
 #define TABLE_INTERVAL 0.5
 
 typedef struct loop {
-    dt__master m;
+    dt__master m; /* first: api.c's dt__master is this loop (dt__master_scale) */
+    /* The job as run: a shallow copy of the caller's spec (sharing its strings), whose
+     * worker count follows `dtrain scale`; m.job points here. Never freed as a spec. */
+    dt_job_spec jobv;
     int epfd, sigfd, lock_fd;
     sigset_t old_mask;
     char self_exe[4096];
     char cwd[4096];      /* where replicas run unless their spec says otherwise */
     char spec_src[4096]; /* the spec as given (absolute), for built-in roles */
-    double status_written, table_drawn, kill_at;
+    double status_written, table_drawn;
     double expire_at; /* next check of shard holders' heartbeats */
     int table_lines;
 } loop;
@@ -254,6 +257,21 @@ static dt_err launch(loop *L, dt__replica *r) {
     char replica_dir[4200], spec_abs[4200];
     if (rs->argv) {
         argv = rs->argv;
+    } else if (job->strategy == DT_STRATEGY_PARAMETER_SERVER) {
+        /* dtrain's built-in roles (`dtrain role`): each finds out who it is from TF_CONFIG
+         * and DTRAIN_REPLICA; the job dir root holds every replica's own dir. */
+        snprintf(spec_abs, sizeof spec_abs, "%s", L->spec_src);
+        static char role_arg[] = "role", dir_opt[] = "--job-dir";
+        argv = calloc(6, sizeof *argv);
+        if (!argv) {
+            e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+            goto end;
+        }
+        argv[0] = L->self_exe;
+        argv[1] = role_arg;
+        argv[2] = spec_abs;
+        argv[3] = dir_opt;
+        argv[4] = L->m.dir;
     } else {
         /* dtrain's built-in role: the single replica of a TrainJob trains the model. */
         path_in(L, replica_dir, sizeof replica_dir, "replicas/%s", r->name);
@@ -299,6 +317,7 @@ static dt_err launch(loop *L, dt__replica *r) {
     r->start_time = dt__wall_now();
     r->end_time = 0;
     r->stopping = 0;
+    r->kill_at = 0;
     char ps[24];
     snprintf(ps, sizeof ps, "%llu", (unsigned long long)r->proc_start);
     journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "launch", "replica", r->name,
@@ -318,21 +337,25 @@ end:
 
 /* ---- the end of a job ---- */
 
+/* SIGTERM to a running replica; SIGKILL follows after the grace period (tick). */
+static void stop_one(loop *L, dt__replica *r) {
+    if (r->state != DT__REPLICA_RUNNING || r->stopping) return;
+    dt__local_signal(r->pid, SIGTERM);
+    r->stopping = 1;
+    r->kill_at = dt__wall_now() + L->m.opts.stop_grace_ms / 1000.0;
+    dt__master_touch(&L->m);
+}
+
 static void stop_replicas(loop *L, int all) {
-    int any = 0;
+    (void)all;
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         dt__replica *r = &L->m.st.replicas[i];
         if (r->state == DT__REPLICA_RESTARTING || r->state == DT__REPLICA_PENDING) {
             r->state = DT__REPLICA_STOPPED;
             continue;
         }
-        if (r->state != DT__REPLICA_RUNNING || r->stopping) continue;
-        (void)all;
-        dt__local_signal(r->pid, SIGTERM);
-        r->stopping = 1;
-        any = 1;
+        stop_one(L, r);
     }
-    if (any && L->kill_at == 0) L->kill_at = dt__wall_now() + L->m.opts.stop_grace_ms / 1000.0;
     dt__master_touch(&L->m);
 }
 
@@ -452,6 +475,14 @@ static void exited(loop *L, dt__replica *r, int code) {
     snprintf(why, sizeof why, "%s exited with code %d", r->name, code);
     int requeued = dt__ledger_release(L->m.ledger, r->name, why, now);
     if (requeued) say(L, "%s: %d shard(s) re-queued", why, requeued);
+    if (r->removing) {
+        /* Scaled away: its end decides nothing; it leaves the table at the next sweep. */
+        r->gone = 1;
+        journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "exit", "replica", r->name,
+                             "attempt", r->attempt, "code", code, "state", "Removed"));
+        say(L, "%s exited with code %d: removed (scaled down)", r->name, code);
+        return;
+    }
     const dt_job_spec *job = L->m.job;
     dt_restart_policy policy = job->replicas[r->type].restart;
     if (L->m.st.finished || r->stopping) {
@@ -547,6 +578,7 @@ static void set_running(loop *L) {
 static void tick(loop *L) {
     double now = dt__wall_now();
     const dt_job_spec *job = L->m.job;
+    if (dt__job_state_sweep(&L->m.st)) dt__master_touch(&L->m);
     if (L->m.stop_requested && !L->m.st.finished) {
         char reason[64];
         snprintf(reason, sizeof reason, "%sStopped", kind_name(job));
@@ -589,12 +621,12 @@ static void tick(loop *L) {
         }
         if (relaunched && !restarting && !L->m.st.finished) set_running(L);
     }
-    if (L->kill_at > 0 && now >= L->kill_at) {
-        for (int i = 0; i < L->m.st.nreplicas; i++) {
-            dt__replica *r = &L->m.st.replicas[i];
-            if (r->state == DT__REPLICA_RUNNING) dt__local_signal(r->pid, SIGKILL);
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        dt__replica *r = &L->m.st.replicas[i];
+        if (r->state == DT__REPLICA_RUNNING && r->stopping && r->kill_at > 0 && now >= r->kill_at) {
+            dt__local_signal(r->pid, SIGKILL);
+            r->kill_at = 0;
         }
-        L->kill_at = 0;
     }
 }
 
@@ -614,13 +646,14 @@ static double next_deadline(const loop *L) {
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         const dt__replica *r = &L->m.st.replicas[i];
         if (r->state == DT__REPLICA_RESTARTING && r->restart_at < t) t = r->restart_at;
+        if (r->state == DT__REPLICA_RUNNING && r->stopping && r->kill_at > 0 && r->kill_at < t)
+            t = r->kill_at;
     }
     const dt_job_spec *job = L->m.job;
     if (!L->m.st.finished && job->active_deadline_seconds >= 0 && L->m.st.start_time > 0) {
         double d = L->m.st.start_time + (double)job->active_deadline_seconds;
         if (d < t) t = d;
     }
-    if (L->kill_at > 0 && L->kill_at < t) t = L->kill_at;
     if (!L->m.st.finished && L->expire_at < t) t = L->expire_at;
     if (L->m.dirty) {
         double s = L->status_written + STATUS_INTERVAL;
@@ -635,12 +668,19 @@ static double next_deadline(const loop *L) {
 
 /* ---- set-up ---- */
 
-static dt_err alloc_ports(loop *L) {
+static int port_taken(const loop *L, int port) {
+    for (int i = 0; i < L->m.st.nreplicas; i++)
+        if (L->m.st.replicas[i].port == port) return 1;
+    return 0;
+}
+
+/* k free ports on the bind address into ports[], none of them a replica's already. */
+static dt_err grab_ports(loop *L, int k, int *ports) {
     const char *host = L->m.opts.bind_addr;
-    int fds[DT__MAX_REPLICAS];
-    int n = 0;
+    int fds[DT__MAX_REPLICAS + 64];
+    int n = 0, tries = 0;
     dt_err e = DT_OK;
-    for (int i = 0; i < L->m.st.nreplicas; i++) {
+    for (int i = 0; i < k;) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in a = {.sin_family = AF_INET};
         socklen_t al = sizeof a;
@@ -652,10 +692,202 @@ static dt_err alloc_ports(loop *L) {
             break;
         }
         fds[n++] = fd; /* kept open until all are chosen, so no port is handed out twice */
-        L->m.st.replicas[i].port = ntohs(a.sin_port);
+        int port = ntohs(a.sin_port);
+        if (port_taken(L, port) && tries < 64 && n < (int)(sizeof fds / sizeof fds[0])) {
+            tries++; /* a replica's port that it does not listen on now: take another */
+            continue;
+        }
+        ports[i++] = port;
     }
     for (int i = 0; i < n; i++) close(fds[i]);
     return e;
+}
+
+static dt_err alloc_ports(loop *L) {
+    int ports[DT__MAX_REPLICAS];
+    dt_err e = grab_ports(L, L->m.st.nreplicas, ports);
+    for (int i = 0; !e && i < L->m.st.nreplicas; i++) L->m.st.replicas[i].port = ports[i];
+    return e;
+}
+
+/* ---- scaling the workers ---- */
+
+static int worker_count(const loop *L) {
+    const dt_replica_spec *w = &L->jobv.replicas[DT_REPLICA_TYPE_WORKER];
+    return w->present ? w->replicas : 0;
+}
+
+static void set_worker_count(loop *L, int n) {
+    dt_replica_spec *w = &L->jobv.replicas[DT_REPLICA_TYPE_WORKER];
+    if (!w->present) { /* a TrainJob without workers so far: dtrain's role defaults */
+        w->present = 1;
+        w->restart = DT_RESTART_POLICY_ON_FAILURE;
+    }
+    w->replicas = n;
+}
+
+/* Can this job's workers be scaled to n? DT_ERR_ARG saying why not. */
+static dt_err scale_check(const loop *L, int n) {
+    const dt_job_spec *job = &L->jobv;
+    if (job->kind == DT_JOB_KIND_PYTORCHJOB)
+        return dt_err_set(DT_ERR_ARG,
+                          "a PyTorchJob cannot be scaled: its replicas were told WORLD_SIZE and "
+                          "RANK when they started, and a new world needs torchrun's elastic "
+                          "rendezvous, which dtrain does not provide");
+    if (job->kind == DT_JOB_KIND_TRAINJOB && job->strategy != DT_STRATEGY_PARAMETER_SERVER)
+        return dt_err_set(DT_ERR_ARG,
+                          "only a TrainJob with strategy parameter_server can be scaled (this "
+                          "one's strategy is %s)",
+                          dt_strategy_name(job->strategy));
+    if (job->pytorch_env)
+        return dt_err_set(DT_ERR_ARG,
+                          "this job sets pytorchEnv: its replicas were told WORLD_SIZE and RANK "
+                          "when they started, so it cannot be scaled");
+    if (job->kind == DT_JOB_KIND_TFJOB && !job->replicas[DT_REPLICA_TYPE_WORKER].present)
+        return dt_err_set(DT_ERR_ARG,
+                          "job '%s' declares no Worker replicas: nothing to scale (a Worker spec, "
+                          "even with replicas: 0, gives the command that new workers run)",
+                          job->name);
+    if (n < 0 || n > DT__MAX_REPLICAS)
+        return dt_err_set(DT_ERR_ARG, "workers: expected an integer in 0..%d, got %d",
+                          DT__MAX_REPLICAS, n);
+    if (job->elastic_min_replicas > 0 && n < job->elastic_min_replicas)
+        return dt_err_set(DT_ERR_ARG, "workers: %d is below elasticPolicy.minReplicas %d", n,
+                          job->elastic_min_replicas);
+    int chief = 0;
+    for (int t = DT_REPLICA_TYPE_CHIEF; t <= DT_REPLICA_TYPE_MASTER; t++)
+        chief |= job->replicas[t].present && job->replicas[t].replicas > 0;
+    if (n == 0 && !chief)
+        return dt_err_set(DT_ERR_ARG,
+                          "workers: 0 would leave job '%s' without the replicas that decide its "
+                          "success (it has no chief or master): keep at least 1",
+                          job->name);
+    if (L->m.st.nreplicas - worker_count(L) + n > DT__MAX_REPLICAS)
+        return dt_err_set(DT_ERR_ARG, "workers: %d would make more than %d replicas in all", n,
+                          DT__MAX_REPLICAS);
+    return DT_OK;
+}
+
+/* Worker r is scaled away: a running one is stopped (SIGTERM, then SIGKILL) and leaves the
+ * table when it has ended (exited); any other one leaves at once. */
+static void remove_worker(loop *L, int i, int live) {
+    dt__replica *r = &L->m.st.replicas[i];
+    if (r->state == DT__REPLICA_RUNNING) {
+        r->removing = 1;
+        if (live) stop_one(L, r);
+        return;
+    }
+    if (live) dt__ledger_release(L->m.ledger, r->name, "scaled away", dt__wall_now());
+    dt__job_state_remove(&L->m.st, i);
+}
+
+static int worker_index(const char *name) {
+    if (!name || strncmp(name, "worker-", 7)) return -1;
+    char *end;
+    long v = strtol(name + 7, &end, 10);
+    return *end || end == name + 7 || v < 0 || v >= DT__MAX_REPLICAS ? -1 : (int)v;
+}
+
+/* Replay of a "scale" event: the same changes, without acting on processes. */
+static void replay_scale(loop *L, json_t *ev) {
+    json_int_t n = json_integer_value(json_object_get(ev, "workers"));
+    if (n < 0 || n > DT__MAX_REPLICAS) return;
+    size_t k;
+    json_t *v;
+    json_array_foreach(json_object_get(ev, "removed"), k, v) {
+        dt__replica *r = dt__job_state_find(&L->m.st, json_string_value(v) ? json_string_value(v) : "");
+        if (r) remove_worker(L, (int)(r - L->m.st.replicas), 0);
+    }
+    json_t *ports = json_object_get(ev, "ports");
+    json_array_foreach(json_object_get(ev, "added"), k, v) {
+        const char *name = json_string_value(v);
+        int index = worker_index(name);
+        dt__replica *r = NULL;
+        if (index < 0 || dt__job_state_find(&L->m.st, name)) continue;
+        if (dt__job_state_add(&L->m.st, DT_REPLICA_TYPE_WORKER, index, &r)) continue;
+        r->port = (int)json_integer_value(json_object_get(ports, name));
+    }
+    set_worker_count(L, (int)n);
+}
+
+dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) {
+    loop *L = (loop *)m; /* m is the loop's first member */
+    dt_err e;
+    *added = *removed = NULL;
+    if (m->st.finished || m->stop_requested)
+        return dt_err_set(DT_ERR_STATE, "job '%s' has finished (%s): it cannot be scaled",
+                          L->jobv.name, dt__job_state_phase(&m->st));
+    if ((e = scale_check(L, n))) return e;
+    int cur = worker_count(L);
+    for (int k = cur; k < n; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "worker-%d", k);
+        if (dt__job_state_find(&m->st, name))
+            return dt_err_set(DT_ERR_STATE,
+                              "%s is still stopping after it was scaled away: scale up again "
+                              "once it has ended",
+                              name);
+    }
+    int ports[DT__MAX_REPLICAS];
+    if (n > cur && (e = grab_ports(L, n - cur, ports))) return e;
+    json_t *add = json_array(), *rem = json_array(), *pj = json_object();
+    if (!add || !rem || !pj) {
+        json_decref(add);
+        json_decref(rem);
+        json_decref(pj);
+        return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    }
+    for (int k = cur; k < n; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "worker-%d", k);
+        json_array_append_new(add, json_string(name));
+        json_object_set_new(pj, name, json_integer(ports[k - cur]));
+    }
+    for (int i = 0; i < m->st.nreplicas; i++) {
+        const dt__replica *r = &m->st.replicas[i];
+        if (r->type == DT_REPLICA_TYPE_WORKER && r->index >= n && !r->removing)
+            json_array_append_new(rem, json_string(r->name));
+    }
+    /* Journaled first: a master that dies from here on is resumed with the new count. */
+    journal(L, json_pack("{s:s, s:i, s:i, s:O, s:O, s:o}", "ev", "scale", "workers", n, "from",
+                         cur, "added", add, "removed", rem, "ports", pj));
+    dt__journal_sync(m->journal);
+    set_worker_count(L, n);
+    for (int i = m->st.nreplicas - 1; i >= 0; i--) {
+        const dt__replica *r = &m->st.replicas[i];
+        if (r->type == DT_REPLICA_TYPE_WORKER && r->index >= n && !r->removing)
+            remove_worker(L, i, 1);
+    }
+    /* Every new worker is in the table (with its port) before the first is launched: each
+     * one's TF_CONFIG lists them all. */
+    for (int k = cur; k < n; k++) {
+        dt__replica *r = NULL;
+        if ((e = dt__job_state_add(&m->st, DT_REPLICA_TYPE_WORKER, k, &r))) break;
+        r->port = ports[k - cur];
+    }
+    for (int k = cur; k < n && !e && !m->st.finished; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "worker-%d", k);
+        dt__replica *r = dt__job_state_find(&m->st, name);
+        if (r && r->state == DT__REPLICA_PENDING && launch(L, r)) {
+            say(L, "%s", dt_errmsg());
+            finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
+        }
+    }
+    say(L, "scaled from %d to %d workers", cur, n);
+    dt__master_touch(m);
+    /* The workers left may all have succeeded already (AllWorkers, elasticPolicy). */
+    if (!e && !m->st.finished && dt__policy_job_succeeded(m->job, &m->st))
+        finish(L, DT_JOB_OUTCOME_SUCCEEDED, "Succeeded", "%s %s successfully completed.",
+               kind_name(m->job), m->job->name);
+    if (e) {
+        json_decref(add);
+        json_decref(rem);
+        return e;
+    }
+    *added = add;
+    *removed = rem;
+    return DT_OK;
 }
 
 /* Journal replay: rebuild the state the previous master had. */
@@ -707,6 +939,12 @@ static void replay_event(void *vctx, json_t *ev) {
         r->state = DT__REPLICA_RUNNING;
         r->start_time = t;
         r->end_time = 0;
+    } else if (!strcmp(kind, "scale")) {
+        replay_scale(L, ev);
+    } else if (!strcmp(kind, "exit") && r &&
+               !strcmp(json_string_value(json_object_get(ev, "state")) ?
+                           json_string_value(json_object_get(ev, "state")) : "", "Removed")) {
+        dt__job_state_remove(&L->m.st, (int)(r - L->m.st.replicas)); /* scaled away, ended */
     } else if (!strcmp(kind, "exit") && r) {
         r->exit_code = (int)json_integer_value(json_object_get(ev, "code"));
         r->end_time = t;
@@ -859,6 +1097,7 @@ static void result_json(loop *L) {
     json_object_set_new(j, "wall_seconds",
                         json_real(L->m.st.completion_time - L->m.st.start_time));
     json_object_set_new(j, "restarts", json_integer(L->m.st.total_restarts));
+    json_object_set_new(j, "workers", json_integer(worker_count(L)));
     json_t *st = dt__job_state_json(&L->m.st, L->m.job, NULL);
     json_object_set(j, "replicaStatuses", json_object_get(st, "replicaStatuses"));
     json_decref(st);
@@ -920,19 +1159,21 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if (!L) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     L->epfd = L->sigfd = L->lock_fd = -1;
     dt__master *m = &L->m;
-    m->job = job;
+    L->jobv = *job; /* shallow: shares the caller's strings, never freed as a spec */
+    m->job = &L->jobv;
     m->opts = *opts_in;
     if (!m->opts.bind_addr) m->opts.bind_addr = "127.0.0.1";
     if (m->opts.stop_grace_ms <= 0) m->opts.stop_grace_ms = 5000;
     dt_err e = DT_OK;
     int signals_set = 0;
 
-    if (job->kind == DT_JOB_KIND_TRAINJOB && dt_job_spec_total_replicas(job) != 1) {
+    if (job->kind == DT_JOB_KIND_TRAINJOB && dt_job_spec_total_replicas(job) != 1 &&
+        job->strategy != DT_STRATEGY_PARAMETER_SERVER) {
         e = dt_err_set(DT_ERR_SPEC,
-                       "%s: spec.replicas: dtrain's built-in roles run a TrainJob as one replica "
-                       "so far (the parameter-server and all-reduce strategies across processes "
-                       "are not built yet); use replicas: {worker: 1}",
-                       job->path);
+                       "%s: spec.replicas: a TrainJob with strategy %s runs one replica so far "
+                       "(the all-reduce strategy across processes is not built yet); use "
+                       "replicas: {worker: 1}, or ps replicas and strategy parameter_server",
+                       job->path, dt_strategy_name(job->strategy));
         goto end;
     }
     if (job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job))) goto end;
@@ -948,7 +1189,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = dt__mkdirs(sub))) goto end;
     if ((e = take_lock(L))) goto end;
     if ((e = resolve_self(L))) goto end;
-    if ((e = dt__job_state_init(&m->st, job))) goto end;
+    if ((e = dt__job_state_init(&m->st, m->job))) goto end;
     if ((e = dt__ledger_init(&m->ledger, ledger_event, L))) goto end;
     if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
@@ -1028,9 +1269,11 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             if (r->state != DT__REPLICA_RUNNING) continue;
             r->pidfd = dt__local_adopt(r->pid, r->proc_start);
             if (r->pidfd >= 0) {
-                struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+                /* tagged by pid: the table's order changes when workers are scaled */
+                struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)r->pid};
                 epoll_ctl(L->epfd, EPOLL_CTL_ADD, r->pidfd, &ev);
                 say(L, "%s still runs (pid %d): adopted", r->name, (int)r->pid);
+                if (r->removing) stop_one(L, r); /* scaled away before the master died */
                 /* Its heartbeats went nowhere while no master ran: the timeout starts now,
                  * not at its last journaled fetch or report. */
                 dt__ledger_heartbeat(m->ledger, r->name, now);
@@ -1103,9 +1346,15 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             uint64_t tag = evs[k].data.u64;
             if (tag == UINT64_MAX) read_signals(L);
             else if (tag == UINT64_MAX - 1) http_ready = 1;
-            else if (tag < (uint64_t)m->st.nreplicas) {
-                dt__replica *r = &m->st.replicas[tag];
-                if (r->state == DT__REPLICA_RUNNING && r->pidfd >= 0) adopted_exited(L, r);
+            else {
+                for (int i = 0; i < m->st.nreplicas; i++) {
+                    dt__replica *r = &m->st.replicas[i];
+                    if ((uint64_t)r->pid == tag && r->state == DT__REPLICA_RUNNING &&
+                        r->pidfd >= 0) {
+                        adopted_exited(L, r);
+                        break;
+                    }
+                }
             }
         }
         if (http_ready || http_ms == 0) dt__http_server_run(m->http);

@@ -18,7 +18,7 @@
  * one, the job succeeds when every worker not lost has succeeded and at least N have
  * (worker-0 alone cannot decide: it may be the one lost; AllWorkers means the same here).
  * These read only the replicas' states, so a master resumed from its journal reaches the
- * same decisions.
+ * same decisions. Workers being scaled away (removing) are not looked at.
  */
 #include "master/master-impl.h"
 
@@ -40,7 +40,7 @@ dt__exit_action dt__policy_on_exit(dt_restart_policy policy, int code) {
 static int type_all_succeeded(const dt__job_state *st, dt_replica_type t, int *count) {
     int n = 0, ok = 1;
     for (int i = 0; i < st->nreplicas; i++) {
-        if (st->replicas[i].type != t) continue;
+        if (st->replicas[i].type != t || st->replicas[i].removing) continue;
         n++;
         if (st->replicas[i].state != DT__REPLICA_SUCCEEDED) ok = 0;
     }
@@ -51,7 +51,7 @@ static int type_all_succeeded(const dt__job_state *st, dt_replica_type t, int *c
 int dt__policy_workers_left(const dt__job_state *st, int *total) {
     int n = 0, left = 0;
     for (int i = 0; i < st->nreplicas; i++) {
-        if (st->replicas[i].type != DT_REPLICA_TYPE_WORKER) continue;
+        if (st->replicas[i].type != DT_REPLICA_TYPE_WORKER || st->replicas[i].removing) continue;
         n++;
         left += st->replicas[i].state != DT__REPLICA_FAILED;
     }
@@ -74,7 +74,8 @@ static int elastic_workers_succeeded(const dt_job_spec *job, const dt__job_state
     int succeeded = 0;
     for (int i = 0; i < st->nreplicas; i++) {
         const dt__replica *r = &st->replicas[i];
-        if (r->type != DT_REPLICA_TYPE_WORKER || r->state == DT__REPLICA_FAILED) continue;
+        if (r->type != DT_REPLICA_TYPE_WORKER || r->state == DT__REPLICA_FAILED || r->removing)
+            continue;
         if (r->state != DT__REPLICA_SUCCEEDED) return 0;
         succeeded++;
     }
@@ -94,7 +95,7 @@ int dt__policy_job_succeeded(const dt_job_spec *job, const dt__job_state *st) {
     }
     for (int i = 0; i < st->nreplicas; i++) {
         const dt__replica *r = &st->replicas[i];
-        if (r->type == DT_REPLICA_TYPE_WORKER && r->index == 0)
+        if (r->type == DT_REPLICA_TYPE_WORKER && r->index == 0 && !r->removing)
             return r->state == DT__REPLICA_SUCCEEDED;
     }
     return 0;
