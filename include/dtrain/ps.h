@@ -87,6 +87,9 @@ typedef struct dt_ps_client_conf {
     const char *replica;   /* who is talking, for the PS's logs ("worker-0") */
     int64_t max_frame;     /* 0: DT_PS_DEFAULT_MAX_FRAME */
     int64_t retry_ms;      /* keep reconnecting this long before failing (default 120000) */
+    int offer_init;        /* a PS without values gets this client's current values (INIT)
+                              before the request is sent again (the chief's client); else
+                              the request waits until another client initializes it */
     FILE *log;             /* reconnects (stderr when NULL) */
 } dt_ps_client_conf;
 

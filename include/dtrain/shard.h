@@ -153,6 +153,10 @@ dt_err dt_shard_report_fetch(dt_shard_client *c, const char *dataset, dt_shard *
 dt_err dt_shard_report(dt_shard_client *c, const char *dataset, const dt_shard *shard, int ok,
                        const char *message);
 
+/* Post this replica's figures (a JSON object's text, e.g. an evaluator's metrics) to the
+ * master's report route: kept in the job's status and result.json (docs/API.md). */
+dt_err dt_shard_client_post_report(dt_shard_client *c, const char *json_object_text);
+
 #ifdef __cplusplus
 }
 #endif

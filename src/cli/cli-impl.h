@@ -20,6 +20,7 @@ typedef struct dt__cli_cmd {
 
 extern const dt__cli_cmd dt__cmd_plan;
 extern const dt__cli_cmd dt__cmd_train;
+extern const dt__cli_cmd dt__cmd_role;
 extern const dt__cli_cmd dt__cmd_run;
 extern const dt__cli_cmd dt__cmd_status;
 extern const dt__cli_cmd dt__cmd_logs;

@@ -12,6 +12,7 @@
 static const dt__cli_cmd *const commands[] = {
     &dt__cmd_plan,
     &dt__cmd_train,
+    &dt__cmd_role,
     &dt__cmd_run,
     &dt__cmd_status,
     &dt__cmd_logs,

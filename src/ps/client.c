@@ -19,8 +19,9 @@
  * operation is redone on the failed links only, after reconnecting with backoff (50 ms
  * doubling to 1 s) for up to retry_ms since the first failure, and a line is logged when
  * the reconnection succeeds. A PS that answers ERROR (a refusal: wrong token, bad shape...)
- * fails the operation with DT_ERR_STATE and the PS's text; it is not retried. A PULL answered
- * with NOT_INITIALIZED is asked again (10 ms doubling to 500 ms) until the PS has values.
+ * fails the operation with DT_ERR_STATE and the PS's text; it is not retried. A request
+ * answered with NOT_INITIALIZED is sent again (10 ms doubling to 500 ms) until the PS has
+ * values; a client with conf.offer_init (the chief's) first gives the PS its own with INIT.
  *
  * Redoing a push after a lost reply may apply it twice (at-least-once; docs/WIRE.md).
  *
@@ -43,7 +44,15 @@
 
 #define READ_BUF (64 << 10)
 
-typedef enum link_state { LINK_DONE = 0, LINK_PENDING, LINK_RETRY, LINK_WAIT } link_state;
+/* LINK_INIT: the PS answered NOT_INITIALIZED to a client that offers its values (the
+ * chief's): send them with INIT, then the request again. */
+typedef enum link_state {
+    LINK_DONE = 0,
+    LINK_PENDING,
+    LINK_RETRY,
+    LINK_WAIT,
+    LINK_INIT
+} link_state;
 
 typedef struct pslink {
     int index;
@@ -290,13 +299,16 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
     outcome o = read_hdr(c, l, &h, err);
     if (o) return o;
     if (h.type == DT__PS_NOT_INITIALIZED && h.len == 0) {
-        if (type == DT__PS_PULL) {
-            l->state = LINK_WAIT;
-            return OUT_OK;
+        /* A PS without values (started, or restarted without a checkpoint): the chief's
+         * client gives it its own; the others wait for someone to, then ask again. */
+        if (type == DT__PS_INIT) {
+            *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): INIT answered NOT_INITIALIZED",
+                              l->index, l->addr);
+            link_close(l);
+            return OUT_FAIL;
         }
-        *err = dt_err_set(DT_ERR_STATE, "ps-%d (%s): %s: the PS has no values yet (init first)",
-                          l->index, l->addr, dt__ps_type_name(type));
-        return OUT_FAIL;
+        l->state = c->conf.offer_init ? LINK_INIT : LINK_WAIT;
+        return OUT_OK;
     }
     int want = (type == DT__PS_PULL || type == DT__PS_PUSH_PULL) ? DT__PS_VALUES : DT__PS_ACK;
     if (h.type != want || (want == DT__PS_ACK && h.len != 0)) {
@@ -327,6 +339,25 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
         for (int i = 0; i < c->nps; i++) {
             pslink *l = &c->links[i];
             if (l->state == LINK_WAIT && now >= l->wait_until) l->state = LINK_PENDING;
+            if (l->state == LINK_INIT) {
+                dt_err err = DT_OK;
+                outcome o = send_request(c, l, DT__PS_INIT);
+                if (o == OUT_OK) o = read_reply(c, l, DT__PS_INIT, &err);
+                if (o == OUT_FAIL) {
+                    if (!first) {
+                        first = err;
+                        snprintf(first_msg, sizeof first_msg, "%s", dt_errmsg());
+                    }
+                    l->state = LINK_DONE;
+                    continue;
+                }
+                if (o == OUT_OK)
+                    clog_(c, "ps-%d (%s) had no values: gave it this replica's", l->index,
+                          l->addr);
+                l->state = o == OUT_OK ? LINK_PENDING : LINK_RETRY;
+                if (o != OUT_OK && fail_since < 0) fail_since = dt__ps_now_ms();
+                if (o != OUT_OK) continue;
+            }
             if (l->state != LINK_PENDING && l->state != LINK_RETRY) continue;
             int again = l->state == LINK_RETRY;
             dt_err err = DT_OK;
@@ -379,7 +410,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
         /* anything left? */
         int retry = 0, wait = 0;
         for (int i = 0; i < c->nps; i++) {
-            retry += c->links[i].state == LINK_RETRY;
+            retry += c->links[i].state == LINK_RETRY || c->links[i].state == LINK_INIT;
             wait += c->links[i].state == LINK_WAIT;
         }
         if (!retry && !wait) break;

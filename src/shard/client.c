@@ -376,6 +376,21 @@ dt_err dt_shard_register(dt_shard_client *c, const dt_dataset_spec *spec) {
     return err;
 }
 
+dt_err dt_shard_client_post_report(dt_shard_client *c, const char *json_object_text) {
+    json_error_t jerr;
+    json_t *body = json_loads(json_object_text, 0, &jerr);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return dt_err_set(DT_ERR_ARG, "replica report: not a JSON object (%s)", jerr.text);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "/v1/jobs/%s/replicas/%s/report", c->job_q, c->replica_q);
+    json_t *ans;
+    dt_err err = call(c, "replica report", "POST", path, body, &ans);
+    json_decref(ans);
+    return err;
+}
+
 void dt_shard_free(dt_shard *s) {
     if (!s) return;
     free(s->indices);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 
 #include "dtrain/data.h"
+#include "dtrain/nn.h"
+#include "dtrain/threadpool.h"
 #include "dtrain/spec.h"
 #include "dtrain/train.h"
 
@@ -13,6 +15,28 @@
  * none) and normalize both as the spec says (standard: statistics of the training set). */
 dt_err dt__train_load_data(const dt_spec *spec, uint64_t seed, dt_dataset **train,
                            dt_dataset **eval);
+
+/* train.c's pieces shared with the distributed roles (src/role/). */
+
+/* The model's per-sample input shape: the spec's model.input (checked against the data's
+ * sample size) or the data's own sample shape. */
+dt_err dt__train_input_shape(const dt_spec *s, const dt_dataset *train, dt_shape *input);
+/* The spec's model for batches of at most `batch`; shape errors name the layer's line. */
+dt_err dt__train_build_model(const dt_spec *s, const dt_shape *input, int64_t batch, dt_pool *pool,
+                             dt_model **out);
+/* Does the model's output fit the data's labels or targets under the spec's loss? */
+dt_err dt__train_check_labels(const dt_spec *s, const dt_dataset *train, const dt_dataset *eval,
+                              const dt_model *model);
+/* Batch buffers for `batch` samples: inputs, labels, targets, indices. */
+typedef struct dt__batch_bufs {
+    float *x;
+    int32_t *y;
+    float *t;
+    int64_t *idx;
+} dt__batch_bufs;
+/* Mean loss and accuracy of the model over the whole of d. */
+dt_err dt__train_evaluate(dt_model *model, const dt_dataset *d, int64_t batch,
+                          const dt__batch_bufs *b, double *loss_out, double *acc_out);
 
 /* progress.c: one line per update, or a redrawn bar on a TTY. */
 typedef struct dt__progress {

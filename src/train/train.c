@@ -42,9 +42,9 @@ struct run {
 
 /* Build the model; on a shape error find the first layer that fails, so the message can
  * point at its line in the spec. */
-static dt_err build_model(struct run *r, const dt_shape *input) {
-    const dt_spec *s = r->spec;
-    dt_err e = dt_model_init(&r->model, input, s->layers, s->nlayers, s->loss, r->batch, r->pool);
+dt_err dt__train_build_model(const dt_spec *s, const dt_shape *input, int64_t batch, dt_pool *pool,
+                             dt_model **out) {
+    dt_err e = dt_model_init(out, input, s->layers, s->nlayers, s->loss, batch, pool);
     if (e != DT_ERR_SHAPE && e != DT_ERR_SPEC) return e;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", dt_errmsg());
@@ -63,40 +63,38 @@ static dt_err build_model(struct run *r, const dt_shape *input) {
                       msg);
 }
 
-static dt_err check_data_fits(struct run *r, dt_shape *input) {
-    const dt_spec *s = r->spec;
+dt_err dt__train_input_shape(const dt_spec *s, const dt_dataset *train, dt_shape *input) {
     char a[64], b[64];
-    *input = r->train->sample;
+    *input = train->sample;
     if (s->input.ndim > 0) {
-        if (dt_shape_numel(&s->input) != dt_dataset_row(r->train))
+        if (dt_shape_numel(&s->input) != dt_dataset_row(train))
             return dt_err_set(DT_ERR_SHAPE,
                               "%s: spec.model.input: %s does not match the data's samples %s",
                               s->path, dt_shape_str(&s->input, a, sizeof a),
-                              dt_shape_str(&r->train->sample, b, sizeof b));
+                              dt_shape_str(&train->sample, b, sizeof b));
         *input = s->input; /* same size, the spec's layout (e.g. 784 as 28x28x1) */
     }
     return DT_OK;
 }
 
-static dt_err check_labels_fit(struct run *r) {
-    const dt_spec *s = r->spec;
-    const dt_shape *out = dt_model_output_shape(r->model);
+dt_err dt__train_check_labels(const dt_spec *s, const dt_dataset *train, const dt_dataset *eval,
+                              const dt_model *model) {
+    const dt_shape *out = dt_model_output_shape(model);
     int64_t k = dt_shape_numel(out);
     if (s->loss == DT_LOSS_SOFTMAX_CROSS_ENTROPY) {
-        if (!r->train->labels)
+        if (!train->labels)
             return dt_err_set(DT_ERR_SPEC,
                               "%s: spec.loss: softmax_cross_entropy needs class labels, but the "
                               "data has numeric targets (use mse)",
                               s->path);
-        int nc = r->train->num_classes > r->eval->num_classes ? r->train->num_classes
-                                                              : r->eval->num_classes;
+        int nc = train->num_classes > eval->num_classes ? train->num_classes : eval->num_classes;
         if (out->ndim != 1 || k < nc)
             return dt_err_set(DT_ERR_SHAPE,
                               "%s: spec.model.layers: the model outputs %lld values per sample "
                               "but the data has %d classes",
                               s->path, (long long)k, nc);
     } else {
-        int64_t want = r->train->targets ? r->train->target_dim : r->train->num_classes;
+        int64_t want = train->targets ? train->target_dim : train->num_classes;
         if (k != want)
             return dt_err_set(DT_ERR_SHAPE,
                               "%s: spec.model.layers: the model outputs %lld values per sample "
@@ -106,21 +104,21 @@ static dt_err check_labels_fit(struct run *r) {
     return DT_OK;
 }
 
-static dt_err evaluate(struct run *r, double *loss_out, double *acc_out) {
-    dt_dataset *d = r->eval;
+dt_err dt__train_evaluate(dt_model *model, const dt_dataset *d, int64_t batch,
+                          const dt__batch_bufs *b, double *loss_out, double *acc_out) {
     double loss_sum = 0;
     int64_t correct_sum = 0;
-    for (int64_t i = 0; i < d->n; i += r->batch) {
-        int64_t nb = d->n - i < r->batch ? d->n - i : r->batch;
+    for (int64_t i = 0; i < d->n; i += batch) {
+        int64_t nb = d->n - i < batch ? d->n - i : batch;
         for (int64_t j = 0; j < nb; j++)
-            r->order[j] = i + j;
-        dt_dataset_gather(d, r->order, nb, r->xbuf, r->ybuf, r->tbuf);
+            b->idx[j] = i + j;
+        dt_dataset_gather(d, b->idx, nb, b->x, b->y, b->t);
         const dt_tensor *out;
-        dt_err e = dt_model_forward(r->model, r->xbuf, nb, 0, NULL, &out);
+        dt_err e = dt_model_forward(model, b->x, nb, 0, NULL, &out);
         if (e) return e;
         double loss;
         int64_t correct = 0;
-        e = dt_model_loss(r->model, d->labels ? r->ybuf : NULL, d->targets ? r->tbuf : NULL, &loss,
+        e = dt_model_loss(model, d->labels ? b->y : NULL, d->targets ? b->t : NULL, &loss,
                           &correct);
         if (e) return e;
         loss_sum += loss * (double)nb;
@@ -142,10 +140,10 @@ static dt_err setup(struct run *r, uint64_t seed) {
     if (e) return e;
     r->steps_per_epoch = (r->train->n + r->batch - 1) / r->batch;
     dt_shape input;
-    if ((e = check_data_fits(r, &input))) return e;
+    if ((e = dt__train_input_shape(s, r->train, &input))) return e;
     if ((e = dt_pool_init(&r->pool, r->threads))) return e;
-    if ((e = build_model(r, &input))) return e;
-    if ((e = check_labels_fit(r))) return e;
+    if ((e = dt__train_build_model(s, &input, r->batch, r->pool, &r->model))) return e;
+    if ((e = dt__train_check_labels(s, r->train, r->eval, r->model))) return e;
     dt_model_init_params(r->model, seed);
 
     dt_optim_conf oc = s->optimizer;
@@ -229,6 +227,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
                          .bar = opts.progress_bar,
                          .epochs = r.epochs,
                          .steps_per_epoch = r.steps_per_epoch};
+    const dt__batch_bufs bufs = {.x = r.xbuf, .y = r.ybuf, .t = r.tbuf, .idx = r.order};
     double train_time = 0, last_epoch_loss = 0;
     int64_t samples_session = 0;
     int stopped = 0;
@@ -273,7 +272,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
         train_time += dt__now() - t0;
         if (stopped) break;
         last_epoch_loss = loss_n ? loss_sum / (double)loss_n : 0;
-        if ((e = evaluate(&r, &eval_loss, &eval_acc))) goto end;
+        if ((e = dt__train_evaluate(r.model, r.eval, r.batch, &bufs, &eval_loss, &eval_acc))) goto end;
         r.state.epoch++;
         r.state.epoch_batch = 0;
         if ((e = save_checkpoint(&r))) goto end;
@@ -281,7 +280,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     }
     if (!stopped && samples_session == 0) {
         /* resumed a finished run: report its figures again */
-        if ((e = evaluate(&r, &eval_loss, &eval_acc))) goto end;
+        if ((e = dt__train_evaluate(r.model, r.eval, r.batch, &bufs, &eval_loss, &eval_acc))) goto end;
         fprintf(opts.log, "all %lld epochs were already done\n", (long long)r.epochs);
     }
     res->eval_accuracy = eval_acc;

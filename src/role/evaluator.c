@@ -1,0 +1,106 @@
+/*
+ * evaluator.c - evaluate every new checkpoint of the whole model on the eval set.
+ *
+ * Design: the evaluator only reads files the chief writes atomically
+ * (JOB_DIR/checkpoints/ckpt-<step>.safetensors), so it needs no connection to the PS and
+ * can neither slow nor disturb training. It polls for the newest checkpoint twice a
+ * second; a checkpoint deleted (rotated away) between listing and reading is skipped. Each
+ * evaluation is appended to JOB_DIR/replicas/<name>/result.json and posted to the master's
+ * report route, so the figures appear in the job's status and result.json. It does not
+ * decide the job's success; the master stops it when the job ends.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dtrain/checkpoint.h"
+#include "dtrain/shard.h"
+#include "role/role-impl.h"
+#include "train/train-impl.h"
+
+#define POLL_NS (500 * 1000 * 1000L)
+
+dt_err dt__role_evaluator(dt__role *r) {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+    const dt_spec *s = r->spec;
+    dt_dataset *eval = NULL;
+    dt_model *model = NULL;
+    dt_shard_client *sc = NULL;
+    json_t *history = json_array();
+    dt__batch_bufs b = {0};
+    dt_err e = dt__role_model(r, s->batch_size, NULL, NULL, &eval, &model);
+    if (e) goto end;
+    int64_t row = dt_dataset_row(eval);
+    int64_t tdim = eval->target_dim > 0 ? eval->target_dim : 1;
+    b.x = malloc((size_t)(s->batch_size * row) * sizeof(float));
+    b.y = malloc((size_t)s->batch_size * sizeof(int32_t));
+    b.t = malloc((size_t)(s->batch_size * tdim) * sizeof(float));
+    b.idx = malloc((size_t)s->batch_size * sizeof(int64_t));
+    if (!b.x || !b.y || !b.t || !b.idx || !history) {
+        e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    /* The master is optional (a report that cannot be posted is only a warning). */
+    dt_shard_client_opts so = {.heartbeat_ms = -1, .retry_ms = 5000};
+    if (dt_shard_client_open(&sc, &so)) {
+        fprintf(r->log, "%s: no master to report to (%s); results go to result.json only\n",
+                r->name, dt_errmsg());
+        sc = NULL;
+    }
+    fprintf(r->log, "%s: watching %s for checkpoints\n", r->name, r->ckpt_dir);
+    fflush(r->log);
+    char last[4200] = "";
+    for (;;) {
+        char path[4200];
+        if (dt_checkpoint_dir_latest(r->ckpt_dir, path, sizeof path) == DT_OK &&
+            strcmp(path, last) != 0) {
+            dt_train_state st;
+            double loss = 0, acc = 0;
+            if (dt_checkpoint_load(path, model, NULL, &st) == DT_OK &&
+                dt__train_evaluate(model, eval, s->batch_size, &b, &loss, &acc) == DT_OK) {
+                snprintf(last, sizeof last, "%s", path);
+                const char *base = strrchr(path, '/');
+                json_t *one = json_pack("{s:I, s:I, s:f, s:f, s:s}", "step", (json_int_t)st.step,
+                                        "epoch", (json_int_t)st.epoch, "accuracy", acc, "loss",
+                                        loss, "checkpoint", base ? base + 1 : path);
+                json_array_append_new(history, one);
+                fprintf(r->log, "%s: step %lld: eval accuracy %.4f, loss %.4f\n", r->name,
+                        (long long)st.step, acc, loss);
+                fflush(r->log);
+                json_t *res = json_pack("{s:s, s:I, s:{s:f, s:f}, s:O}", "role", "evaluator", "step", (json_int_t)st.step, "eval",
+                                        "accuracy", acc, "loss", loss, "evaluations", history);
+                if ((e = dt__role_write_result(r, res))) goto end;
+                if (sc) {
+                    char text[256];
+                    snprintf(text, sizeof text,
+                             "{\"step\": %lld, \"accuracy\": %.6f, \"loss\": %.6f, "
+                             "\"evaluations\": %zu}",
+                             (long long)st.step, acc, loss, json_array_size(history));
+                    if (dt_shard_client_post_report(sc, text))
+                        fprintf(r->log, "%s: report not posted: %s\n", r->name, dt_errmsg());
+                }
+            } else {
+                dt_err_clear(); /* rotated away or half-visible: the next poll sees the newest */
+            }
+        }
+        struct timespec ts = {0, POLL_NS};
+        if (sigtimedwait(&stop, NULL, &ts) > 0) break;
+    }
+    fprintf(r->log, "%s: stopped after %zu evaluations\n", r->name, json_array_size(history));
+end:
+    dt_shard_client_close(sc);
+    json_decref(history);
+    free(b.x);
+    free(b.y);
+    free(b.t);
+    free(b.idx);
+    dt_model_free(model);
+    dt_dataset_free(eval);
+    return e;
+}

@@ -1,0 +1,80 @@
+/*
+ * ps_role.c - ps-i: serve partition i of the model's variables until stopped.
+ *
+ * The PS builds the model only to learn the variables' names and shapes (the server copies
+ * them and keeps its own storage), starts the data-plane server on its TF_CONFIG port and
+ * waits for SIGTERM or SIGINT. Its partition checkpoints live in JOB_DIR/checkpoints/ps-i/,
+ * so a PS restarted by the master comes back with the values of its newest one.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/file-impl.h"
+#include "dtrain/ps.h"
+#include "role/role-impl.h"
+
+dt_err dt__role_ps(dt__role *r) {
+    if (r->index >= r->nps)
+        return dt_err_set(DT_ERR_ARG, "TF_CONFIG: task ps-%d is not in cluster.ps (%d entries)",
+                          r->index, r->nps);
+    if (!r->token || !*r->token)
+        return dt_err_set(DT_ERR_ARG, "DTRAIN_JOB_TOKEN is not set: the data plane needs the "
+                                      "job's token");
+    /* Block the stop signals before any thread starts, so that only sigwait sees them. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+    dt_dataset *train = NULL;
+    dt_model *model = NULL;
+    dt_ps_server *server = NULL;
+    dt_param **params = NULL;
+    int np = 0;
+    dt_err e = dt__role_model(r, 1, NULL, &train, NULL, &model);
+    if (e) return e;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/ps-%d", r->ckpt_dir, r->index);
+    if ((e = dt__mkdirs(dir))) goto end;
+    if (!(params = dt__role_params(model, &np))) {
+        e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    dt_ps_server_conf conf = {.host = NULL,
+                              .port = r->self_port,
+                              .token = r->token,
+                              .max_frame = r->job->ps.max_frame,
+                              .index = r->index,
+                              .nps = r->nps,
+                              .optim = dt__role_optim(r, train->n),
+                              .threads = 1,
+                              .sync = r->job->ps.sync,
+                              .sync_timeout_ms = r->job->ps.sync_timeout_ms,
+                              .ckpt_dir = dir,
+                              .keep = r->spec->checkpoint_keep,
+                              .log = r->log};
+    if ((e = dt_ps_server_start(&server, &conf, params, np))) goto end;
+    int64_t step = dt_ps_server_step(server);
+    fprintf(r->log, "%s: serving partition %d of %d on port %d (%s, %s)\n", r->name, r->index,
+            r->nps, dt_ps_server_port(server), r->job->ps.sync ? "synchronous" : "asynchronous",
+            step >= 0 ? "restored from its checkpoint" : "waiting for initial values");
+    fflush(r->log);
+    free(params);
+    params = NULL;
+    dt_model_free(model);
+    model = NULL;
+    dt_dataset_free(train);
+    train = NULL;
+    int sig = 0;
+    sigwait(&stop, &sig);
+    fprintf(r->log, "%s: stopping (%s) at step %lld\n", r->name, strsignal(sig),
+            (long long)dt_ps_server_step(server));
+end:
+    dt_ps_server_stop(server);
+    free(params);
+    dt_model_free(model);
+    dt_dataset_free(train);
+    return e;
+}

@@ -1,0 +1,50 @@
+/* role-impl.h - the built-in roles (one file each) and what they share (role.c). */
+#ifndef DTRAIN_ROLE_IMPL_H
+#define DTRAIN_ROLE_IMPL_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dtrain/data.h"
+#include "dtrain/job.h"
+#include "dtrain/nn.h"
+#include "dtrain/role.h"
+#include "dtrain/spec.h"
+
+#define DT__ROLE_MAX_PS 64
+
+typedef struct dt__role {
+    const dt_job_spec *job;
+    const dt_spec *spec;
+    const char *job_dir;
+    FILE *log;
+    dt_replica_type type; /* TF_CONFIG's task */
+    int index;
+    char name[48];        /* "worker-0" */
+    int is_chief;         /* chief or master, else worker-0 when the cluster has neither */
+    const char *token;    /* DTRAIN_JOB_TOKEN */
+    char *ps_addrs[DT__ROLE_MAX_PS]; /* cluster.ps, owned */
+    int nps;
+    int ntrainers;        /* chief/master + workers in TF_CONFIG's cluster */
+    int self_port;        /* this replica's port in the cluster (0: not listed) */
+    char ckpt_dir[4096];  /* JOB_DIR/checkpoints: the whole model's checkpoints */
+    char own_dir[4096];   /* JOB_DIR/replicas/<name>: this replica's result.json */
+} dt__role;
+
+/* Load the spec's data and build its model for batches of `batch` (pool may be NULL):
+ * *train and *eval may be NULL when not wanted. */
+dt_err dt__role_model(const dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train,
+                      dt_dataset **eval, dt_model **model);
+/* The model's parameters as an array (caller frees). */
+dt_param **dt__role_params(dt_model *m, int *n);
+/* The optimizer as the PS applies it (a cosine schedule's length from the data's size). */
+dt_optim_conf dt__role_optim(const dt__role *r, int64_t train_samples);
+/* Write obj (stolen) as JOB_DIR/replicas/<name>/result.json, atomically. */
+dt_err dt__role_write_result(const dt__role *r, json_t *obj);
+
+dt_err dt__role_ps(dt__role *r);
+dt_err dt__role_trainer(dt__role *r);
+dt_err dt__role_evaluator(dt__role *r);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * role.c - who this replica is (TF_CONFIG), and what the roles share.
+ *
+ * Design: TF_CONFIG is the single source of identity, as for TensorFlow's own strategies;
+ * the job spec gives the model, the data and the strategy's settings. Every role builds the
+ * same model from the spec, which is how the PS and the workers agree on the variables'
+ * names and shapes without exchanging them.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/file-impl.h"
+#include "dtrain/optim.h"
+#include "dtrain/threadpool.h"
+#include "role/role-impl.h"
+#include "train/train-impl.h"
+
+static void role_free(dt__role *r) {
+    for (int i = 0; i < r->nps; i++)
+        free(r->ps_addrs[i]);
+}
+
+static int port_of(const char *addr) {
+    const char *colon = strrchr(addr, ':');
+    if (!colon) return 0;
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    return (errno || *end || p <= 0 || p > 65535) ? 0 : (int)p;
+}
+
+/* Fill r's identity and cluster from the TF_CONFIG text. */
+static dt_err parse_tf_config(dt__role *r, const char *text) {
+    json_error_t jerr;
+    json_t *root = json_loads(text, 0, &jerr);
+    dt_err e = DT_OK;
+    if (!json_is_object(root)) {
+        e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: not a JSON object (%s)", jerr.text);
+        goto end;
+    }
+    json_t *task = json_object_get(root, "task"), *cluster = json_object_get(root, "cluster");
+    const char *type = json_string_value(json_object_get(task, "type"));
+    json_t *index = json_object_get(task, "index");
+    if (!type || !json_is_integer(index) || !json_is_object(cluster)) {
+        e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: needs task.type, task.index and cluster");
+        goto end;
+    }
+    int t = dt_replica_type_parse(type);
+    if (t < 0) {
+        e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: task.type: unknown type '%.40s'", type);
+        goto end;
+    }
+    r->type = (dt_replica_type)t;
+    r->index = (int)json_integer_value(index);
+    if (r->index < 0 || r->index > 100000) {
+        e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: task.index: %d out of range", r->index);
+        goto end;
+    }
+    json_t *ps = json_object_get(cluster, "ps");
+    size_t n = json_array_size(ps);
+    if (n > DT__ROLE_MAX_PS) {
+        e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: cluster.ps: %zu parameter servers (at most %d)", n,
+                       DT__ROLE_MAX_PS);
+        goto end;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *a = json_string_value(json_array_get(ps, i));
+        if (!a || !port_of(a)) {
+            e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: cluster.ps[%zu]: expected \"host:port\"", i);
+            goto end;
+        }
+        if (!(r->ps_addrs[r->nps] = strdup(a))) {
+            e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+            goto end;
+        }
+        r->nps++;
+    }
+    int has_chief = 0;
+    const char *chiefs[] = {"chief", "master"};
+    for (int i = 0; i < 2; i++)
+        if (json_array_size(json_object_get(cluster, chiefs[i])) > 0) has_chief = 1;
+    r->ntrainers = (int)json_array_size(json_object_get(cluster, "worker")) + has_chief;
+    r->is_chief = r->type == DT_REPLICA_TYPE_CHIEF || r->type == DT_REPLICA_TYPE_MASTER ||
+                  (!has_chief && r->type == DT_REPLICA_TYPE_WORKER && r->index == 0);
+    json_t *mine = json_array_get(json_object_get(cluster, type), (size_t)r->index);
+    if (json_is_string(mine)) r->self_port = port_of(json_string_value(mine));
+end:
+    json_decref(root);
+    return e;
+}
+
+dt_err dt__role_model(const dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train_out,
+                      dt_dataset **eval_out, dt_model **model) {
+    dt_dataset *train = NULL, *eval = NULL;
+    dt_shape input;
+    dt_err e = dt__train_load_data(r->spec, r->spec->seed, &train, &eval);
+    if (!e) e = dt__train_input_shape(r->spec, train, &input);
+    if (!e) e = dt__train_build_model(r->spec, &input, batch, pool, model);
+    if (!e) e = dt__train_check_labels(r->spec, train, eval, *model);
+    if (e || !train_out) dt_dataset_free(train);
+    if (e || !eval_out) dt_dataset_free(eval);
+    if (e) {
+        dt_model_free(*model);
+        *model = NULL;
+        return e;
+    }
+    if (train_out) *train_out = train;
+    if (eval_out) *eval_out = eval;
+    return DT_OK;
+}
+
+dt_param **dt__role_params(dt_model *m, int *n) {
+    *n = dt_model_num_params(m);
+    dt_param **p = malloc((size_t)(*n ? *n : 1) * sizeof *p);
+    if (p)
+        for (int i = 0; i < *n; i++)
+            p[i] = dt_model_param(m, i);
+    return p;
+}
+
+dt_optim_conf dt__role_optim(const dt__role *r, int64_t train_samples) {
+    const dt_spec *s = r->spec;
+    dt_optim_conf oc = s->optimizer;
+    if (oc.schedule.kind == DT_SCHED_COSINE && oc.schedule.total_steps == 0) {
+        /* Asynchronous: one optimizer step per batch, as in one process. Synchronous: one
+         * step per round of one batch from each trainer. */
+        int64_t steps = s->epochs * ((train_samples + s->batch_size - 1) / s->batch_size);
+        if (r->job->ps.sync && r->ntrainers > 1) steps = (steps + r->ntrainers - 1) / r->ntrainers;
+        oc.schedule.total_steps = steps > 0 ? steps : 1;
+    }
+    return oc;
+}
+
+dt_err dt__role_write_result(const dt__role *r, json_t *obj) {
+    if (!obj) return dt_err_set(DT_ERR_NOMEM, "result.json: out of memory");
+    dt_err e = dt__mkdirs(r->own_dir);
+    if (e) {
+        json_decref(obj);
+        return e;
+    }
+    char *text = json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(obj);
+    if (!text) return dt_err_set(DT_ERR_NOMEM, "result.json: out of memory");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/result.json", r->own_dir);
+    size_t n = strlen(text);
+    text[n] = '\n';
+    e = dt__write_file_atomic(path, text, n + 1);
+    free(text);
+    return e;
+}
+
+dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
+    if (job->kind != DT_JOB_KIND_TRAINJOB || !job->train)
+        return dt_err_set(DT_ERR_SPEC, "%s: dtrain's built-in roles run a TrainJob", job->path);
+    if (job->strategy != DT_STRATEGY_PARAMETER_SERVER)
+        return dt_err_set(DT_ERR_SPEC, "%s: spec.strategy: %s has no built-in roles yet", job->path,
+                          dt_strategy_name(job->strategy));
+    const char *tf = getenv("TF_CONFIG");
+    if (!tf || !*tf)
+        return dt_err_set(DT_ERR_ARG, "TF_CONFIG is not set: a role runs as a replica of a job "
+                                      "(dtrain run)");
+    dt__role r = {.job = job, .spec = job->train, .job_dir = opts->job_dir,
+                  .log = opts->log ? opts->log : stderr, .token = getenv("DTRAIN_JOB_TOKEN")};
+    dt_err e = parse_tf_config(&r, tf);
+    if (e) goto end;
+    if (r.nps == 0) {
+        e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: cluster.ps: the parameter_server strategy needs "
+                                   "at least one ps");
+        goto end;
+    }
+    const char *me = getenv("DTRAIN_REPLICA");
+    if (me && *me)
+        snprintf(r.name, sizeof r.name, "%.47s", me);
+    else
+        snprintf(r.name, sizeof r.name, "%s-%d", dt_replica_type_name(r.type), r.index);
+    snprintf(r.ckpt_dir, sizeof r.ckpt_dir, "%s/checkpoints", opts->job_dir);
+    snprintf(r.own_dir, sizeof r.own_dir, "%s/replicas/%s", opts->job_dir, r.name);
+    switch (r.type) {
+    case DT_REPLICA_TYPE_PS: e = dt__role_ps(&r); break;
+    case DT_REPLICA_TYPE_EVALUATOR: e = dt__role_evaluator(&r); break;
+    default: e = dt__role_trainer(&r); break;
+    }
+end:
+    role_free(&r);
+    return e;
+}

@@ -1,0 +1,348 @@
+/*
+ * trainer.c - worker-i and the chief: train on shards from the master against the PS.
+ *
+ * Design: a trainer holds a full copy of the model for computing gradients; the PS hold the
+ * truth. Each batch is one push-pull per PS (the gradient goes out, the values after the
+ * update come back), so a step costs one round trip. Which samples a trainer sees comes
+ * from the master's shard service (dataset "training"): a trainer that dies loses nothing,
+ * its shards go to the others, and a restarted one just asks for more.
+ *
+ * The chief also offers the initial values (its seeded initialization, or the newest
+ * checkpoint of the whole model when restarted), checkpoints the whole model (asking every
+ * PS to checkpoint its partition at the same moment) every training.checkpoint.every_steps
+ * steps, every parameterServer.checkpointSeconds and when an epoch ends, and at the end
+ * evaluates the final model, exports it and writes the job's training figures.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/file-impl.h"
+#include "dtrain/checkpoint.h"
+#include "dtrain/ps.h"
+#include "dtrain/shard.h"
+#include "dtrain/threadpool.h"
+#include "role/role-impl.h"
+#include "train/train-impl.h"
+
+#define DATASET "training"
+/* How long the chief waits at the end for the evaluator to report the final checkpoint. */
+#define EVALUATOR_WAIT_S 120
+
+typedef struct trainer {
+    dt__role *r;
+    dt_dataset *train, *eval;
+    dt_pool *pool;
+    dt_model *model;
+    dt_param **params;
+    int np;
+    dt_ps_client *ps;
+    dt_shard_client *sc;
+    dt__batch_bufs b;
+    int64_t batch;
+    dt_rng rng;
+    int64_t step;      /* the PS's optimizer steps after our last push (the global step) */
+    int64_t epoch;     /* the epoch of the shard in hand */
+    int64_t last_ckpt_step;
+    double last_ckpt_time;
+    int64_t samples, batches;   /* this process's own */
+    double loss_sum;            /* over the current epoch's batches */
+    int64_t loss_n;
+    double last_epoch_loss;
+    double t_start, t_train;    /* t_train: from the first pull to the end of the data */
+} trainer;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static dt_err setup(trainer *t) {
+    dt__role *r = t->r;
+    const dt_spec *s = r->spec;
+    t->batch = s->batch_size;
+    /* The spec's threads per trainer, one when unset: a job's parallelism is its replicas. */
+    dt_err e = dt_pool_init(&t->pool, s->threads > 0 ? s->threads : 1);
+    if (e) return e;
+    if ((e = dt__role_model(r, t->batch, t->pool, &t->train, &t->eval, &t->model))) return e;
+    if (!(t->params = dt__role_params(t->model, &t->np)))
+        return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    dt_model_init_params(t->model, s->seed);
+    dt_rng_seed2(&t->rng, s->seed, 0x64726f70u ^ ((uint64_t)r->type << 32) ^ (uint64_t)r->index);
+    int64_t row = dt_dataset_row(t->train);
+    int64_t tdim = t->train->target_dim > 0 ? t->train->target_dim : 1;
+    t->b.x = malloc((size_t)(t->batch * row) * sizeof(float));
+    t->b.y = malloc((size_t)t->batch * sizeof(int32_t));
+    t->b.t = malloc((size_t)(t->batch * tdim) * sizeof(float));
+    t->b.idx = malloc((size_t)t->batch * sizeof(int64_t));
+    if (!t->b.x || !t->b.y || !t->b.t || !t->b.idx)
+        return dt_err_set(DT_ERR_NOMEM, "out of memory for batch buffers");
+
+    if (r->is_chief) {
+        if ((e = dt__mkdirs(r->ckpt_dir))) return e;
+        char latest[4200];
+        e = dt_checkpoint_dir_latest(r->ckpt_dir, latest, sizeof latest);
+        if (e == DT_OK) {
+            dt_train_state st;
+            if ((e = dt_checkpoint_load(latest, t->model, NULL, &st)))
+                return dt_err_wrap(e, "resuming from %s", latest);
+            fprintf(r->log, "%s: resuming from %s (step %lld)\n", r->name, latest,
+                    (long long)st.step);
+        } else if (e != DT_ERR_NOTFOUND) {
+            return e;
+        }
+        dt_err_clear();
+    }
+    if (!r->token || !*r->token)
+        return dt_err_set(DT_ERR_ARG, "DTRAIN_JOB_TOKEN is not set: the data plane needs the "
+                                      "job's token");
+    dt_ps_client_conf pc = {.addrs = (const char *const *)r->ps_addrs,
+                            .nps = r->nps,
+                            .token = r->token,
+                            .replica = r->name,
+                            .max_frame = r->job->ps.max_frame,
+                            .offer_init = r->is_chief,
+                            .log = r->log};
+    if ((e = dt_ps_client_open(&t->ps, &pc, t->params, t->np))) return e;
+    if (r->is_chief) {
+        int taken = 0;
+        if ((e = dt_ps_client_init(t->ps, &taken))) return e;
+        fprintf(r->log, "%s: %d of %d parameter servers took the initial values\n", r->name,
+                taken, r->nps);
+    }
+    if ((e = dt_ps_client_pull(t->ps, &t->step))) return e;
+    t->last_ckpt_step = t->step;
+    t->last_ckpt_time = now_s();
+
+    if ((e = dt_shard_client_open(&t->sc, NULL))) return e;
+    dt_dataset_spec ds;
+    dt_dataset_spec_init(&ds);
+    ds.name = DATASET;
+    ds.dataset_size = t->train->n;
+    ds.batch_size = t->batch;
+    ds.num_epochs = s->epochs;
+    ds.num_minibatches_per_shard = r->job->ps.minibatches_per_shard;
+    ds.shuffle = s->shuffle;
+    ds.seed = s->seed;
+    return dt_shard_register(t->sc, &ds);
+}
+
+static void teardown(trainer *t) {
+    dt_shard_client_close(t->sc);
+    dt_ps_client_close(t->ps);
+    free(t->b.x);
+    free(t->b.y);
+    free(t->b.t);
+    free(t->b.idx);
+    free(t->params);
+    dt_model_free(t->model);
+    dt_pool_free(t->pool);
+    dt_dataset_free(t->train);
+    dt_dataset_free(t->eval);
+}
+
+/* The chief's checkpoint: every PS saves its partition (values and optimizer state), then
+ * the whole model's values go to JOB_DIR/checkpoints/ckpt-<step>.safetensors for the
+ * evaluator and for a restarted chief. The model holds the values of our last push-pull,
+ * so pull first to include every other trainer's updates up to now. */
+static dt_err checkpoint(trainer *t) {
+    dt_err e;
+    if ((e = dt_ps_client_save(t->ps)) || (e = dt_ps_client_pull(t->ps, &t->step))) return e;
+    dt_train_state st = {.step = t->step, .epoch = t->epoch, .seed = t->r->spec->seed,
+                         .rng = t->rng};
+    if ((e = dt_checkpoint_dir_save(t->r->ckpt_dir, t->r->spec->checkpoint_keep, t->model, NULL,
+                                    &st)))
+        return e;
+    t->last_ckpt_step = t->step;
+    t->last_ckpt_time = now_s();
+    return DT_OK;
+}
+
+static int checkpoint_due(const trainer *t) {
+    const dt__role *r = t->r;
+    int64_t every = r->spec->checkpoint_every_steps;
+    if (every > 0 && t->step / every > t->last_ckpt_step / every) return 1;
+    return r->job->ps.checkpoint_secs > 0 &&
+           now_s() - t->last_ckpt_time >= (double)r->job->ps.checkpoint_secs;
+}
+
+static dt_err train_shard(trainer *t, const dt_shard *sh) {
+    for (int64_t lo = 0; lo < sh->count; lo += t->batch) {
+        int64_t nb = sh->count - lo < t->batch ? sh->count - lo : t->batch;
+        dt_dataset_gather(t->train, sh->indices + lo, nb, t->b.x, t->b.y, t->b.t);
+        const dt_tensor *out;
+        double loss;
+        dt_err e = dt_model_forward(t->model, t->b.x, nb, 1, &t->rng, &out);
+        if (!e)
+            e = dt_model_loss(t->model, t->train->labels ? t->b.y : NULL,
+                              t->train->targets ? t->b.t : NULL, &loss, NULL);
+        if (e) return e;
+        dt_model_backward(t->model);
+        if ((e = dt_ps_client_push_pull(t->ps, &t->step))) return e;
+        t->samples += nb;
+        t->batches++;
+        t->loss_sum += loss * (double)nb;
+        t->loss_n += nb;
+        if (t->r->is_chief && checkpoint_due(t) && (e = checkpoint(t))) return e;
+    }
+    return DT_OK;
+}
+
+/* A new epoch begins with this shard: close the last one's figures (and checkpoint). */
+static dt_err epoch_turn(trainer *t, int64_t epoch) {
+    dt__role *r = t->r;
+    if (t->loss_n > 0) {
+        t->last_epoch_loss = t->loss_sum / (double)t->loss_n;
+        fprintf(r->log, "%s: epoch %lld done here: %lld samples, loss %.4f, global step %lld\n",
+                r->name, (long long)t->epoch + 1, (long long)t->loss_n, t->last_epoch_loss,
+                (long long)t->step);
+        fflush(r->log);
+    }
+    t->loss_sum = 0;
+    t->loss_n = 0;
+    dt_err e = DT_OK;
+    if (r->is_chief && epoch > t->epoch) e = checkpoint(t);
+    t->epoch = epoch;
+    return e;
+}
+
+/* Export the final model: JOB_DIR/export/<step>/ holds model.safetensors (the values, in
+ * the checkpoint layout) and the spec that describes the model; the directory appears
+ * whole (it is renamed into place). */
+static dt_err export_model(trainer *t, char *dir, size_t len) {
+    dt__role *r = t->r;
+    char base[4100], tmp[4300], file[4400];
+    snprintf(base, sizeof base, "%.4000s/export", r->job_dir);
+    snprintf(dir, len, "%s/%lld", base, (long long)t->step);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%lld-%d", base, (long long)t->step, (int)getpid());
+    dt_err e = dt__mkdirs(tmp);
+    if (e) return e;
+    dt_train_state st = {.step = t->step, .epoch = t->epoch, .seed = r->spec->seed};
+    snprintf(file, sizeof file, "%s/model.safetensors", tmp);
+    if ((e = dt_checkpoint_save(file, t->model, NULL, &st))) return e;
+    char *spec = NULL;
+    size_t slen = 0;
+    if ((e = dt__read_file(r->job->path, &spec, &slen))) return e;
+    snprintf(file, sizeof file, "%s/spec.yaml", tmp);
+    e = dt__write_file_atomic(file, spec, slen);
+    free(spec);
+    if (e) return e;
+    char old[4400];
+    snprintf(old, sizeof old, "%s.old-%d", dir, (int)getpid());
+    int had = rename(dir, old) == 0; /* a rerun at the same step replaces it */
+    if (rename(tmp, dir) != 0)
+        return dt_err_set(DT_ERR_IO, "%s: cannot rename into place: %s", dir, strerror(errno));
+    if (had) {
+        char f[4500];
+        snprintf(f, sizeof f, "%s/model.safetensors", old);
+        unlink(f);
+        snprintf(f, sizeof f, "%s/spec.yaml", old);
+        unlink(f);
+        rmdir(old);
+    }
+    return DT_OK;
+}
+
+/* The evaluator's own result.json names the last step it evaluated: wait (bounded) until it
+ * has seen the final checkpoint, so the job's result carries its figures for it. */
+static void wait_for_evaluator(trainer *t) {
+    const dt__role *r = t->r;
+    const dt_replica_spec *ev = &r->job->replicas[DT_REPLICA_TYPE_EVALUATOR];
+    if (!ev->present || ev->replicas < 1) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/replicas/evaluator-0/result.json", r->job_dir);
+    double t0 = now_s();
+    while (now_s() - t0 < EVALUATOR_WAIT_S) {
+        json_t *j = json_load_file(path, 0, NULL);
+        int64_t seen = j ? (int64_t)json_integer_value(json_object_get(j, "step")) : -1;
+        json_decref(j);
+        if (seen >= t->step) return;
+        usleep(100 * 1000);
+    }
+    fprintf(r->log, "%s: the evaluator has not reported step %lld after %d s; finishing\n",
+            r->name, (long long)t->step, EVALUATOR_WAIT_S);
+}
+
+static dt_err finish(trainer *t, json_t *res) {
+    dt__role *r = t->r;
+    dt_err e = dt_ps_client_pull(t->ps, &t->step);
+    if (e) return e;
+    double eval_loss = 0, eval_acc = 0;
+    if ((e = dt__train_evaluate(t->model, t->eval, t->batch, &t->b, &eval_loss, &eval_acc)))
+        return e;
+    t->epoch = r->spec->epochs;
+    if ((e = checkpoint(t))) return e;
+    char dir[4200];
+    if ((e = export_model(t, dir, sizeof dir))) return e;
+    fprintf(r->log, "%s: done: global step %lld, eval accuracy %.4f, loss %.4f; exported %s\n",
+            r->name, (long long)t->step, eval_acc, eval_loss, dir);
+    fflush(r->log);
+    json_object_set_new(json_object_get(res, "train"), "steps", json_integer(t->step));
+    json_object_set_new(res, "eval", json_pack("{s:f, s:f}", "accuracy", eval_acc, "loss",
+                                               eval_loss));
+    json_object_set_new(res, "export", json_string(dir));
+    /* Every trainer's samples are the dataset's, once per epoch: the job's aggregate. */
+    double all = (double)t->train->n * (double)r->spec->epochs;
+    json_object_set_new(res, "aggregate_samples_per_sec",
+                        json_real(t->t_train > 0 ? all / t->t_train : 0));
+    wait_for_evaluator(t);
+    return DT_OK;
+}
+
+dt_err dt__role_trainer(dt__role *r) {
+    trainer t = {.r = r, .t_start = now_s()};
+    dt_shard sh = {0};
+    dt_shard_fetch_status st;
+    dt_err e = setup(&t);
+    if (e) goto end;
+    fprintf(r->log, "%s: training%s against %d parameter server%s from global step %lld\n",
+            r->name, r->is_chief ? " (chief)" : "", r->nps, r->nps > 1 ? "s" : "",
+            (long long)t.step);
+    fflush(r->log);
+    double t0 = now_s();
+    e = dt_shard_fetch(t.sc, DATASET, &sh, &st);
+    if (!e && st == DT_SHARD_FETCH_SHARD) t.epoch = sh.epoch;
+    while (!e && st == DT_SHARD_FETCH_SHARD) {
+        if (sh.epoch != t.epoch && (e = epoch_turn(&t, sh.epoch))) break;
+        dt_err te = train_shard(&t, &sh);
+        if (te) {
+            /* Tell the master this shard failed (it re-queues it), then give up. */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", dt_errmsg());
+            dt_shard_report(t.sc, DATASET, &sh, 0, msg);
+            e = dt_err_set(te, "%s", msg);
+            break;
+        }
+        e = dt_shard_report_fetch(t.sc, DATASET, &sh, 1, NULL, &st);
+    }
+    if (e) goto end;
+    t.t_train = now_s() - t0;
+    if (t.loss_n > 0) t.last_epoch_loss = t.loss_sum / (double)t.loss_n;
+    json_t *res = json_pack("{s:s, s:s, s:s, s:{s:I, s:I, s:I, s:f, s:f, s:f}}", "status",
+                            "Succeeded", "name", r->spec->name, "role",
+                            r->is_chief ? "chief" : "worker", "train", "steps", (json_int_t)t.step,
+                            "samples", (json_int_t)t.samples, "batches", (json_int_t)t.batches,
+                            "samples_per_sec", t.t_train > 0 ? (double)t.samples / t.t_train : 0,
+                            "seconds", t.t_train, "loss", t.last_epoch_loss);
+    if (res && r->is_chief && (e = finish(&t, res))) {
+        json_decref(res);
+        goto end;
+    }
+    if (res) json_object_set_new(res, "wall_seconds", json_real(now_s() - t.t_start));
+    e = dt__role_write_result(r, res);
+end:
+    if (e) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dt_errmsg());
+        dt__role_write_result(r, json_pack("{s:s, s:s, s:s}", "status", "Failed", "role",
+                                           r->is_chief ? "chief" : "worker", "message", msg));
+        dt_err_set(e, "%s", msg);
+    }
+    dt_shard_free(&sh);
+    teardown(&t);
+    return e;
+}

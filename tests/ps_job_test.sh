@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# ps_job_test.sh - parameter-server TrainJobs end to end on a small synthetic task (fast
+# enough for the sanitizer build): real masters, real replica processes, real sockets.
+#   two-ps   chief + worker + 2 PS + evaluator, asynchronous: succeeds, learns, both PS hold a
+#            partition and checkpointed it, the evaluator reported, the model was exported
+#   sync     2 workers (worker-0 is the chief) + 1 PS, synchronous rounds
+#   scale    a running job scaled up to 3 workers (the new one trains) and down to 1
+# Sections via ONLY="two-ps sync scale"; KEEP=1 keeps $TMP.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+export DTRAIN_HOME="$TMP/home"
+cd "$TMP"
+cleanup() {
+    for d in "$TMP"/job-*; do [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" >/dev/null 2>&1; done
+    [ -n "${KEEP:-}" ] || rm -rf "$TMP"
+}
+trap cleanup EXIT
+section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
+# spec NAME REPLICAS PS_SETTINGS EPOCHS: write NAME.yaml, a TrainJob on a synthetic task.
+spec() {
+    cat >"$1.yaml" <<YAML
+apiVersion: dtrain/v1
+kind: TrainJob
+metadata: {name: $1}
+spec:
+  replicas: $2
+  parameterServer: $3
+  seed: 7
+  data:
+    train: {format: synthetic, samples: 2048, shape: [16], classes: 4}
+    eval_fraction: 0.25
+  model:
+    layers:
+      - {type: dense, name: fc1, units: 32, activation: relu}
+      - {type: dense, name: fc2, units: 24, activation: relu}
+      - {type: dense, name: logits, units: 4}
+  loss: softmax_cross_entropy
+  optimizer: {type: adam, learning_rate: 0.01}
+  training: {batch_size: 32, epochs: $4, threads: 1, checkpoint: {every_steps: 20, keep: 2}}
+YAML
+}
+
+# check_result JOB PYTHON_ASSERTS: run asserts against result.json loaded as r.
+check_result() {
+    $PY - "$TMP/job-$1/result.json" "$2" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+reps = r["replicas"]
+exec(sys.argv[2])
+PYEOF
+}
+
+if section two-ps; then
+    spec two-ps "{chief: 1, worker: 1, ps: 2, evaluator: 1}" "{minibatchesPerShard: 4}" 4
+    expect_exit 0 two-ps -- "$DTRAIN" run two-ps.yaml --job-dir job-two-ps && pass "two-ps: job succeeded"
+    check_result two-ps '
+c = reps["chief-0"]["result"]; e = reps["evaluator-0"]["result"]
+assert r["status"] == "Succeeded", r["status"]
+assert c["eval"]["accuracy"] >= 0.6, c["eval"]
+assert e["step"] == c["train"]["steps"] and e["eval"]["accuracy"] == c["eval"]["accuracy"], (e, c)
+assert reps["worker-0"]["result"]["train"]["samples"] > 0
+assert c["train"]["samples"] + reps["worker-0"]["result"]["train"]["samples"] >= 4 * 1536
+assert reps["evaluator-0"]["report"]["evaluations"] >= 1' &&
+        pass "two-ps: learned (chief and evaluator agree on the final model); both trainers trained" ||
+        fail "two-ps: result.json"
+    for i in 0 1; do
+        ls job-two-ps/checkpoints/ps-$i/ckpt-*.safetensors >/dev/null 2>&1 &&
+            pass "two-ps: ps-$i checkpointed its partition" || fail "two-ps: no checkpoint of ps-$i"
+    done
+    # The partition balances bytes: fc2/kernel (32x24=768 floats) on one PS, the rest (512+32+24+96+4) on the other.
+    $PY - job-two-ps/checkpoints <<'PYEOF' && pass "two-ps: variables split over the PS by size" || fail "two-ps: partition"
+import glob, json, struct, sys
+names = []
+for i in (0, 1):
+    f = sorted(glob.glob(f"{sys.argv[1]}/ps-{i}/ckpt-*.safetensors"))[-1]
+    b = open(f, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); names.append({k for k in h if k != "__metadata__" and not k.startswith("optimizer/")})
+print(names)
+assert names[0] and names[1] and not names[0] & names[1]
+assert names[0] | names[1] == {"fc1/kernel", "fc1/bias", "fc2/kernel", "fc2/bias", "logits/kernel", "logits/bias"}
+assert "fc2/kernel" in names[0] or "fc2/kernel" in names[1]
+PYEOF
+    ls job-two-ps/export/*/model.safetensors job-two-ps/export/*/spec.yaml >/dev/null 2>&1 &&
+        pass "two-ps: model exported" || fail "two-ps: no export"
+fi
+
+if section sync; then
+    spec sync "{worker: 2, ps: 1}" "{sync: true, syncTimeoutSeconds: 2, minibatchesPerShard: 4}" 3
+    expect_exit 0 sync -- "$DTRAIN" run sync.yaml --job-dir job-sync && pass "sync: job succeeded"
+    grep -q synchronous job-sync/logs/ps-0.log && pass "sync: the PS ran synchronous rounds" ||
+        fail "sync: ps log: $(head -3 job-sync/logs/ps-0.log)"
+    check_result sync '
+c = reps["worker-0"]["result"]; w = reps["worker-1"]["result"]
+assert c["role"] == "chief" and w["role"] == "worker", (c["role"], w["role"])
+batches = c["train"]["batches"] + w["train"]["batches"]
+# a round averages one batch of each worker: fewer steps than batches
+assert c["train"]["steps"] < batches, (c["train"]["steps"], batches)
+assert c["eval"]["accuracy"] >= 0.6, c["eval"]' &&
+        pass "sync: worker-0 was the chief; rounds averaged the workers' batches; learned" ||
+        fail "sync: result.json"
+fi
+
+if section scale; then
+    spec scale "{chief: 1, worker: 1, ps: 1}" "{minibatchesPerShard: 1}" 60
+    expect_exit 0 scale-start -- "$DTRAIN" run scale.yaml --job-dir job-scale --detach
+    expect_exit 0 scale-up -- "$DTRAIN" scale job-scale --workers 3 && pass "scale: up to 3 workers"
+    trained() { [ -f job-scale/logs/worker-2.log ] && grep -q "training against" job-scale/logs/worker-2.log; }
+    wait_for trained && pass "scale: worker-2 joined and trains" || fail "scale: worker-2 did not start"
+    expect_exit 0 scale-down -- "$DTRAIN" scale job-scale --workers 1 && pass "scale: down to 1 worker"
+    done_job() { [ -f job-scale/result.json ]; }
+    WAIT_POLLS=3000 wait_for done_job || fail "scale: the job did not finish"
+    check_result scale '
+assert r["status"] == "Succeeded", r["status"]
+assert reps["chief-0"]["result"]["eval"]["accuracy"] >= 0.6' &&
+        pass "scale: the job succeeded after scaling up and down" || fail "scale: result.json"
+fi
+finish
