@@ -16,7 +16,7 @@ trap cleanup EXIT
 pid() {
     $PY -c 'import json,sys
 for r in json.load(open(sys.argv[1]))["replicas"]:
-    if r["name"] == sys.argv[2] and r["pid"]: print(r["pid"])' "$J/status.json" 2>/dev/null
+    if r["name"] == sys.argv[2] and r["pid"]: print(r["pid"])' "$J/status.json" "$1" 2>/dev/null
 }
 # epochs_done N: the chief has logged the end of epoch N (its own share of it).
 epochs_done() { grep -q "epoch $1 done here" "$J/logs/chief-0.log" 2>/dev/null; }
@@ -37,7 +37,7 @@ kill_replica worker-1
 WAIT_POLLS=1200 wait_for epochs_done 3 || fail "training stalled after the worker's restart"
 kill_replica ps-0
 WAIT_POLLS=1200 wait_for epochs_done 5 || fail "training stalled after the PS's restart"
-grep -q "restored from its checkpoint" "$J/logs/ps-0.log" && pass "ps-0 restored its partition" ||
+grep -q "restored [0-9]* variables at step" "$J/logs/ps-0.log" && pass "ps-0 restored its partition" ||
     fail "ps-0 did not restore: $(tail -3 "$J/logs/ps-0.log")"
 kill_replica chief-0
 done_job() { [ -f "$J/result.json" ]; }

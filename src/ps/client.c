@@ -160,6 +160,20 @@ static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) 
     return OUT_OK;
 }
 
+/* While no PS listens on a local port in the ephemeral range, a connect to it can be given
+ * that very port as its own and "succeed" by TCP simultaneous open: the socket talks to
+ * itself, and holds the port the restarted PS needs. Such a connection counts as refused. */
+static int connected_to_itself(int fd) {
+    struct sockaddr_storage a, b;
+    socklen_t la = sizeof a, lb = sizeof b;
+    if (getsockname(fd, (struct sockaddr *)&a, &la) != 0 ||
+        getpeername(fd, (struct sockaddr *)&b, &lb) != 0)
+        return 0;
+    if (la != lb || memcmp(&a, &b, la) != 0) return 0;
+    errno = ECONNREFUSED;
+    return 1;
+}
+
 static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     int rc = getaddrinfo(l->host, l->port, &hints, &ai);
@@ -178,7 +192,7 @@ static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
             continue;
         }
         dt__ps_tune_socket(fd);
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 || connected_to_itself(fd)) {
             saved = errno;
             close(fd);
             fd = -1;

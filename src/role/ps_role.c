@@ -9,10 +9,14 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/file-impl.h"
 #include "dtrain/ps.h"
 #include "role/role-impl.h"
+
+#define BIND_ATTEMPTS 20
+#define BIND_RETRY_US (500 * 1000)
 
 dt_err dt__role_ps(dt__role *r) {
     if (r->index >= r->nps)
@@ -55,7 +59,14 @@ dt_err dt__role_ps(dt__role *r) {
                               .ckpt_dir = dir,
                               .keep = r->spec->checkpoint_keep,
                               .log = r->log};
-    if ((e = dt_ps_server_start(&server, &conf, params, np))) goto end;
+    /* The port may still be held for a moment (a connection of the PS this one replaces):
+     * try for a few seconds before failing. */
+    for (int attempt = 0;; attempt++) {
+        e = dt_ps_server_start(&server, &conf, params, np);
+        if (e != DT_ERR_IO || attempt == BIND_ATTEMPTS) break;
+        usleep(BIND_RETRY_US);
+    }
+    if (e) goto end;
     int64_t step = dt_ps_server_step(server);
     fprintf(r->log, "%s: serving partition %d of %d on port %d (%s, %s)\n", r->name, r->index,
             r->nps, dt_ps_server_port(server), r->job->ps.sync ? "synchronous" : "asynchronous",
