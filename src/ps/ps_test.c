@@ -346,17 +346,36 @@ static void test_pull_waits_for_init(void) {
     if (arg.err) DT_FAIL("pull: %s", arg.msg);
     DT_CHECK(arg.step == 0);
     DT_CHECK(same_values(&a, &b));
-    /* a push before any init is refused as a state error, not retried forever */
+    /* A PS without values (a restart without a checkpoint): a plain client's push waits
+     * until someone gives it values; the chief's client (offer_init) gives its own first,
+     * so the push is then applied on top of them. */
+    char lp2[512];
+    FILE *log2 = open_log("wait-push.log", lp2, sizeof lp2);
     dt_ps_server *s2 = NULL;
-    dt_ps_client *c2 = NULL;
+    dt_ps_client *c2 = NULL, *chief = NULL;
+    sc.log = log2;
     DT_CHECK_OK(dt_ps_server_start(&s2, &sc, a.p, a.n));
     addrs ad2;
     addrs_of(&ad2, &s2, 1);
-    dt_ps_client_conf cc2 = client_conf(&ad2, 1, "worker-2", log);
-    DT_CHECK_OK(dt_ps_client_open(&c2, &cc2, a.p, a.n));
-    DT_CHECK_ERR(dt_ps_client_push(c2, NULL), DT_ERR_STATE, "no values yet");
+    dt_ps_client_conf cc2 = client_conf(&ad2, 1, "worker-2", log2);
+    DT_CHECK_OK(dt_ps_client_open(&c2, &cc2, b.p, b.n));
+    op_arg push = {.c = c2, .op = 2};
+    pthread_create(&t, NULL, op_main, &push);
+    DT_CHECK(log_has(lp2, "has no values yet; waiting")); /* the pusher is waiting */
+    cc2.replica = "chief-1";
+    cc2.offer_init = 1;
+    DT_CHECK_OK(dt_ps_client_open(&chief, &cc2, a.p, a.n));
+    int64_t step = -1;
+    DT_CHECK_OK(dt_ps_client_push(chief, &step));
+    DT_CHECK(log_has(lp2, "had no values: gave it this replica's"));
+    pthread_join(t, NULL);
+    if (push.err) DT_FAIL("waiting push: %s", push.msg);
+    DT_CHECK(step >= 1 && push.step >= 1 && (step == 2 || push.step == 2));
+    DT_CHECK(dt_ps_server_step(s2) == 2);
+    dt_ps_client_close(chief);
     dt_ps_client_close(c2);
     dt_ps_server_stop(s2);
+    fclose(log2);
     dt_ps_client_close(ca);
     dt_ps_client_close(cb);
     dt_ps_server_stop(s);
