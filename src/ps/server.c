@@ -136,6 +136,7 @@ struct conn {
     char who[160];    /* "worker-1 (127.0.0.1:40000)" */
     dt__ps_reader rd;
     float *grad;       /* this connection's pushed tensors (nvars layout) */
+    float *snap;       /* a copy of the values being sent (NULL until the first VALUES) */
     char *seen;        /* per var, during one tensor list */
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
     int active;        /* slock: has pushed (sync) */
@@ -306,21 +307,31 @@ truncated:
 /* ---- replies ---- */
 
 /* VALUES with the current values; takes the read lock. */
+/* VALUES go out from a copy taken under the read lock, so a slow reader holds the lock
+ * for a memcpy, not for the whole send, and other workers' updates are not held up. */
 static int send_values(conn *c) {
     dt_ps_server *s = c->s;
     uint8_t hdr[DT__PS_HDR];
+    size_t bytes = s->total * sizeof(float);
+    if (!c->snap && bytes > 0 && posix_memalign((void **)&c->snap, 64, bytes) != 0)
+        c->snap = NULL; /* no copy: send under the lock */
+    const float *src = c->snap ? c->snap : s->values;
     pthread_rwlock_rdlock(&s->vlock);
     dt__ps_hdr_encode(hdr, DT__PS_VALUES, atomic_load(&s->step), s->list_bytes);
+    if (c->snap) {
+        memcpy(c->snap, s->values, bytes);
+        pthread_rwlock_unlock(&s->vlock);
+    }
     int n = 0;
     c->iov[n++] = (struct iovec){hdr, sizeof hdr};
     c->iov[n++] = (struct iovec){s->meta, 4};
     for (int i = 0; i < s->nvars; i++) {
         c->iov[n++] = (struct iovec){s->meta + s->meta_off[i], s->meta_len[i]};
         c->iov[n++] =
-            (struct iovec){s->values + s->vars[i].off, (size_t)s->vars[i].numel * sizeof(float)};
+            (struct iovec){(void *)(src + s->vars[i].off), (size_t)s->vars[i].numel * sizeof(float)};
     }
     int rc = dt__ps_writev_all(c->fd, c->iov, n);
-    pthread_rwlock_unlock(&s->vlock);
+    if (!c->snap) pthread_rwlock_unlock(&s->vlock);
     return rc;
 }
 
@@ -770,6 +781,7 @@ static void conn_free(conn *c) {
     if (c->fd >= 0) close(c->fd);
     dt__ps_reader_free(&c->rd);
     free(c->grad);
+    free(c->snap);
     free(c->seen);
     free(c->iov);
     free(c);
