@@ -85,6 +85,9 @@ typedef enum dt_strategy {
     DT_STRATEGY_ALLREDUCE,
 } dt_strategy;
 
+/* The most parameter servers a TrainJob may have. */
+#define DT_JOB_MAX_PS 64
+
 /* spec.parameterServer of a TrainJob (strategy parameter_server). */
 typedef struct dt_ps_job_conf {
     int sync;                /* 1: synchronous rounds (default 0: asynchronous) */

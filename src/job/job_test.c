@@ -1026,6 +1026,9 @@ static void test_err_parameter_server(void) {
     CHECK_FAILS(text, "parameterServer",
                 "spec.parameterServer: only for strategy parameter_server (this job's strategy "
                 "is allreduce)");
+    /* at most DT_JOB_MAX_PS parameter servers */
+    snprintf(text, sizeof text, "%s  replicas: {worker: 1, ps: 65}\n", TRAIN);
+    CHECK_FAILS(text, "ps: 65", "spec.replicas.ps: 65 parameter servers (at most 64)");
     /* a parameter_server job needs someone to train */
     snprintf(text, sizeof text, "%s  replicas: {ps: 2}\n", TRAIN);
     CHECK_FAILS(text, "replicas",

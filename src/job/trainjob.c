@@ -82,6 +82,9 @@ static dt_err parse_strategy(dt_job_spec *job, const dt__yval *spec) {
     int nps = ps->present ? ps->replicas : 0, s = 0;
     dt__yval v;
     dt_err e;
+    if (nps > DT_JOB_MAX_PS)
+        return dt_err_set(DT_ERR_SPEC, "%s:%d: spec.replicas.ps: %d parameter servers (at most %d)",
+                          job->path, ps->line, nps, DT_JOB_MAX_PS);
     if (!dt__ymap_get(spec, "strategy", &v)) {
         job->strategy = nps > 0 ? DT_STRATEGY_PARAMETER_SERVER : DT_STRATEGY_ALLREDUCE;
         return DT_OK;

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,6 +205,11 @@ static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
         dt_err_set(DT_ERR_IO, "ps-%d (%s): cannot connect: %s", l->index, l->addr, strerror(saved));
         return OUT_TRANSPORT;
     }
+    /* A PS that stops answering (stopped, its host gone without a reset) fails the read
+     * after retry_ms, which the caller treats as a broken connection: reconnect, redo. */
+    struct timeval tv = {.tv_sec = (time_t)(c->conf.retry_ms / 1000),
+                         .tv_usec = (suseconds_t)(c->conf.retry_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     l->fd = fd;
     dt__ps_reader_reset(&l->rd, fd);
     /* HELLO: u32 index, u32 nps, u32 token_len, token, u32 replica_len, replica */
@@ -365,7 +371,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
                     l->state = LINK_DONE;
                     continue;
                 }
-                if (o == OUT_OK)
+                if (o == OUT_OK && l->step)
                     clog_(c, "ps-%d (%s) had no values: gave it this replica's", l->index,
                           l->addr);
                 l->state = o == OUT_OK ? LINK_PENDING : LINK_RETRY;
@@ -428,6 +434,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
             wait += c->links[i].state == LINK_WAIT;
         }
         if (!retry && !wait) break;
+        if (first && !retry) break; /* a refusal is known: do not wait on another PS */
         if (!retry && wait) {
             sleep_ms(wait_delay);
             wait_delay = wait_delay * 2 > 500 ? 500 : wait_delay * 2;
@@ -511,6 +518,8 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
     c->token = strdup(conf->token ? conf->token : "");
     c->replica = strdup(conf->replica ? conf->replica : "");
     c->links = calloc((size_t)c->nps, sizeof *c->links);
+    for (int i = 0; c->links && i < c->nps; i++)
+        c->links[i].fd = -1; /* before any exit: close() must not see fd 0 */
     if (n > 0) {
         c->params = malloc((size_t)n * sizeof *c->params);
         owner = malloc((size_t)n * sizeof *owner);
@@ -526,8 +535,6 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
             dt_err_set(DT_ERR_ARG, "ps client: token and replica name must be at most 1024 bytes");
         goto fail;
     }
-    for (int i = 0; i < c->nps; i++)
-        c->links[i].fd = -1;
     for (int i = 0; i < n; i++) {
         c->params[i] = params[i];
         numel[i] = dt_tensor_numel(&params[i]->value);

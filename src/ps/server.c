@@ -9,9 +9,9 @@
  *
  * State and locks:
  *   vlock (rwlock)  the values, the optimizer (its slots and step count) and `initialized`.
- *                   Writers: INIT, an optimizer step. Readers: sending VALUES, SAVE. Values
- *                   are sent straight from the PS's storage under the read lock, so a
- *                   reply is one consistent snapshot and costs no copy.
+ *                   Writers: INIT, an optimizer step. Readers: copying VALUES into the
+ *                   connection's buffer (sent after the lock is released), SAVE. A reply
+ *                   is one consistent snapshot.
  *   slock (mutex)   the sync round: sum buffer, contributors, `active` flags of
  *                   connections; scv (condvar, CLOCK_MONOTONIC) wakes its waiters. Lock
  *                   order: slock, then vlock (the round's apply); never the reverse.
@@ -354,9 +354,20 @@ static void sync_apply(dt_ps_server *s, const char *why) {
     apply_grad_locked(s, s->sum);
     s->round_step = atomic_load(&s->step);
     pthread_rwlock_unlock(&s->vlock);
-    if (why)
+    if (why) {
         slog(s, "sync round %" PRId64 " applied with %d of %d workers: %s", s->round + 1, k,
              s->nactive, why);
+        /* Who did not push this round (a worker waiting for data, a stalled one) leaves the
+         * active set until it pushes again, so the next rounds do not wait for it too.
+         * Lock order: slock (held), clock. */
+        pthread_mutex_lock(&s->clock);
+        for (conn *o = s->conns; o; o = o->next)
+            if (o->active && o->joined != s->round) {
+                o->active = 0;
+                s->nactive--;
+            }
+        pthread_mutex_unlock(&s->clock);
+    }
     s->round++;
     s->contributors = 0;
     pthread_cond_broadcast(&s->scv);

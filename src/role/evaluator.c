@@ -55,7 +55,7 @@ dt_err dt__role_evaluator(dt__role *r) {
     }
     fprintf(r->log, "%s: watching %s for checkpoints\n", r->name, r->ckpt_dir);
     fflush(r->log);
-    char last[4200] = "";
+    char last[4200] = "", failed[4200] = "";
     for (;;) {
         char path[4200];
         if (dt_checkpoint_dir_latest(r->ckpt_dir, path, sizeof path) == DT_OK &&
@@ -85,8 +85,12 @@ dt_err dt__role_evaluator(dt__role *r) {
                     if (dt_shard_client_post_report(sc, text))
                         fprintf(r->log, "%s: report not posted: %s\n", r->name, dt_errmsg());
                 }
-            } else {
-                dt_err_clear(); /* rotated away or half-visible: the next poll sees the newest */
+            } else if (strcmp(path, failed) != 0) {
+                /* Rotated away meanwhile (the next poll sees the newest), or a checkpoint that
+                 * does not fit the model: say so once. */
+                fprintf(r->log, "%s: cannot evaluate %s: %s\n", r->name, path, dt_errmsg());
+                fflush(r->log);
+                snprintf(failed, sizeof failed, "%s", path);
             }
         }
         struct timespec ts = {0, POLL_NS};

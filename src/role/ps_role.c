@@ -46,7 +46,7 @@ dt_err dt__role_ps(dt__role *r) {
         e = dt_err_set(DT_ERR_NOMEM, "out of memory");
         goto end;
     }
-    dt_ps_server_conf conf = {.host = NULL,
+    dt_ps_server_conf conf = {.host = r->self_host[0] ? r->self_host : NULL,
                               .port = r->self_port,
                               .token = r->token,
                               .max_frame = r->job->ps.max_frame,

@@ -12,7 +12,7 @@
 #include "dtrain/role.h"
 #include "dtrain/spec.h"
 
-#define DT__ROLE_MAX_PS 64
+#define DT__ROLE_MAX_PS DT_JOB_MAX_PS
 
 typedef struct dt__role {
     const dt_job_spec *job;
@@ -28,6 +28,7 @@ typedef struct dt__role {
     int nps;
     int ntrainers;        /* chief/master + workers in TF_CONFIG's cluster */
     int self_port;        /* this replica's port in the cluster (0: not listed) */
+    char self_host[256];  /* its host when a numeric address ("" otherwise: every interface) */
     char ckpt_dir[4096];  /* JOB_DIR/checkpoints: the whole model's checkpoints */
     char own_dir[4096];   /* JOB_DIR/replicas/<name>: this replica's result.json */
 } dt__role;

@@ -6,6 +6,7 @@
  * same model from the spec, which is how the PS and the workers agree on the variables'
  * names and shapes without exchanging them.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,18 @@ static dt_err parse_tf_config(dt__role *r, const char *text) {
     r->is_chief = r->type == DT_REPLICA_TYPE_CHIEF || r->type == DT_REPLICA_TYPE_MASTER ||
                   (!has_chief && r->type == DT_REPLICA_TYPE_WORKER && r->index == 0);
     json_t *mine = json_array_get(json_object_get(cluster, type), (size_t)r->index);
-    if (json_is_string(mine)) r->self_port = port_of(json_string_value(mine));
+    if (json_is_string(mine)) {
+        const char *a = json_string_value(mine);
+        r->self_port = port_of(a);
+        /* Listen where TF_CONFIG says this replica is when that is an address (127.0.0.1 on
+         * one machine); a host name (a Kubernetes service) means every interface. */
+        const char *colon = strrchr(a, ':');
+        char host[256];
+        snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - a) : 0, a);
+        unsigned char bin[16];
+        if (inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1)
+            snprintf(r->self_host, sizeof r->self_host, "%s", host);
+    }
 end:
     json_decref(root);
     return e;

@@ -105,7 +105,9 @@ static dt_err setup(trainer *t) {
                             .token = r->token,
                             .replica = r->name,
                             .max_frame = r->job->ps.max_frame,
-                            .offer_init = r->is_chief,
+                            /* Every trainer gives a PS that lost its values (restarted without
+                             * a checkpoint) the ones it pulled last; the first one wins. */
+                            .offer_init = 1,
                             .log = r->log};
     if ((e = dt_ps_client_open(&t->ps, &pc, t->params, t->np))) return e;
     if (r->is_chief) {
