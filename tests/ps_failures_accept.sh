@@ -20,13 +20,15 @@ for r in json.load(open(sys.argv[1]))["replicas"]:
 }
 # epochs_done N: the chief has logged the end of epoch N (its own share of it).
 epochs_done() { grep -q "epoch $1 done here" "$J/logs/chief-0.log" 2>/dev/null; }
-# kill_replica NAME: SIGKILL its current process; then wait until the master started it again.
+# kill_replica NAME: SIGKILL the replica's own process (the child of the supervisor whose pid
+# the status shows); then wait until the master started it again.
 kill_replica() {
-    local p; p=$(pid "$1")
-    [ -n "$p" ] || { fail "$1 has no running process to kill"; return 1; }
-    kill -KILL "$p"
+    local p c; p=$(pid "$1")
+    [ -n "$p" ] && c=$(pgrep -P "$p" | head -1)
+    [ -n "${c:-}" ] || { fail "$1 has no running process to kill"; return 1; }
+    kill -KILL "$c"
     restarted() { local q; q=$(pid "$1"); [ -n "$q" ] && [ "$q" != "$p" ]; }
-    WAIT_POLLS=600 wait_for restarted "$1" && pass "$1 (pid $p) killed and started again" ||
+    WAIT_POLLS=600 wait_for restarted "$1" && pass "$1 (pid $c) killed and started again" ||
         fail "$1 was not started again"
 }
 
@@ -55,4 +57,8 @@ assert chief["eval"]["accuracy"] >= 0.88
 for name in ("worker-1", "ps-0", "chief-0"):
     assert r["replicas"][name]["restarts"] >= 1, name
 PYEOF
+# Nothing of the job outlives it (a replica whose supervisor died is killed with it).
+sleep 1
+left=$(pgrep -f -- "--job-dir $J" | tr '\n' ' ')
+[ -z "$left" ] && pass "no replica process outlives the job" || fail "left running: $left"
 finish

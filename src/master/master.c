@@ -550,6 +550,9 @@ static void reap(loop *L) {
                 char exit_path[4200];
                 path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
                 int file_code = dt__local_read_exit(exit_path);
+                /* No file: the supervisor itself was killed, and the replica's processes
+                 * (its process group) would live on unsupervised, holding their ports. */
+                if (file_code < 0) dt__local_signal(pid, SIGKILL);
                 exited(L, r, file_code >= 0 ? file_code : code);
                 break;
             }
@@ -561,6 +564,7 @@ static void adopted_exited(loop *L, dt__replica *r) {
     char exit_path[4200];
     path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
     int code = dt__local_read_exit(exit_path);
+    if (code < 0) dt__local_signal(r->pid, SIGKILL); /* as in reap(): no leftovers */
     exited(L, r, code >= 0 ? code : 128 + SIGKILL);
 }
 
