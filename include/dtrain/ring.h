@@ -1,0 +1,90 @@
+/*
+ * ring.h - the all-reduce strategy's data plane: a ring of worker processes that sum float32
+ * buffers (reduce-scatter, then all-gather), chunked and pipelined over TCP (docs/WIRE.md).
+ *
+ * A ring has `size` members, rank 0..size-1, each listening on the address peers[rank]. Rank r
+ * connects to rank (r+1) % size and accepts one connection from rank (r-1+size) % size: data
+ * flows one way round the ring, and every member sends and receives at the same time. Each
+ * connection opens with a handshake carrying the job's token, the ring's generation, the
+ * sender's rank and the ring's size; a connection that does not match (another job, an old
+ * generation, a wrong rank) is refused and closed, the reason logged, and the member goes on
+ * waiting for the right one until the timeout.
+ *
+ * dt_ring_allreduce leaves every member with bitwise the same sums: each segment is reduced
+ * by one member and its final value sent round unchanged. A failure (a peer closed, a frame
+ * that is not the one expected, no progress for timeout_ms, dt_ring_abort) fails the call;
+ * the ring is then unusable and must be closed: the caller abandons the step and forms a new
+ * ring (a new generation) through the master.
+ *
+ * A ring of size 1 has no connections; its all-reduce and broadcast return at once.
+ *
+ * Usage:
+ *     int lfd, port;
+ *     dt_ring_listen("127.0.0.1", 0, &lfd, &port);   // register host:port with the master
+ *     ... the master answers rank, size, generation, peers ...
+ *     dt_ring *r;
+ *     dt_ring_open(&r, lfd, &conf);
+ *     dt_ring_allreduce(r, grads, n);                 // sums in place
+ *     dt_ring_close(r);                               // lfd stays open for the next ring
+ */
+#ifndef DTRAIN_RING_H
+#define DTRAIN_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dtrain/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DT_RING_DEFAULT_CHUNK ((size_t)256 << 10)
+#define DT_RING_DEFAULT_TIMEOUT_MS 10000
+
+typedef struct dt_ring dt_ring;
+
+typedef struct dt_ring_conf {
+    const char *token;         /* the job's token; both ends must present the same */
+    int64_t generation;        /* the ring's generation (from the master) */
+    int rank, size;            /* 0 <= rank < size */
+    const char *const *peers;  /* size "host:port" addresses; peers[rank] is this member's */
+    int timeout_ms;            /* connect / send / receive without progress for this long
+                                * fails the call (0: DT_RING_DEFAULT_TIMEOUT_MS) */
+    size_t chunk_bytes;        /* pipelining unit (0: DT_RING_DEFAULT_CHUNK) */
+    FILE *log;                 /* refusals and failures are logged here (NULL: stderr) */
+} dt_ring_conf;
+
+/* Listen on host:port ("" or NULL host: every interface; port 0: any free port). *fd is the
+ * listening socket (the caller closes it), *bound_port the port it got. */
+dt_err dt_ring_listen(const char *host, int port, int *fd, int *bound_port);
+
+/* Form the ring: connect to the next member (retrying while it is not yet listening) and
+ * accept the previous one's connection on listen_fd, both within conf->timeout_ms. conf's
+ * strings are copied. */
+dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf);
+void dt_ring_close(dt_ring *r); /* NULL: no-op */
+
+int dt_ring_rank(const dt_ring *r);
+int dt_ring_size(const dt_ring *r);
+
+/* Sum data[0..n) over all members, in place; every member passes the same n. */
+dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n);
+
+/* Copy root's bytes[0..len) to every member; every member passes the same len. */
+dt_err dt_ring_broadcast(dt_ring *r, void *bytes, size_t len, int root);
+
+/* After a failed call: the rank whose connection failed (the previous member when receiving
+ * stalled or closed, the next when sending did), -1 when unknown or after an abort. */
+int dt_ring_failed_peer(const dt_ring *r);
+
+/* From any thread: make a call in progress (and every later one) fail promptly with
+ * DT_ERR_STATE ("aborted"). Safe to call more than once; dt_ring_close is still needed. */
+void dt_ring_abort(dt_ring *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
