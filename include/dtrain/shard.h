@@ -63,6 +63,9 @@ typedef struct dt_shard_client_opts {
     int retry_ms;        /* how long to retry a request the master does not answer; 0: 60000;
                             < 0: no retry */
     int timeout_ms;      /* bound of one request; 0: 30000 */
+    int no_wait;         /* 1: a fetch that finds nothing to hand out yet returns at once with
+                            DT_SHARD_FETCH_WAIT instead of polling (a worker in an all-reduce
+                            ring must keep stepping with its peers meanwhile) */
 } dt_shard_client_opts;
 
 /* Connect to the job's master: learns the job's name (GET /v1/healthz) and sends a first
@@ -127,6 +130,7 @@ void dt_shard_free(dt_shard *s);
 typedef enum dt_shard_fetch_status {
     DT_SHARD_FETCH_SHARD = 0, /* *shard is filled */
     DT_SHARD_FETCH_END,       /* every shard of every epoch is done */
+    DT_SHARD_FETCH_WAIT,      /* nothing to hand out yet (only with opts.no_wait) */
 } dt_shard_fetch_status;
 
 /* The next shard of dataset for this replica. While the master has nothing to hand out

@@ -511,6 +511,29 @@ static void waiting(dt_shard_client *c0, dt_shard_client *c1) {
     DT_CHECK(st == DT_SHARD_FETCH_END);
 }
 
+/* With opts.no_wait a fetch that finds nothing yet answers WAIT at once (no polling). */
+static void no_wait(const job *j, dt_shard_client *c1) {
+    dt_shard_client *c0 = NULL;
+    dt_shard_client_opts o = {.url = j->url, .token = j->token, .replica = "worker-0",
+                              .no_wait = 1};
+    DT_CHECK_OK(dt_shard_client_open(&c0, &o));
+    dt_dataset_spec d = spec_of("nowait", 10, 10, 1, 1); /* one shard */
+    DT_CHECK_OK(dt_shard_register(c1, &d));
+    dt_shard a = {0}, b = {0};
+    dt_shard_fetch_status st, st0 = DT_SHARD_FETCH_SHARD;
+    dt_err e = dt_shard_fetch(c1, "nowait", &a, &st);
+    if (!e) e = dt_shard_fetch(c0, "nowait", &b, &st0);
+    int held = st == DT_SHARD_FETCH_SHARD, waited = !e && st0 == DT_SHARD_FETCH_WAIT && !b.count;
+    if (!e) e = dt_shard_report(c1, "nowait", &a, 1, NULL);
+    if (!e) e = dt_shard_fetch(c0, "nowait", &b, &st0);
+    dt_shard_free(&a);
+    dt_shard_free(&b);
+    dt_shard_client_close(c0);
+    DT_CHECK_OK(e);
+    DT_CHECK(held && waited);
+    DT_CHECK(st0 == DT_SHARD_FETCH_END);
+}
+
 static void test_wait(void) {
     job j;
     DT_CHECK(job_start(&j, "shards-wait") == 0);
@@ -518,6 +541,7 @@ static void test_wait(void) {
     dt_err e = open_as(&c0, &j, "worker-0");
     if (!e) e = open_as(&c1, &j, "worker-1");
     if (!e) waiting(c0, c1);
+    if (!e) no_wait(&j, c1);
     dt_shard_client_close(c0);
     dt_shard_client_close(c1);
     job_stop(&j);
