@@ -127,6 +127,15 @@ dt_err dt_model_loss(dt_model *m, const int32_t *labels, const float *targets, d
  * forward's x again, so x must stay valid until then. */
 void dt_model_backward(dt_model *m);
 
+/* Called by dt_model_backward, on its thread, right after each layer that has parameters is
+ * done: from then on that layer's parameter gradients are final for this step (layers run
+ * last to first). Lets a data-parallel trainer start sending the last layers' gradients while the first layers'
+ * are still being computed. fn NULL: none. */
+typedef void (*dt_backward_hook)(void *ctx, int layer);
+void dt_model_set_backward_hook(dt_model *m, dt_backward_hook fn, void *ctx);
+/* The index of the layer that owns parameter i (for dt_backward_hook). */
+int dt_model_param_layer(const dt_model *m, int i);
+
 /* Ask backward to also compute the gradient w.r.t. the model's input (off by default; costs
  * one more product in the first layer). For gradient checks and input attribution. */
 void dt_model_want_input_grad(dt_model *m, int on);

@@ -58,6 +58,8 @@ struct dt_model {
     int nparams;
     dt_param **params;
     int *param_layer; /* index of the layer owning params[i] */
+    dt_backward_hook hook; /* dt_model_set_backward_hook */
+    void *hook_ctx;
     int64_t param_count;
     int first_param_layer; /* lowest layer index with parameters (nlayers if none) */
     int softmax_in_loss;   /* a final softmax was turned off; predict applies it */
@@ -550,7 +552,18 @@ void dt_model_backward(dt_model *m) {
         s.rng = NULL;
         if (need_dx) s.dx.data = i == 0 ? m->dx0 : m->dy[i - 1];
         l->ops->backward(l, &s);
+        if (m->hook && l->nparams > 0) m->hook(m->hook_ctx, i);
     }
+}
+
+void dt_model_set_backward_hook(dt_model *m, dt_backward_hook fn, void *ctx) {
+    m->hook = fn;
+    m->hook_ctx = ctx;
+}
+
+int dt_model_param_layer(const dt_model *m, int i) {
+    DT_ASSERT(i >= 0 && i < m->nparams);
+    return m->param_layer[i];
 }
 
 dt_err dt_model_predict(dt_model *m, const float *x, int64_t batch, float *out) {

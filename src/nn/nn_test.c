@@ -766,6 +766,54 @@ static void test_one_and_two_threads_agree(void) {
 /* ---- training ---- */
 
 /* Three Gaussian blobs in 2-D, trained by plain SGD written here. */
+/* The backward hook: called once per layer with parameters, last layer first, when that
+ * layer's gradients are final (a copy taken then equals the gradient after backward). */
+typedef struct hook_log {
+    dt_model *m;
+    int layers[8], n;
+    float first_grad[8]; /* grad[0] of the layer's kernel when the hook ran */
+} hook_log;
+
+static void record_layer(void *ctx, int layer) {
+    hook_log *h = ctx;
+    if (h->n >= 8) return;
+    for (int i = 0; i < dt_model_num_params(h->m); i++)
+        if (dt_model_param_layer(h->m, i) == layer) {
+            h->first_grad[h->n] = dt_model_param(h->m, i)->grad.data[0];
+            break;
+        }
+    h->layers[h->n++] = layer;
+}
+
+static void test_backward_hook_order(void) {
+    dt_shape in = SHAPE(3);
+    dt_layer_conf layers[] = {{.kind = DT_LAYER_DENSE, .units = 4, .activation = DT_ACT_RELU},
+                              {.kind = DT_LAYER_DROPOUT, .rate = 0},
+                              {.kind = DT_LAYER_DENSE, .units = 2}};
+    dt_model *m = NULL;
+    DT_CHECK_OK(dt_model_init(&m, &in, layers, 3, DT_LOSS_SOFTMAX_CROSS_ENTROPY, 2, NULL));
+    dt_model_init_params(m, 3);
+    DT_CHECK(dt_model_param_layer(m, 0) == 0 && dt_model_param_layer(m, 3) == 2);
+    hook_log h = {.m = m};
+    dt_model_set_backward_hook(m, record_layer, &h);
+    float x[6] = {1, -2, 0.5f, 0.3f, 0.7f, -1};
+    int32_t y[2] = {0, 1};
+    double loss;
+    DT_CHECK_OK(dt_model_forward(m, x, 2, 1, NULL, NULL));
+    DT_CHECK_OK(dt_model_loss(m, y, NULL, &loss, NULL));
+    dt_model_backward(m);
+    DT_CHECK(h.n == 2 && h.layers[0] == 2 && h.layers[1] == 0);
+    DT_CHECK(h.first_grad[0] == dt_model_param(m, 2)->grad.data[0]);
+    DT_CHECK(h.first_grad[1] == dt_model_param(m, 0)->grad.data[0]);
+    DT_CHECK(h.first_grad[0] != 0);
+    dt_model_set_backward_hook(m, NULL, NULL);
+    DT_CHECK_OK(dt_model_forward(m, x, 2, 1, NULL, NULL));
+    DT_CHECK_OK(dt_model_loss(m, y, NULL, &loss, NULL));
+    dt_model_backward(m);
+    DT_CHECK(h.n == 2);
+    dt_model_free(m);
+}
+
 static void test_sgd_training_reduces_loss(void) {
     enum { N = 150, K = 3, B = 30 };
     static const float centers[K][2] = {{2, 0}, {-1, 1.7f}, {-1, -1.7f}};
@@ -822,4 +870,5 @@ DT_TEST_MAIN(DT_T(test_dense_gradcheck_each_activation), DT_T(test_dense_gradche
              DT_T(test_layer_names), DT_T(test_build_errors), DT_T(test_step_errors),
              DT_T(test_initializer_statistics), DT_T(test_model_init_params_by_layer),
              DT_T(test_determinism), DT_T(test_predict_applies_softmax_and_chunks),
-             DT_T(test_one_and_two_threads_agree), DT_T(test_sgd_training_reduces_loss))
+             DT_T(test_one_and_two_threads_agree), DT_T(test_sgd_training_reduces_loss),
+             DT_T(test_backward_hook_order))
