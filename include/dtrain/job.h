@@ -12,8 +12,9 @@
  *     TrainJob): losing workers does not fail the job while N of them remain;
  *   - a Kubeflow PyTorchJob (spec.pytorchReplicaSpecs.{Master, Worker}): its replicas get
  *     MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK;
- *   - dtrain's own kind (apiVersion dtrain/v1, kind TrainJob) with spec.replicas and
- *     spec.strategy: the engine's training spec run by dtrain's built-in roles.
+ *   - dtrain's own kind (apiVersion dtrain/v1, kind TrainJob) with spec.replicas,
+ *     spec.strategy and its settings (spec.parameterServer, spec.allreduce): the engine's
+ *     training spec run by dtrain's built-in roles.
  *
  * Loading is strict about what it understands and tolerant of what only Kubernetes uses
  * (image, resources, volumes, affinity, annotations, ... are kept or skipped, never an
@@ -98,6 +99,29 @@ typedef struct dt_ps_job_conf {
     int minibatches_per_shard; /* batches in one data shard from the master (default 16) */
 } dt_ps_job_conf;
 
+/* How an all-reduce job's global batch follows its size. */
+typedef enum dt_global_batch {
+    DT_GLOBAL_BATCH_SCALE = 0, /* each member trains training.batch_size samples per step:
+                                  the global batch grows with the ring (the default) */
+    DT_GLOBAL_BATCH_FIXED,     /* training.batch_size is the global batch, split among the
+                                  members */
+} dt_global_batch;
+
+/* spec.allreduce of a TrainJob (strategy allreduce). */
+typedef struct dt_allreduce_job_conf {
+    dt_global_batch global_batch;
+    int64_t bucket_bytes;          /* gradients summed in buckets of about this size
+                                      (bucketMB, default 4 MiB) */
+    int64_t chunk_bytes;           /* the ring's pipelining unit (chunkKB, default 256 KiB) */
+    int64_t timeout_ms;            /* the ring's data plane: no progress for this long fails
+                                      a step (timeoutSeconds, default 10 s) */
+    int64_t rendezvous_timeout_ms; /* the master forms a ring with the replicas that have
+                                      joined once the first has waited this long
+                                      (rendezvousTimeoutSeconds, default 10 s) */
+    int64_t checkpoint_secs;       /* rank 0 also checkpoints every this many seconds (0: off) */
+    int minibatches_per_shard;     /* batches in one data shard from the master (default 4) */
+} dt_allreduce_job_conf;
+
 typedef struct dt_env_var {
     char *name;  /* owned */
     char *value; /* owned; "" when the manifest gives none (valueFrom is skipped) */
@@ -147,6 +171,7 @@ typedef struct dt_job_spec {
     int pytorch_env;     /* set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK */
     dt_strategy strategy;
     dt_ps_job_conf ps;   /* strategy parameter_server */
+    dt_allreduce_job_conf allreduce; /* strategy allreduce (defaults for every TrainJob) */
     dt_spec *train;      /* owned: the training spec of a TrainJob; NULL otherwise */
 } dt_job_spec;
 

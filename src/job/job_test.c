@@ -930,7 +930,7 @@ static void test_err_trainjob(void) {
     CHECK_FAILS(TJ("  backoffLimit: 3\n"), "backoffLimit",
                 "spec.backoffLimit: unknown key 'backoffLimit' (allowed: seed, data, model, loss, "
                 "optimizer, training, replicas, strategy, runPolicy, successPolicy, elasticPolicy, "
-                "pytorchEnv, parameterServer)");
+                "pytorchEnv, parameterServer, allreduce)");
     CHECK_FAILS(TJ("  replicas: {worker: {env: [{name: '', value: x}]}}\n"), "replicas",
                 "spec.replicas.worker.env[0].name: '' is not a valid variable name");
     /* the training part is checked as by dtrain train */
@@ -943,6 +943,103 @@ static void test_err_trainjob(void) {
     CHECK_FAILS(edit(TRAIN, "kind: TrainJob\n", "kind: TrainJob\nstatus: {}\n"), "status",
                 "status: unknown key 'status' (allowed: apiVersion, kind, metadata, spec)");
 #undef TJ
+}
+
+/* ---- spec.allreduce ---- */
+
+static void test_allreduce(void) {
+    char text[4096];
+    /* absent: the defaults, whatever the strategy */
+    dt_job_spec *job = parse_ok(TRAIN);
+    DT_CHECK(job && job->strategy == DT_STRATEGY_ALLREDUCE);
+    DT_CHECK(job && job->allreduce.global_batch == DT_GLOBAL_BATCH_SCALE &&
+             job->allreduce.bucket_bytes == (int64_t)4 << 20 &&
+             job->allreduce.chunk_bytes == (int64_t)256 << 10 &&
+             job->allreduce.timeout_ms == 10000 && job->allreduce.rendezvous_timeout_ms == 10000 &&
+             job->allreduce.checkpoint_secs == 0 && job->allreduce.minibatches_per_shard == 4);
+    dt_job_spec_free(job);
+    snprintf(text, sizeof text, "%s  replicas: {worker: 2, ps: 1}\n", TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->strategy == DT_STRATEGY_PARAMETER_SERVER &&
+             job->allreduce.rendezvous_timeout_ms == 10000 &&
+             job->allreduce.minibatches_per_shard == 4);
+    dt_job_spec_free(job);
+    /* every field */
+    snprintf(text, sizeof text,
+             "%s  replicas: {chief: 1, worker: 3}\n  strategy: allreduce\n  allreduce:\n"
+             "    globalBatch: fixed\n    bucketMB: 0.5\n    chunkKB: 64\n"
+             "    timeoutSeconds: 2.5\n    rendezvousTimeoutSeconds: 0.25\n"
+             "    checkpointSeconds: 30\n    minibatchesPerShard: 8\n",
+             TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->allreduce.global_batch == DT_GLOBAL_BATCH_FIXED &&
+             job->allreduce.bucket_bytes == (int64_t)1 << 19 &&
+             job->allreduce.chunk_bytes == (int64_t)64 << 10 && job->allreduce.timeout_ms == 2500 &&
+             job->allreduce.rendezvous_timeout_ms == 250 && job->allreduce.checkpoint_secs == 30 &&
+             job->allreduce.minibatches_per_shard == 8);
+    dt_job_spec_free(job);
+    /* an empty mapping: the defaults; `dtrain train` allows and ignores the key */
+    snprintf(text, sizeof text, "%s  replicas: {worker: 2}\n  allreduce: {}\n", TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->allreduce.bucket_bytes == (int64_t)4 << 20 &&
+             job->allreduce.timeout_ms == 10000);
+    dt_job_spec_free(job);
+    dt_spec *sp = NULL;
+    DT_CHECK_OK(dt_spec_parse(&sp, text, strlen(text), "t.yaml"));
+    dt_spec_free(sp);
+}
+
+static void test_err_allreduce(void) {
+    char text[4096];
+#define AR(x)                                                                                      \
+    (snprintf(text, sizeof text, "%s  replicas: {worker: 2}\n  allreduce: %s\n", TRAIN, x), text)
+    CHECK_FAILS(AR("{bucket: 4}"), "allreduce",
+                "spec.allreduce.bucket: unknown key 'bucket' (allowed: globalBatch, bucketMB, "
+                "chunkKB, timeoutSeconds, rendezvousTimeoutSeconds, checkpointSeconds, "
+                "minibatchesPerShard)");
+    CHECK_FAILS(AR("{globalBatch: grow}"), "allreduce",
+                "spec.allreduce.globalBatch: expected one of scale, fixed, got 'grow'");
+    CHECK_FAILS(AR("{bucketMB: 0}"), "allreduce", "spec.allreduce.bucketMB: expected a");
+    CHECK_FAILS(AR("{bucketMB: -1}"), "allreduce", "spec.allreduce.bucketMB: expected a");
+    CHECK_FAILS(AR("{bucketMB: 5000}"), "allreduce", "spec.allreduce.bucketMB: expected a");
+    CHECK_FAILS(AR("{bucketMB: big}"), "allreduce", "spec.allreduce.bucketMB: expected a");
+    CHECK_FAILS(AR("{chunkKB: 0}"), "allreduce",
+                "spec.allreduce.chunkKB: expected a positive integer, got '0'");
+    CHECK_FAILS(AR("{chunkKB: 1.5}"), "allreduce",
+                "spec.allreduce.chunkKB: expected a positive integer");
+    CHECK_FAILS(AR("{chunkKB: 99999999}"), "allreduce", "spec.allreduce.chunkKB: expected");
+    CHECK_FAILS(AR("{timeoutSeconds: 0}"), "allreduce",
+                "spec.allreduce.timeoutSeconds: expected a");
+    CHECK_FAILS(AR("{timeoutSeconds: soon}"), "allreduce",
+                "spec.allreduce.timeoutSeconds: expected a");
+    CHECK_FAILS(AR("{rendezvousTimeoutSeconds: -2}"), "allreduce",
+                "spec.allreduce.rendezvousTimeoutSeconds: expected a");
+    CHECK_FAILS(AR("{rendezvousTimeoutSeconds: 100000}"), "allreduce",
+                "spec.allreduce.rendezvousTimeoutSeconds: expected a");
+    CHECK_FAILS(AR("{checkpointSeconds: -5}"), "allreduce",
+                "spec.allreduce.checkpointSeconds: expected a");
+    CHECK_FAILS(AR("{minibatchesPerShard: 0}"), "allreduce",
+                "spec.allreduce.minibatchesPerShard: expected a positive integer, got '0'");
+    CHECK_FAILS(AR("[fixed]"), "allreduce", "spec.allreduce: expected a mapping, got a list");
+    /* the field's own line in a block mapping */
+    snprintf(text, sizeof text,
+             "%s  replicas: {worker: 2}\n  allreduce:\n    globalBatch: scale\n"
+             "    chunkKB: many\n",
+             TRAIN);
+    CHECK_FAILS(text, "chunkKB", "spec.allreduce.chunkKB: expected a positive integer, got 'many'");
+    /* only with strategy allreduce, and parameterServer only with parameter_server */
+    snprintf(text, sizeof text, "%s  replicas: {worker: 2, ps: 1}\n  allreduce: {chunkKB: 64}\n",
+             TRAIN);
+    CHECK_FAILS(text, "allreduce",
+                "spec.allreduce: only for strategy allreduce (this job's strategy is "
+                "parameter_server)");
+    snprintf(text, sizeof text,
+             "%s  replicas: {worker: 2}\n  strategy: allreduce\n  parameterServer: {sync: true}\n",
+             TRAIN);
+    CHECK_FAILS(text, "parameterServer",
+                "spec.parameterServer: only for strategy parameter_server (this job's strategy "
+                "is allreduce)");
+#undef AR
 }
 
 /* ---- spec.parameterServer ---- */
@@ -1170,5 +1267,6 @@ DT_TEST_MAIN(DT_T(test_names), DT_T(test_tfjob_v1), DT_T(test_tfjob_v1_lowercase
              DT_T(test_err_policies), DT_T(test_err_metadata), DT_T(test_err_api_versions),
              DT_T(test_err_documents), DT_T(test_err_pytorch), DT_T(test_err_v1alpha1),
              DT_T(test_err_trainjob), DT_T(test_parameter_server),
-             DT_T(test_err_parameter_server), DT_T(test_elastic), DT_T(test_err_elastic),
+             DT_T(test_err_parameter_server), DT_T(test_allreduce), DT_T(test_err_allreduce),
+             DT_T(test_elastic), DT_T(test_err_elastic),
              DT_T(test_truncations))

@@ -14,6 +14,10 @@
  *   parameterServer: {sync, syncTimeoutSeconds, maxFrameMB, checkpointSeconds,
  *                  minibatchesPerShard}: the parameter-server strategy's settings (only with
  *                  strategy parameter_server); job->ps gets its defaults even when absent
+ *   allreduce:     {globalBatch, bucketMB, chunkKB, timeoutSeconds, rendezvousTimeoutSeconds,
+ *                  checkpointSeconds, minibatchesPerShard}: the all-reduce strategy's
+ *                  settings (only with strategy allreduce); job->allreduce gets its defaults
+ *                  even when absent
  *
  * and metadata.namespace. The training part is read by spec.c's dt__spec_parse_doc, which
  * is told to allow these keys (spec-impl.h); this file reads them from the same document.
@@ -156,6 +160,72 @@ static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
     return DT_OK;
 }
 
+/* A number of seconds in (0, 86400] as milliseconds (at least 1). */
+static dt_err get_timeout_ms(const dt__yval *v, int64_t *ms) {
+    double secs = 0;
+    dt_err e = dt__yget_f64(v, (dt__yrange){.lo = 0, .hi = 86400, .lo_open = 1}, &secs);
+    if (e) return e;
+    *ms = (int64_t)(secs * 1000.0 + 0.5);
+    if (*ms < 1) *ms = 1;
+    return DT_OK;
+}
+
+static dt_err parse_allreduce(dt_job_spec *job, const dt__yval *spec) {
+    static const char *const keys[] = {"globalBatch",        "bucketMB",
+                                       "chunkKB",            "timeoutSeconds",
+                                       "rendezvousTimeoutSeconds", "checkpointSeconds",
+                                       "minibatchesPerShard", NULL};
+    static const dt__yenum batches[] = {{"scale", DT_GLOBAL_BATCH_SCALE},
+                                        {"fixed", DT_GLOBAL_BATCH_FIXED},
+                                        {NULL, 0}};
+    dt_allreduce_job_conf *ar = &job->allreduce;
+    dt__yval m, v;
+    dt_err e;
+    double num = 0;
+    int64_t kb = 0;
+    int gb = 0;
+    ar->global_batch = DT_GLOBAL_BATCH_SCALE;
+    ar->bucket_bytes = (int64_t)4 << 20;
+    ar->chunk_bytes = (int64_t)256 << 10;
+    ar->timeout_ms = 10000;
+    ar->rendezvous_timeout_ms = 10000;
+    ar->checkpoint_secs = 0;
+    ar->minibatches_per_shard = 4;
+    if (!dt__ymap_get(spec, "allreduce", &m)) return DT_OK;
+    if (job->strategy != DT_STRATEGY_ALLREDUCE)
+        return dt__yerr_line(&m, m.decl_line,
+                             "only for strategy allreduce (this job's strategy is %s)",
+                             dt_strategy_name(job->strategy));
+    if ((e = dt__yexpect_map(&m)) || (e = dt__ymap_check_keys(&m, keys, NULL))) return e;
+    if (dt__ymap_get(&m, "globalBatch", &v)) {
+        if ((e = dt__yget_enum(&v, batches, &gb))) return e;
+        ar->global_batch = (dt_global_batch)gb;
+    }
+    if (dt__ymap_get(&m, "bucketMB", &v)) {
+        if ((e = dt__yget_f64(&v, (dt__yrange){.lo = 0, .hi = 4096, .lo_open = 1}, &num)))
+            return e;
+        ar->bucket_bytes = (int64_t)(num * (double)(1 << 20) + 0.5);
+        if (ar->bucket_bytes < 1) ar->bucket_bytes = 1;
+    }
+    if (dt__ymap_get(&m, "chunkKB", &v)) {
+        if ((e = dt__yget_i64(&v, 1, (int64_t)1 << 20, &kb))) return e;
+        ar->chunk_bytes = kb << 10;
+    }
+    if ((dt__ymap_get(&m, "timeoutSeconds", &v) && (e = get_timeout_ms(&v, &ar->timeout_ms))) ||
+        (dt__ymap_get(&m, "rendezvousTimeoutSeconds", &v) &&
+         (e = get_timeout_ms(&v, &ar->rendezvous_timeout_ms))))
+        return e;
+    if (dt__ymap_get(&m, "checkpointSeconds", &v)) {
+        if ((e = dt__yget_f64(&v, (dt__yrange){.lo = 0, .hi = 31536000}, &num))) return e;
+        ar->checkpoint_secs = (int64_t)(num + 0.5);
+        if (num > 0 && ar->checkpoint_secs < 1) ar->checkpoint_secs = 1;
+    }
+    if (dt__ymap_get(&m, "minibatchesPerShard", &v) &&
+        (e = dt__yget_int(&v, 1, INT32_MAX, &ar->minibatches_per_shard)))
+        return e;
+    return DT_OK;
+}
+
 dt_err dt__job_parse_trainjob(dt_job_spec *job, const dt__yval *root, const char *base_dir) {
     dt__yval spec, v;
     dt_err e;
@@ -168,7 +238,7 @@ dt_err dt__job_parse_trainjob(dt_job_spec *job, const dt__yval *root, const char
         (e = dt__job_parse_policies(job, &spec, 1, 0)) ||
         (e = dt__job_parse_success_policy(job, &spec)) || (e = dt__job_parse_elastic(job, &spec)) ||
         (dt__ymap_get(&spec, "pytorchEnv", &v) && (e = dt__yget_bool(&v, &job->pytorch_env))) ||
-        (e = parse_parameter_server(job, &spec)))
+        (e = parse_parameter_server(job, &spec)) || (e = parse_allreduce(job, &spec)))
         return e;
     return DT_OK;
 }

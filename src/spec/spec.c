@@ -652,7 +652,7 @@ static dt_err expect_string(const dt__yval *root, const char *key, const char *w
 
 static const char *const job_spec_keys[] = {"replicas",      "strategy",      "runPolicy",
                                             "successPolicy", "elasticPolicy", "pytorchEnv",
-                                            "parameterServer", NULL};
+                                            "parameterServer", "allreduce", NULL};
 static const char *const job_metadata_keys[] = {"namespace", NULL};
 const dt__spec_extra dt__spec_job_extra = {.spec_keys = job_spec_keys,
                                            .metadata_keys = job_metadata_keys};

@@ -415,7 +415,7 @@ static void test_err_unknown_keys(void) {
         "  seed: 7\n", "  seed: 7\n  replica: 2\n", "replica",
         "spec.replica: unknown key 'replica' (allowed: seed, data, model, loss, optimizer, "
         "training, replicas, strategy, runPolicy, successPolicy, elasticPolicy, pytorchEnv, "
-                       "parameterServer)");
+                       "parameterServer, allreduce)");
     CHECK_EDIT_FAILS(
         "units: 8", "unit: 8", "unit:",
         "spec.model.layers[0].unit: unknown key 'unit' for dense (allowed: type, name, "
