@@ -63,6 +63,7 @@ struct dt__rdzv {
     int size;
     char (*members)[NAME_MAX_LEN]; /* size, by rank */
     char **peers;                  /* size, by rank; owned */
+    int64_t *steps;                /* size, by rank: the steps they joined with */
     waiter *w;
     int nw, capw;
     penalty *p;
@@ -78,8 +79,10 @@ static void clear_ring(dt__rdzv *z) {
     for (int i = 0; i < z->size; i++) free(z->peers[i]);
     free(z->peers);
     free(z->members);
+    free(z->steps);
     z->peers = NULL;
     z->members = NULL;
+    z->steps = NULL;
     z->size = 0;
 }
 
@@ -241,15 +244,18 @@ static void maybe_form(dt__master *m, double now) {
     qsort(c, (size_t)n, sizeof *c, cand_cmp);
     char(*members)[NAME_MAX_LEN] = calloc((size_t)n, sizeof *members);
     char **peers = calloc((size_t)n, sizeof *peers);
-    int ok = members && peers;
+    int64_t *steps = calloc((size_t)n, sizeof *steps);
+    int ok = members && peers && steps;
     for (int i = 0; ok && i < n; i++) {
         snprintf(members[i], NAME_MAX_LEN, "%s", c[i].w->name);
+        steps[i] = c[i].w->step;
         ok = (peers[i] = strdup(c[i].w->address)) != NULL;
     }
     if (!ok) {
         for (int i = 0; peers && i < n; i++) free(peers[i]);
         free(peers);
         free(members);
+        free(steps);
         free(c);
         dt__master_say(m, "rendezvous: out of memory forming a ring");
         return;
@@ -260,6 +266,7 @@ static void maybe_form(dt__master *m, double now) {
     z->size = n;
     z->members = members;
     z->peers = peers;
+    z->steps = steps;
     json_t *jm = json_array(), *jp = json_array(), *js = json_array();
     char line[1024];
     size_t len = 0;
@@ -304,9 +311,10 @@ static dt_err report_unreachable(dt__master *m, const dt__replica *by, int64_t b
     double timeout = (double)m->job->allreduce.rendezvous_timeout_ms / 1000.0;
     penalty *mine = find_penalty(z, by->name);
     if (mine && mine->until > now && !strcmp(mine->by, lost->name)) {
-        /* Mutual: only the one later in rank order stays out. */
-        int wl = find_waiter(z, lost->name);
-        int64_t lost_step = wl >= 0 ? z->w[wl].step : -1;
+        /* Mutual: only the one later in rank order stays out. Its step: the one it waits
+         * with, else the one it joined its ring with. */
+        int wl = find_waiter(z, lost->name), rl = member_rank(z, lost->name);
+        int64_t lost_step = wl >= 0 ? z->w[wl].step : rl >= 0 ? z->steps[rl] : -1;
         if (rank_cmp(by_step, by->type, by->index, lost_step, lost->type, lost->index) > 0) {
             dt__master_say(m,
                            "rendezvous: %s and %s report each other unreachable: %s (later in "
@@ -481,7 +489,8 @@ void dt__rdzv_replay(dt__rdzv *z, const json_t *ev) {
         return;
     }
     if (strcmp(kind, "rdzv.ring") || g < z->generation) return;
-    const json_t *jm = json_object_get(ev, "members"), *jp = json_object_get(ev, "peers");
+    const json_t *jm = json_object_get(ev, "members"), *jp = json_object_get(ev, "peers"),
+                 *js = json_object_get(ev, "steps");
     size_t n = json_array_size(jm);
     z->generation = g; /* generations only grow, whatever the rest of the line holds */
     z->broken = 1;     /* unless the line is whole */
@@ -489,7 +498,8 @@ void dt__rdzv_replay(dt__rdzv *z, const json_t *ev) {
     if (!n || n != json_array_size(jp) || n > DT__MAX_REPLICAS) return;
     z->members = calloc(n, sizeof *z->members);
     z->peers = calloc(n, sizeof *z->peers);
-    if (!z->members || !z->peers) {
+    z->steps = calloc(n, sizeof *z->steps);
+    if (!z->members || !z->peers || !z->steps) {
         clear_ring(z);
         return;
     }
@@ -498,6 +508,7 @@ void dt__rdzv_replay(dt__rdzv *z, const json_t *ev) {
         const char *name = json_string_value(json_array_get(jm, i));
         const char *peer = json_string_value(json_array_get(jp, i));
         snprintf(z->members[i], NAME_MAX_LEN, "%s", name ? name : "");
+        z->steps[i] = json_integer_value(json_array_get(js, i)); /* 0 when absent */
         if (!name || !peer || !(z->peers[i] = strdup(peer))) {
             clear_ring(z);
             return;
