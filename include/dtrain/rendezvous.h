@@ -47,7 +47,8 @@ typedef struct dt_rdzv_ring {
 /* Join and wait (polling the master) until a ring with this replica is formed: *ring is
  * filled (free it with dt_rdzv_ring_free). DT_ERR_STATE when timeout_ms passes first, or when
  * the job is finishing (the master forms no more rings); the master's refusals (400/404) as
- * the shard client maps them. */
+ * the shard client maps them. timeout_ms <= 0: no limit. req->unreachable goes with the first
+ * request only (the master starts its penalty then). */
 dt_err dt_rdzv_join(dt_shard_client *c, const dt_rdzv_join_req *req, int timeout_ms,
                     dt_rdzv_ring *ring);
 

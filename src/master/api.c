@@ -8,6 +8,8 @@
  *   POST /v1/jobs/:job/replicas/:replica/report       a replica reports a JSON object
  *   POST /v1/jobs/:job/stop                           stop the job
  *   POST /v1/jobs/:job/scale                          {"workers": N}: add or remove workers
+ *   POST /v1/jobs/:job/rendezvous                     a trainer joins an all-reduce ring
+ *   GET  /v1/jobs/:job/rendezvous?generation=G        must ring G be left?
  *
  * Every route but healthz needs the job's token (the server checks it). A :job that is
  * not this master's job is a 404, so a client that reached the wrong master learns so.
@@ -376,6 +378,98 @@ static void post_heartbeat(void *ctx, const dt__http_req *req, dt__http_resp *re
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "ok", 1));
 }
 
+/* ---- the rendezvous of an all-reduce job (rendezvous.c) ---- */
+
+/* A data-plane address: "host:port", port 1..65535, printable without spaces. */
+static int good_address(const char *a) {
+    size_t n = strlen(a);
+    const char *colon = strrchr(a, ':');
+    if (n < 3 || n > DT__RDZV_MAX_ADDR || !colon || colon == a || !colon[1]) return 0;
+    for (const char *p = a; *p; p++)
+        if (*p <= ' ' || *p == 0x7f) return 0;
+    long port = 0;
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p < '0' || *p > '9' || port > 65535) return 0;
+        port = port * 10 + (*p - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
+static void post_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt_err e = dt__rdzv_check_job(m, 1);
+    if (e) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    static const char *const known[] = {"replica", "address", "generation", "step", "unreachable"};
+    const char *key;
+    json_t *val;
+    json_object_foreach(req->json, key, val) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(key, known[k])) k++;
+        if (k == sizeof known / sizeof known[0]) {
+            dt__http_resp_error(resp, 400,
+                                "%s: unknown field (the body is {replica, address, generation, "
+                                "step, unreachable})",
+                                key);
+            return;
+        }
+    }
+    dt__rdzv_reg reg = {0};
+    reg.replica = json_string_value(json_object_get(req->json, "replica"));
+    if (!reg.replica) {
+        dt__http_resp_error(resp, 400, "replica: required, a string like \"worker-0\"");
+        return;
+    }
+    reg.address = json_string_value(json_object_get(req->json, "address"));
+    if (!reg.address || !good_address(reg.address)) {
+        dt__http_resp_error(resp, 400,
+                            "address: required, the replica's data-plane \"host:port\" (port "
+                            "1..65535, at most %d bytes)",
+                            DT__RDZV_MAX_ADDR);
+        return;
+    }
+    if (!int_field(req->json, resp, "generation", 0, INT64_MAX, 1, &reg.generation) ||
+        !int_field(req->json, resp, "step", 0, INT64_MAX, 1, &reg.step))
+        return;
+    json_t *un = json_object_get(req->json, "unreachable");
+    if (un && !json_is_null(un) && !json_is_string(un)) {
+        dt__http_resp_error(resp, 400, "unreachable: expected a replica name or null");
+        return;
+    }
+    reg.unreachable = json_string_value(un);
+    json_t *answer;
+    if ((e = dt__rdzv_join(m, &reg, dt__wall_now(), &answer))) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    dt__http_resp_json(resp, 200, answer);
+}
+
+static void get_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt_err e = dt__rdzv_check_job(m, 0);
+    if (e) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    long long generation = 0;
+    const char *g = dt__http_req_query(req, "generation");
+    if (parse_size(g, INT64_MAX, &generation)) {
+        dt__http_resp_error(resp, 400, "generation: expected an integer >= 0, got '%s'", g);
+        return;
+    }
+    json_t *answer;
+    if ((e = dt__rdzv_status(m, generation, dt__wall_now(), &answer))) {
+        dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    dt__http_resp_json(resp, 200, answer);
+}
+
 static void get_datasets(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
@@ -406,5 +500,7 @@ const dt__http_route dt__master_routes[] = {
     {.method = "POST",
      .pattern = "/v1/jobs/:job/replicas/:replica/heartbeat",
      .handler = post_heartbeat},
+    {.method = "POST", .pattern = "/v1/jobs/:job/rendezvous", .handler = post_rendezvous, .json = 1},
+    {.method = "GET", .pattern = "/v1/jobs/:job/rendezvous", .handler = get_rendezvous},
 };
 const int dt__master_nroutes = sizeof dt__master_routes / sizeof dt__master_routes[0];

@@ -22,6 +22,9 @@
 #define DT__MAX_REPLICAS 1024
 
 typedef struct dt__journal dt__journal;
+typedef struct dt__rdzv dt__rdzv;
+
+#define DT__RDZV_MAX_ADDR 255 /* bytes of a data-plane "host:port" */
 
 typedef enum dt__replica_state {
     DT__REPLICA_PENDING = 0, /* not launched yet */
@@ -95,6 +98,7 @@ typedef struct dt__master {
     dt__journal *journal;
     dt__http_server *http;
     dt__ledger *ledger; /* the shard service's datasets */
+    dt__rdzv *rdzv;     /* the rendezvous of an all-reduce job's rings */
     int stop_requested;
     char stop_reason[128];
     int dirty;        /* status.json is out of date */
@@ -120,6 +124,8 @@ static inline void dt__master_touch(dt__master *m) {
  * DT_ERR_ARG for a count the job cannot take (HTTP 400), DT_ERR_STATE when the job has
  * finished or a worker to add is still being removed (HTTP 409). */
 dt_err dt__master_scale(dt__master *m, int workers, json_t **added, json_t **removed);
+/* A progress line in the master's output (opts.out, unless it draws the table). */
+void dt__master_say(dt__master *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Ask the job to stop (API, signals): replicas are stopped, the outcome is Stopped. */
 void dt__master_request_stop(dt__master *m, const char *why);
 /* Record what a replica reported (a JSON object; reference stolen) in the journal. */
@@ -127,6 +133,33 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report);
 /* The HTTP routes of the job's API (api.c). */
 extern const dt__http_route dt__master_routes[];
 extern const int dt__master_nroutes;
+
+/* ---- the rendezvous of an all-reduce job (rendezvous.c, docs/API.md "Rendezvous") ---- */
+dt_err dt__rdzv_init(dt__rdzv **out);
+void dt__rdzv_free(dt__rdzv *z); /* NULL: no-op */
+int64_t dt__rdzv_generation(const dt__rdzv *z); /* the newest ring formed; 0: none */
+/* DT_ERR_STATE (HTTP 409) unless the job is a TrainJob with strategy allreduce, and, when
+ * forming, has not finished and is not stopping. */
+dt_err dt__rdzv_check_job(const dt__master *m, int forming);
+typedef struct dt__rdzv_reg {
+    const char *replica;     /* who joins */
+    const char *address;     /* its data-plane "host:port" */
+    int64_t generation;      /* the last ring it was in; 0: none */
+    int64_t step;            /* its last completed step */
+    const char *unreachable; /* the replica it lost, or NULL */
+} dt__rdzv_reg;
+/* A join or a poll (POST .../rendezvous) at time now: *answer (a new object) is the ring
+ * formed with the replica, or {"formed": false, "generation": G}. DT_ERR_ARG (400) for a
+ * replica, generation or unreachable replica that is not right, naming the field;
+ * DT_ERR_STATE (409) for a job that forms no rings, or a replica that is not running. */
+dt_err dt__rdzv_join(dt__master *m, const dt__rdzv_reg *reg, double now, json_t **answer);
+/* GET .../rendezvous?generation=G: {generation, members, waiting, broken, leave}. */
+dt_err dt__rdzv_status(dt__master *m, int64_t generation, double now, json_t **answer);
+/* The replica exited, restarts, is stopped or scaled away: it leaves the waiting set, and a
+ * ring holding it is broken (why: "exited with code 137"). */
+void dt__rdzv_replica_gone(dt__master *m, const char *name, const char *why);
+/* Replay of a journaled "rdzv.ring" or "rdzv.broken" event. */
+void dt__rdzv_replay(dt__rdzv *z, const json_t *ev);
 
 /* ---- job state (job_state.c) ---- */
 dt_err dt__job_state_init(dt__job_state *st, const dt_job_spec *job);

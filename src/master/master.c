@@ -61,6 +61,9 @@ typedef struct loop {
     double status_written, table_drawn;
     double expire_at; /* next check of shard holders' heartbeats */
     int table_lines;
+    /* The replicas of this allreduce TrainJob run `dtrain role` and form rings through the
+     * rendezvous (it was started with more than one replica; one alone runs `dtrain train`). */
+    int ring_roles;
 } loop;
 
 static const char *kind_name(const dt_job_spec *job) {
@@ -79,10 +82,9 @@ static const char *type_key(dt_replica_type t) {
     return k[t];
 }
 
-static void say(loop *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(loop *L, const char *fmt, ...) {
-    FILE *out = L->m.opts.out;
-    if (!out || L->m.opts.live_table) return;
+void dt__master_say(dt__master *m, const char *fmt, ...) {
+    FILE *out = m->opts.out;
+    if (!out || m->opts.live_table) return;
     char ts[40];
     dt__rfc3339(dt__wall_now(), ts, sizeof ts);
     fprintf(out, "[%.8s] ", ts + 11);
@@ -93,6 +95,7 @@ static void say(loop *L, const char *fmt, ...) {
     fputc('\n', out);
     fflush(out);
 }
+#define say(L, ...) dt__master_say(&(L)->m, __VA_ARGS__)
 
 static void journal(loop *L, json_t *ev) {
     if (!ev) return;
@@ -257,9 +260,10 @@ static dt_err launch(loop *L, dt__replica *r) {
     char replica_dir[4200], spec_abs[4200];
     if (rs->argv) {
         argv = rs->argv;
-    } else if (job->strategy == DT_STRATEGY_PARAMETER_SERVER) {
+    } else if (job->strategy == DT_STRATEGY_PARAMETER_SERVER || L->ring_roles) {
         /* dtrain's built-in roles (`dtrain role`): each finds out who it is from TF_CONFIG
-         * and DTRAIN_REPLICA; the job dir root holds every replica's own dir. */
+         * and DTRAIN_REPLICA; the job dir root holds every replica's own dir. The trainers
+         * of an allreduce job form their rings through the master (rendezvous.c). */
         snprintf(spec_abs, sizeof spec_abs, "%s", L->spec_src);
         static char role_arg[] = "role", dir_opt[] = "--job-dir";
         argv = calloc(6, sizeof *argv);
@@ -340,6 +344,7 @@ end:
 /* SIGTERM to a running replica; SIGKILL follows after the grace period (tick). */
 static void stop_one(loop *L, dt__replica *r) {
     if (r->state != DT__REPLICA_RUNNING || r->stopping) return;
+    dt__rdzv_replica_gone(&L->m, r->name, r->removing ? "is scaled away" : "is being stopped");
     dt__local_signal(r->pid, SIGTERM);
     r->stopping = 1;
     r->kill_at = dt__wall_now() + L->m.opts.stop_grace_ms / 1000.0;
@@ -475,6 +480,8 @@ static void exited(loop *L, dt__replica *r, int code) {
     snprintf(why, sizeof why, "%s exited with code %d", r->name, code);
     int requeued = dt__ledger_release(L->m.ledger, r->name, why, now);
     if (requeued) say(L, "%s: %d shard(s) re-queued", why, requeued);
+    snprintf(why, sizeof why, "exited with code %d", code);
+    dt__rdzv_replica_gone(&L->m, r->name, why);
     if (r->removing) {
         /* Scaled away: its end decides nothing; it leaves the table at the next sweep. */
         r->gone = 1;
@@ -738,11 +745,13 @@ static dt_err scale_check(const loop *L, int n) {
                           "a PyTorchJob cannot be scaled: its replicas were told WORLD_SIZE and "
                           "RANK when they started, and a new world needs torchrun's elastic "
                           "rendezvous, which dtrain does not provide");
-    if (job->kind == DT_JOB_KIND_TRAINJOB && job->strategy != DT_STRATEGY_PARAMETER_SERVER)
+    if (job->kind == DT_JOB_KIND_TRAINJOB && job->strategy != DT_STRATEGY_PARAMETER_SERVER &&
+        !L->ring_roles)
         return dt_err_set(DT_ERR_ARG,
-                          "only a TrainJob with strategy parameter_server can be scaled (this "
-                          "one's strategy is %s)",
-                          dt_strategy_name(job->strategy));
+                          "TrainJob '%s' was started with one replica, which trains alone "
+                          "(dtrain train) and takes no part in all-reduce rings: it cannot be "
+                          "scaled (start it with 2 or more workers to scale it)",
+                          job->name);
     if (job->pytorch_env)
         return dt_err_set(DT_ERR_ARG,
                           "this job sets pytorchEnv: its replicas were told WORLD_SIZE and RANK "
@@ -911,6 +920,10 @@ static void replay_event(void *vctx, json_t *ev) {
     if (!strncmp(kind, "shard.", 6)) {
         if (!c->err && (c->err = dt__ledger_replay(L->m.ledger, ev)))
             dt_err_wrap(c->err, "replaying the shard ledger");
+        return;
+    }
+    if (!strncmp(kind, "rdzv.", 5)) {
+        dt__rdzv_replay(L->m.rdzv, ev);
         return;
     }
     if (!strcmp(kind, "start")) {
@@ -1171,15 +1184,8 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     dt_err e = DT_OK;
     int signals_set = 0;
 
-    if (job->kind == DT_JOB_KIND_TRAINJOB && dt_job_spec_total_replicas(job) != 1 &&
-        job->strategy != DT_STRATEGY_PARAMETER_SERVER) {
-        e = dt_err_set(DT_ERR_SPEC,
-                       "%s: spec.replicas: a TrainJob with strategy %s runs one replica so far "
-                       "(the all-reduce strategy across processes is not built yet); use "
-                       "replicas: {worker: 1}, or ps replicas and strategy parameter_server",
-                       job->path, dt_strategy_name(job->strategy));
-        goto end;
-    }
+    L->ring_roles = job->kind == DT_JOB_KIND_TRAINJOB && job->strategy == DT_STRATEGY_ALLREDUCE &&
+                    dt_job_spec_total_replicas(job) > 1;
     if (job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job))) goto end;
     if ((e = dt__mkdirs(opts_in->job_dir))) goto end;
     if (!realpath(opts_in->job_dir, m->dir)) {
@@ -1195,6 +1201,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = resolve_self(L))) goto end;
     if ((e = dt__job_state_init(&m->st, m->job))) goto end;
     if ((e = dt__ledger_init(&m->ledger, ledger_event, L))) goto end;
+    if ((e = dt__rdzv_init(&m->rdzv))) goto end;
     if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
         goto end;
@@ -1382,6 +1389,7 @@ end:
         if (m->st.replicas[i].pidfd >= 0) close(m->st.replicas[i].pidfd);
     dt__job_state_free(&m->st);
     dt__ledger_free(m->ledger);
+    dt__rdzv_free(m->rdzv);
     free(m->status_cache);
     if (L->sigfd >= 0) close(L->sigfd);
     if (L->epfd >= 0) close(L->epfd);

@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "net/http-impl.h"
+#include "shard/client-impl.h"
 
 #define DEFAULT_HEARTBEAT_MS 1000
 #define DEFAULT_RETRY_MS 60000
@@ -177,6 +178,13 @@ static dt_err call(dt_shard_client *c, const char *what, const char *method, con
     *answer = j;
     return DT_OK;
 }
+
+dt_err dt__shard_client_call(dt_shard_client *c, const char *what, const char *method,
+                             const char *path, json_t *body, json_t **answer) {
+    return call(c, what, method, path, body, answer);
+}
+
+const char *dt__shard_client_job_q(const dt_shard_client *c) { return c->job_q; }
 
 /* ---- the heartbeat thread ---- */
 

@@ -1,0 +1,505 @@
+/*
+ * collective.c - the ring's all-reduce and broadcast (include/dtrain/ring.h, docs/WIRE.md).
+ *
+ * Design
+ *
+ * Every collective is compiled into a plan: the list of DATA frames this member sends to
+ * the next member, in order, and the list it receives from the previous one, in order. Both
+ * ends of a connection derive the same list from the call's arguments, so every frame's
+ * sequence number and length is known before it arrives: a header that is not exactly the
+ * expected one (magic, version, type, sequence, length) fails the call before a byte of its
+ * payload is read. The plan has one dependency rule: send item i (i >= free) may go once
+ * i - free + 1 receive items are complete, where `free` is the number of items that depend
+ * on nothing. That single rule expresses every collective here:
+ *
+ *   ring all-reduce  reduce-scatter then all-gather over `size` segments, each cut in
+ *                    chunk_bytes chunks. Reduce-scatter step k sends segment (rank - k) and
+ *                    receives segment (rank - k - 1), which it adds into data; all-gather step
+ *                    k sends segment (rank + 1 - k) and receives segment (rank - k) straight
+ *                    into data. The segment sent at step k + 1 is the one received at step k,
+ *                    so chunk c of it can go as soon as chunk c arrived: the send and receive
+ *                    lists line up item for item, offset by the chunks of the first step
+ *                    (free). The owner of a segment (the member that adds its last
+ *                    contribution) sends its value round unchanged, so every member ends
+ *                    with the same bits.
+ *   small all-reduce every member's whole buffer goes round the ring (size - 1 steps instead of
+ *                    2(size - 1): latency, not bandwidth, is what counts below
+ *                    dt__ring_small_bytes); each member keeps them all and sums them in rank
+ *                    order, so again every member has the same bits.
+ *   broadcast        the root sends chunks (free = all); every other member receives them
+ *                    into the buffer and forwards each (free = 0) unless its next is the root.
+ *
+ * Receiving never waits for sending (data received is never data still to be sent: a
+ * segment's all-gather value depends, through the ring, on this member's own reduce-scatter
+ * send of it), so the engine cannot deadlock whatever the sizes and socket buffers.
+ *
+ * The engine is one thread's poll loop over the two non-blocking sockets and the abort
+ * eventfd. Sends gather every ready item (header and payload iovecs, straight from the
+ * caller's buffer) into one sendmsg; receives read the rest of the current payload and the
+ * next item's header in one recvmsg (a header is validated before its payload is read, and
+ * the scatter list never reaches beyond the call's last frame, so bytes of the peer's next
+ * call stay in the socket). Reduce-scatter payloads land in a chunk-sized staging buffer
+ * and are added into data right away (the add loop vectorizes; the chunk is still in cache).
+ * A socket is polled only once a call returned less than was asked for, so a busy stream
+ * costs about one syscall per direction per wake-up.
+ *
+ * Failures (EOF, reset, a bad frame, timeout_ms without progress, dt_ring_abort) shut both
+ * sockets down at once, so that the neighbours fail promptly too instead of waiting out
+ * their timeouts, mark the ring broken and record the peer to blame: the previous member
+ * for receiving, the next for sending; for a timeout the next when a send was blocked on a
+ * full socket buffer (the next member is not reading), otherwise the previous.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ring/ring-impl.h"
+
+#define SEND_IOV 64 /* iovecs per sendmsg: 32 frames */
+
+typedef struct item {
+    uint8_t *p; /* send: the payload; receive: where it goes (reduce: the data to add into) */
+    size_t len; /* payload bytes (> 0) */
+    int step;   /* for messages */
+    int reduce; /* receive: add into p through the staging buffer */
+} item;
+
+typedef struct plan {
+    const char *op;
+    int reduce_steps; /* steps below this are reduce-scatter (all-reduce), for messages */
+    item *send, *recv;
+    size_t nsend, nrecv, free;
+} plan;
+
+/* ---- plans ---- */
+
+static dt_err items_reserve(dt_ring *r, size_t n) {
+    if (n <= r->items_cap) return DT_OK;
+    size_t cap = r->items_cap ? r->items_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    void *p = realloc(r->items, cap * sizeof(item));
+    if (!p) return dt_err_set(DT_ERR_NOMEM, "ring: out of memory for %zu transfer items", cap);
+    r->items = p;
+    r->items_cap = cap;
+    return DT_OK;
+}
+
+static dt_err stage_reserve(dt_ring *r, size_t bytes) {
+    if (bytes <= r->stage_cap) return DT_OK;
+    float *p = NULL;
+    if (posix_memalign((void **)&p, 64, bytes) != 0)
+        return dt_err_set(DT_ERR_NOMEM, "ring: out of memory for a %zu-byte staging buffer", bytes);
+    free(r->stage);
+    r->stage = p;
+    r->stage_cap = bytes;
+    return DT_OK;
+}
+
+static size_t chunks_of(size_t bytes, size_t chunk) {
+    return (bytes + chunk - 1) / chunk;
+}
+
+/* Append the chunks of [p, p + bytes) to list at *k. */
+static void add_chunks(item *list, size_t *k, uint8_t *p, size_t bytes, size_t chunk, int step,
+                       int reduce) {
+    for (size_t off = 0; off < bytes; off += chunk) {
+        size_t len = bytes - off < chunk ? bytes - off : chunk;
+        list[(*k)++] = (item){.p = p + off, .len = len, .step = step, .reduce = reduce};
+    }
+}
+
+/* Segment s of n floats over P members: the first n % P segments get one float more. */
+static void segment(size_t n, int P, int s, size_t *off, size_t *len) {
+    size_t base = n / (size_t)P, extra = n % (size_t)P, us = (size_t)s;
+    *len = base + (us < extra);
+    *off = us * base + (us < extra ? us : extra);
+}
+
+static int mod(int a, int P) {
+    return ((a % P) + P) % P;
+}
+
+static dt_err plan_ring(dt_ring *r, plan *pl, float *data, size_t n) {
+    int P = r->size, me = r->rank;
+    size_t cf = r->chunk / 4, per = 0; /* floats per chunk; items per direction */
+    for (int s = 0; s < P; s++) {
+        size_t off, len;
+        segment(n, P, s, &off, &len);
+        per += chunks_of(len, cf);
+    }
+    /* each direction touches every segment but one in each phase */
+    dt_err err = items_reserve(r, 4 * per);
+    if (err) return err;
+    size_t seg_max = (n + (size_t)P - 1) / (size_t)P;
+    if ((err = stage_reserve(r, (seg_max < cf ? seg_max : cf) * 4))) return err;
+    item *it = r->items;
+    pl->send = it;
+    pl->recv = it + 2 * per;
+    pl->nsend = pl->nrecv = 0;
+    pl->reduce_steps = P - 1;
+    for (int k = 0; k < 2 * (P - 1); k++) {
+        int rs = k < P - 1;
+        int ss = rs ? mod(me - k, P) : mod(me + 1 - (k - (P - 1)), P);
+        int rsg = rs ? mod(me - k - 1, P) : mod(me - (k - (P - 1)), P);
+        size_t off, len;
+        segment(n, P, ss, &off, &len);
+        add_chunks(pl->send, &pl->nsend, (uint8_t *)(data + off), len * 4, cf * 4, k, 0);
+        if (k == 0) pl->free = pl->nsend;
+        segment(n, P, rsg, &off, &len);
+        add_chunks(pl->recv, &pl->nrecv, (uint8_t *)(data + off), len * 4, cf * 4, k, rs);
+    }
+    return DT_OK;
+}
+
+/* Slots 0..P-1 of n floats in r->stage, slot q holding member q's buffer. */
+static dt_err plan_small(dt_ring *r, plan *pl, float *data, size_t n) {
+    int P = r->size, me = r->rank;
+    dt_err err = items_reserve(r, 2 * (size_t)P);
+    if (err) return err;
+    if ((err = stage_reserve(r, (size_t)P * n * 4))) return err;
+    item *it = r->items;
+    pl->send = it;
+    pl->recv = it + P;
+    pl->nsend = pl->nrecv = 0;
+    pl->free = 1;
+    pl->reduce_steps = 0;
+    memcpy(r->stage + (size_t)me * n, data, n * 4);
+    for (int k = 0; k < P - 1; k++) {
+        uint8_t *from = (uint8_t *)(r->stage + (size_t)mod(me - k, P) * n);
+        uint8_t *to = (uint8_t *)(r->stage + (size_t)mod(me - k - 1, P) * n);
+        pl->send[pl->nsend++] = (item){.p = from, .len = n * 4, .step = k};
+        pl->recv[pl->nrecv++] = (item){.p = to, .len = n * 4, .step = k};
+    }
+    return DT_OK;
+}
+
+static dt_err plan_broadcast(dt_ring *r, plan *pl, uint8_t *bytes, size_t len, int root) {
+    size_t per = chunks_of(len, r->chunk);
+    dt_err err = items_reserve(r, 2 * per);
+    if (err) return err;
+    item *it = r->items;
+    pl->send = it;
+    pl->recv = it + per;
+    pl->nsend = pl->nrecv = 0;
+    pl->reduce_steps = 0;
+    int step = mod(r->rank - root, r->size); /* hops from the root */
+    if (r->rank == root) {
+        add_chunks(pl->send, &pl->nsend, bytes, len, r->chunk, step, 0);
+        pl->free = pl->nsend;
+        return DT_OK;
+    }
+    add_chunks(pl->recv, &pl->nrecv, bytes, len, r->chunk, step - 1, 0);
+    if (r->next != root) add_chunks(pl->send, &pl->nsend, bytes, len, r->chunk, step, 0);
+    pl->free = 0;
+    return DT_OK;
+}
+
+/* ---- the engine ---- */
+
+static void add_f32(float *restrict d, const float *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        d[i] += s[i];
+}
+
+typedef struct engine {
+    dt_ring *r;
+    plan *pl;
+    size_t si, soff;  /* the item being sent, bytes of its frame (header included) sent */
+    size_t ri, rpgot; /* the item being received, payload bytes received */
+    uint8_t rhdr[DT__PS_HDR];
+    size_t rhgot; /* header bytes of item ri received (== DT__PS_HDR: in its payload) */
+} engine;
+
+static const char *phase(const plan *pl, int step) {
+    if (pl->reduce_steps == 0) return "";
+    return step < pl->reduce_steps ? " (reduce-scatter)" : " (all-gather)";
+}
+
+/* Fail the call: record, log, shut the sockets down so that the neighbours notice. */
+static dt_err fail(engine *e, dt_err code, int peer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static dt_err fail(engine *e, dt_err code, int peer, const char *fmt, ...) {
+    dt_ring *r = e->r;
+    char what[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    r->broken = 1;
+    r->failed_peer = peer;
+    if (r->next_fd >= 0) shutdown(r->next_fd, SHUT_RDWR);
+    if (r->prev_fd >= 0) shutdown(r->prev_fd, SHUT_RDWR);
+    dt__ring_log(r, "%s failed: %s", e->pl->op, what);
+    return dt_err_set(code, "ring gen %" PRId64 " rank %d: %s: %s", r->generation, r->rank,
+                      e->pl->op, what);
+}
+
+static int send_ready(const engine *e, size_t i) {
+    return i < e->pl->free || e->ri >= i - e->pl->free + 1;
+}
+
+/* One sendmsg of every ready frame. 1: all offered bytes went; 0: the socket is full;
+ * -1: failed (errno). */
+static int send_some(engine *e, size_t *sent_bytes) {
+    dt_ring *r = e->r;
+    plan *pl = e->pl;
+    struct iovec iov[SEND_IOV];
+    uint8_t hdr[SEND_IOV / 2][DT__PS_HDR];
+    int n = 0, nh = 0;
+    size_t offered = 0;
+    for (size_t i = e->si; i < pl->nsend && n + 2 <= SEND_IOV && send_ready(e, i); i++) {
+        item *it = &pl->send[i];
+        size_t skip = i == e->si ? e->soff : 0;
+        if (skip < DT__PS_HDR) {
+            dt__ps_hdr_encode(hdr[nh], DT__RING_DATA, (int64_t)(r->send_seq + i), it->len);
+            iov[n++] = (struct iovec){hdr[nh++] + skip, DT__PS_HDR - skip};
+            offered += DT__PS_HDR - skip;
+            skip = 0;
+        } else {
+            skip -= DT__PS_HDR;
+        }
+        iov[n++] = (struct iovec){it->p + skip, it->len - skip};
+        offered += it->len - skip;
+    }
+    if (n == 0) return 1;
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t k;
+    do
+        k = sendmsg(r->next_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (k < 0 && errno == EINTR);
+    if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    *sent_bytes = (size_t)k;
+    size_t left = (size_t)k;
+    while (left > 0) {
+        size_t frame = DT__PS_HDR + pl->send[e->si].len - e->soff;
+        if (left < frame) {
+            e->soff += left;
+            break;
+        }
+        left -= frame;
+        e->si++;
+        e->soff = 0;
+    }
+    return (size_t)k == offered;
+}
+
+/* Check the header of receive item e->ri. */
+static dt_err check_hdr(engine *e) {
+    dt_ring *r = e->r;
+    const item *it = &e->pl->recv[e->ri];
+    dt__ps_hdr h;
+    dt__ps_hdr_decode(e->rhdr, &h);
+    uint64_t seq = r->recv_seq + e->ri;
+    if (h.magic != DT__PS_MAGIC || h.version != DT__PS_VERSION || h.type != DT__RING_DATA ||
+        h.arg != (int64_t)seq || h.len != it->len)
+        return fail(e, DT_ERR_FORMAT, r->prev,
+                    "step %d%s: from rank %d (%s): a frame with magic 0x%08" PRIx32
+                    ", version %u, type %u, sequence %" PRId64 ", %" PRIu64
+                    " bytes where DATA sequence %" PRIu64 " of %zu bytes was expected",
+                    it->step, phase(e->pl, it->step), r->prev, r->peers[r->prev].addr, h.magic,
+                    h.version, h.type, h.arg, h.len, seq, it->len);
+    return DT_OK;
+}
+
+/* One recvmsg. 1: got what was asked for; 0: the socket ran dry; -1: failed (errno; 0 for
+ * EOF); -2: a bad header (error set). */
+static int recv_some(engine *e, size_t *got) {
+    dt_ring *r = e->r;
+    plan *pl = e->pl;
+    item *it = &pl->recv[e->ri];
+    struct iovec iov[2];
+    int n = 0;
+    if (e->rhgot < DT__PS_HDR) {
+        iov[n++] = (struct iovec){e->rhdr + e->rhgot, DT__PS_HDR - e->rhgot};
+    } else {
+        uint8_t *dst = it->reduce ? (uint8_t *)r->stage : it->p;
+        iov[n++] = (struct iovec){dst + e->rpgot, it->len - e->rpgot};
+        /* the next header may come along, never anything beyond this call */
+        if (e->ri + 1 < pl->nrecv) iov[n++] = (struct iovec){e->rhdr, DT__PS_HDR};
+    }
+    size_t asked = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t k;
+    do
+        k = recvmsg(r->prev_fd, &m, MSG_DONTWAIT);
+    while (k < 0 && errno == EINTR);
+    if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    if (k == 0) {
+        errno = 0;
+        return -1;
+    }
+    *got = (size_t)k;
+    size_t left = (size_t)k;
+    if (e->rhgot < DT__PS_HDR) {
+        e->rhgot += left;
+        if (e->rhgot == DT__PS_HDR && check_hdr(e)) return -2;
+        return (size_t)k == asked;
+    }
+    size_t pay = it->len - e->rpgot;
+    if (left < pay) {
+        e->rpgot += left;
+        return 0; /* a payload cut short: the socket is dry */
+    }
+    if (it->reduce) add_f32((float *)it->p, r->stage, it->len / 4);
+    left -= pay;
+    e->ri++;
+    e->rpgot = 0;
+    e->rhgot = left; /* bytes of the next header (at most DT__PS_HDR) */
+    if (e->rhgot == DT__PS_HDR && check_hdr(e)) return -2;
+    return (size_t)k == asked;
+}
+
+static dt_err run(dt_ring *r, plan *pl) {
+    engine e = {.r = r, .pl = pl};
+    int can_send = 1, can_recv = 1, moved = 1;
+    int64_t last = dt__ps_now_ms();
+    while (e.si < pl->nsend || e.ri < pl->nrecv) {
+        if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) goto aborted;
+        int progress = 0;
+        if (can_send && e.si < pl->nsend && send_ready(&e, e.si)) {
+            size_t k = 0;
+            int rc = send_some(&e, &k);
+            if (rc < 0) {
+                const item *it = &pl->send[e.si];
+                return fail(&e, DT_ERR_IO, r->next, "step %d%s: sending to rank %d (%s): %s",
+                            it->step, phase(pl, it->step), r->next, r->peers[r->next].addr,
+                            errno == EPIPE ? "the connection is closed" : strerror(errno));
+            }
+            if (rc == 0) can_send = 0;
+            progress |= k > 0;
+        }
+        if (can_recv && e.ri < pl->nrecv) {
+            size_t k = 0;
+            int rc = recv_some(&e, &k);
+            if (rc == -2) return DT_ERR_FORMAT;
+            if (rc < 0) {
+                const item *it = &pl->recv[e.ri];
+                return fail(&e, DT_ERR_IO, r->prev, "step %d%s: receiving from rank %d (%s): %s",
+                            it->step, phase(pl, it->step), r->prev, r->peers[r->prev].addr,
+                            errno ? strerror(errno) : "the peer closed the connection");
+            }
+            if (rc == 0) can_recv = 0;
+            progress |= k > 0;
+        }
+        moved |= progress;
+        if (progress) continue;
+        if (e.si >= pl->nsend && e.ri >= pl->nrecv) break;
+
+        /* nothing moved: wait */
+        int64_t now = dt__ps_now_ms();
+        if (moved) last = now;
+        moved = 0;
+        int want_out = e.si < pl->nsend && send_ready(&e, e.si);
+        int want_in = e.ri < pl->nrecv;
+        if (now - last >= r->timeout_ms) {
+            if (want_out) {
+                const item *it = &pl->send[e.si];
+                return fail(&e, DT_ERR_IO, r->next,
+                            "step %d%s: no progress for %d ms sending to rank %d (%s): it does "
+                            "not read",
+                            it->step, phase(pl, it->step), r->timeout_ms, r->next,
+                            r->peers[r->next].addr);
+            }
+            const item *it = &pl->recv[e.ri < pl->nrecv ? e.ri : pl->nrecv - 1];
+            return fail(&e, DT_ERR_IO, r->prev, "step %d%s: no data from rank %d (%s) for %d ms",
+                        it->step, phase(pl, it->step), r->prev, r->peers[r->prev].addr,
+                        r->timeout_ms);
+        }
+        struct pollfd pf[3];
+        int np = 0, ip = -1, op = -1;
+        pf[np++] = (struct pollfd){.fd = r->wake_fd, .events = POLLIN};
+        if (want_in) {
+            ip = np;
+            pf[np++] = (struct pollfd){.fd = r->prev_fd, .events = POLLIN};
+        }
+        if (e.si < pl->nsend) {
+            /* the next member never sends: readable means it closed */
+            op = np;
+            pf[np++] = (struct pollfd){.fd = r->next_fd,
+                                       .events = (short)(POLLRDHUP | (want_out ? POLLOUT : 0))};
+        }
+        int k = poll(pf, (nfds_t)np, (int)(r->timeout_ms - (now - last)));
+        if (k < 0 && errno != EINTR) return fail(&e, DT_ERR_IO, -1, "poll: %s", strerror(errno));
+        if (k <= 0) continue;
+        if (pf[0].revents) goto aborted;
+        if (ip >= 0 && pf[ip].revents) can_recv = 1;
+        if (op >= 0 && pf[op].revents) {
+            if (pf[op].revents & (POLLRDHUP | POLLIN | POLLHUP | POLLERR)) {
+                const item *it = &pl->send[e.si];
+                return fail(&e, DT_ERR_IO, r->next, "step %d%s: rank %d (%s) closed the connection",
+                            it->step, phase(pl, it->step), r->next, r->peers[r->next].addr);
+            }
+            can_send = 1;
+        }
+    }
+    r->send_seq += pl->nsend;
+    r->recv_seq += pl->nrecv;
+    return DT_OK;
+aborted:
+    r->broken = 1;
+    r->failed_peer = -1;
+    if (r->next_fd >= 0) shutdown(r->next_fd, SHUT_RDWR);
+    if (r->prev_fd >= 0) shutdown(r->prev_fd, SHUT_RDWR);
+    return dt_err_set(DT_ERR_STATE, "ring gen %" PRId64 " rank %d: %s: aborted", r->generation,
+                      r->rank, pl->op);
+}
+
+/* ---- the calls ---- */
+
+static dt_err usable(dt_ring *r, const char *op) {
+    if (atomic_load(&r->aborted)) {
+        r->broken = 1;
+        r->failed_peer = -1;
+        return dt_err_set(DT_ERR_STATE, "ring gen %" PRId64 " rank %d: %s: aborted", r->generation,
+                          r->rank, op);
+    }
+    if (r->broken)
+        return dt_err_set(DT_ERR_STATE,
+                          "ring gen %" PRId64 " rank %d: %s: the ring failed earlier; close it "
+                          "and form a new one",
+                          r->generation, r->rank, op);
+    return DT_OK;
+}
+
+dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n) {
+    if (!r) return dt_err_set(DT_ERR_ARG, "ring allreduce: ring is NULL");
+    dt_err err = usable(r, "allreduce");
+    if (err) return err;
+    if (n && !data) return dt_err_set(DT_ERR_ARG, "ring allreduce: data is NULL, n %zu", n);
+    if (n > SIZE_MAX / 4 / (size_t)r->size)
+        return dt_err_set(DT_ERR_ARG, "ring allreduce: n %zu is too large", n);
+    if (r->size == 1 || n == 0) return DT_OK;
+    plan pl = {.op = "allreduce"};
+    int small = n * 4 <= dt__ring_small_bytes;
+    if ((err = small ? plan_small(r, &pl, data, n) : plan_ring(r, &pl, data, n))) return err;
+    if ((err = run(r, &pl))) return err;
+    if (small) {
+        /* the sum in rank order, the same on every member */
+        memcpy(data, r->stage, n * 4);
+        for (int q = 1; q < r->size; q++)
+            add_f32(data, r->stage + (size_t)q * n, n);
+    }
+    return DT_OK;
+}
+
+dt_err dt_ring_broadcast(dt_ring *r, void *bytes, size_t len, int root) {
+    if (!r) return dt_err_set(DT_ERR_ARG, "ring broadcast: ring is NULL");
+    dt_err err = usable(r, "broadcast");
+    if (err) return err;
+    if (root < 0 || root >= r->size)
+        return dt_err_set(DT_ERR_ARG, "ring broadcast: root %d is out of range (size %d)", root,
+                          r->size);
+    if (len && !bytes) return dt_err_set(DT_ERR_ARG, "ring broadcast: bytes is NULL, len %zu", len);
+    if (r->size == 1 || len == 0) return DT_OK;
+    plan pl = {.op = "broadcast"};
+    if ((err = plan_broadcast(r, &pl, bytes, len, root))) return err;
+    return run(r, &pl);
+}

@@ -1,0 +1,688 @@
+/*
+ * ring.c - forming and closing a ring (include/dtrain/ring.h; frames in ring-impl.h and
+ * docs/WIRE.md, "Ring frames").
+ *
+ * Design
+ *
+ * dt_ring_open runs one poll loop over non-blocking sockets that does both halves of the
+ * handshake at once (done one after the other, every member would wait for its next
+ * member's answer while that member waits for its own next: a deadlock round the ring):
+ *
+ *   out  the connection to the next member: connect (on refusal, or when the address does
+ *        not resolve yet, again after 10 ms doubling to 500 ms), send HELLO, wait for OK.
+ *        An ERROR answer (the next member is still forming another generation, or belongs
+ *        to another job) is logged once per distinct reason and retried the same way: the
+ *        acceptor may be at the right generation by the next attempt.
+ *   in   the listening socket and up to IN_MAX accepted connections reading their HELLO.
+ *        Each is checked whole (magic, version, type, length, token, generation, size, the
+ *        sender being the previous member); the first that matches gets OK and becomes the
+ *        receiving connection; one that does not is logged as one line naming its address
+ *        and the reason, answered ERROR with the same reason and closed, and the loop goes
+ *        on waiting for the right one. When IN_MAX are pending, the oldest is dropped.
+ *
+ * Both halves share one deadline, timeout_ms after the call. A connection that TCP
+ * simultaneous open connected to itself (possible when the next member's port is in the
+ * local ephemeral range and nobody listens on it) counts as refused.
+ *
+ * After the handshake both sockets stay non-blocking for collective.c. dt_ring_abort only
+ * touches the atomic flag and the eventfd, so it is safe from any thread while a call runs.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ring/ring-impl.h"
+
+#define IN_MAX 16
+#define BACKOFF_FIRST_MS 10
+#define BACKOFF_MAX_MS 500
+#define SOCK_BUF_BYTES (4 << 20)
+
+size_t dt__ring_small_bytes = 16 << 10;
+
+/* ---- helpers ---- */
+
+void dt__ring_log(const dt_ring *r, const char *fmt, ...) {
+    FILE *f = r->log ? r->log : stderr;
+    char line[3000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* one fprintf: lines of members sharing a stream do not interleave */
+    fprintf(f, "ring gen %" PRId64 " rank %d: %s\n", r->generation, r->rank, line);
+    fflush(f);
+}
+
+dt_err dt__ring_peer_parse(dt__ring_peer *p, const char *addr, const char *what) {
+    if (!addr) return dt_err_set(DT_ERR_ARG, "ring: %s is NULL, not host:port", what);
+    size_t n = strlen(addr);
+    const char *colon = strrchr(addr, ':');
+    if (n == 0 || n >= sizeof p->addr || !colon || colon == addr || !colon[1] ||
+        strlen(colon + 1) >= sizeof p->port)
+        return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\" is not host:port", what, addr);
+    for (const char *c = colon + 1; *c; c++)
+        if (*c < '0' || *c > '9')
+            return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\": port is not a number", what, addr);
+    const char *h = addr;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2; /* [::1]:port */
+    if (hl == 0 || hl >= sizeof p->host)
+        return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\" is not host:port", what, addr);
+    snprintf(p->addr, sizeof p->addr, "%s", addr);
+    memcpy(p->host, h, hl);
+    p->host[hl] = '\0';
+    snprintf(p->port, sizeof p->port, "%s", colon + 1);
+    return DT_OK;
+}
+
+void dt__ring_tune(int fd) {
+    /* 4 MiB: Linux's usual net.core.wmem_max/rmem_max (the kernel doubles it for its own
+     * bookkeeping); loopback and LAN rings measured fastest with it (docs/PERFORMANCE.md) */
+    int one = 1, bytes = SOCK_BUF_BYTES;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void sockaddr_text(const struct sockaddr_storage *sa, char *out, size_t cap) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+        snprintf(out, cap, "%s:%d", host, port);
+    } else if (sa->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+        snprintf(out, cap, "[%s]:%d", host, port);
+    } else {
+        snprintf(out, cap, "an unknown address");
+    }
+}
+
+/* Token comparison that does not stop at the first difference. */
+static int token_equal(const uint8_t *a, size_t al, const char *b) {
+    size_t bl = strlen(b);
+    unsigned diff = al != bl;
+    size_t n = al > bl ? al : bl;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t x = i < al ? a[i] : 0, y = i < bl ? (uint8_t)b[i] : 0;
+        diff |= (unsigned)(x ^ y);
+    }
+    return diff == 0;
+}
+
+/* ---- listening ---- */
+
+dt_err dt_ring_listen(const char *host, int port, int *fd, int *bound_port) {
+    *fd = -1;
+    if (port < 0 || port > 65535)
+        return dt_err_set(DT_ERR_ARG, "ring: listen port %d is out of range", port);
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    const char *h = host && *host ? host : NULL;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int rc = getaddrinfo(h, ps, &hints, &ai);
+    if (rc != 0)
+        return dt_err_set(DT_ERR_ARG, "ring: cannot resolve listen address %s:%s: %s", h ? h : "*",
+                          ps, gai_strerror(rc));
+    dt_err err = DT_OK;
+    int s = -1;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s < 0) continue;
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        /* accepted sockets inherit the buffer sizes; the receive window's scale is fixed
+         * at the handshake, so they must be set before listen */
+        dt__ring_tune(s);
+        if (bind(s, a->ai_addr, a->ai_addrlen) == 0 && listen(s, 64) == 0) break;
+        err = dt_err_set(DT_ERR_IO, "ring: cannot listen on %s:%s: %s", h ? h : "*", ps,
+                         strerror(errno));
+        close(s);
+        s = -1;
+    }
+    freeaddrinfo(ai);
+    if (s < 0) return err ? err : dt_err_set(DT_ERR_IO, "ring: no usable listen address");
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (getsockname(s, (struct sockaddr *)&sa, &sl) != 0) {
+        err = dt_err_set(DT_ERR_IO, "ring: getsockname: %s", strerror(errno));
+        close(s);
+        return err;
+    }
+    if (bound_port)
+        *bound_port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
+                                               : ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    *fd = s;
+    return DT_OK;
+}
+
+/* ---- the handshake ---- */
+
+enum { OUT_WAIT, OUT_CONNECTING, OUT_HELLO, OUT_REPLY, OUT_DONE };
+
+typedef struct outconn {
+    int state, fd;
+    struct addrinfo *ai, *cur; /* the next member's addresses, the one being tried */
+    int64_t retry_at, backoff;
+    uint8_t hello[DT__PS_HDR + DT__RING_HELLO_MAX];
+    size_t hello_len, hello_sent;
+    uint8_t reply[DT__PS_HDR + DT__RING_TEXT_MAX];
+    size_t got, want;
+    int attempts;
+    char last[DT__RING_TEXT_MAX + 128];   /* why the last attempt failed */
+    char logged[DT__RING_TEXT_MAX + 128]; /* the last refusal logged */
+} outconn;
+
+typedef struct inconn {
+    int fd;
+    char who[64]; /* the peer's address */
+    uint8_t buf[DT__PS_HDR + DT__RING_HELLO_MAX];
+    size_t got, want;
+} inconn;
+
+static void out_close(outconn *o) {
+    if (o->fd >= 0) close(o->fd);
+    o->fd = -1;
+}
+
+/* The attempt failed: try the next address, or wait and resolve again. */
+static void out_fail(dt_ring *r, outconn *o, int64_t now, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void out_fail(dt_ring *r, outconn *o, int64_t now, const char *fmt, ...) {
+    (void)r;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(o->last, sizeof o->last, fmt, ap);
+    va_end(ap);
+    out_close(o);
+    o->state = OUT_WAIT;
+    if (o->cur) o->cur = o->cur->ai_next;
+    if (o->cur) {
+        o->retry_at = now; /* another address of the same name: at once */
+        return;
+    }
+    if (o->ai) freeaddrinfo(o->ai);
+    o->ai = NULL;
+    o->retry_at = now + o->backoff;
+    o->backoff = o->backoff * 2 < BACKOFF_MAX_MS ? o->backoff * 2 : BACKOFF_MAX_MS;
+}
+
+static int connected_to_itself(int fd) {
+    struct sockaddr_storage a, b;
+    socklen_t la = sizeof a, lb = sizeof b;
+    if (getsockname(fd, (struct sockaddr *)&a, &la) != 0 ||
+        getpeername(fd, (struct sockaddr *)&b, &lb) != 0)
+        return 0;
+    return la == lb && memcmp(&a, &b, la) == 0;
+}
+
+static void out_connected(dt_ring *r, outconn *o, int64_t now) {
+    if (connected_to_itself(o->fd)) {
+        out_fail(r, o, now, "connection refused (connected to itself)");
+        return;
+    }
+    o->state = OUT_HELLO;
+    o->hello_sent = 0;
+    o->got = 0;
+    o->want = DT__PS_HDR;
+}
+
+static void out_start(dt_ring *r, outconn *o, int64_t now) {
+    const dt__ring_peer *p = &r->peers[r->next];
+    if (!o->ai) {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+        int rc = getaddrinfo(p->host, p->port, &hints, &o->ai);
+        if (rc != 0) {
+            o->ai = NULL;
+            o->cur = NULL;
+            out_fail(r, o, now, "cannot resolve: %s", gai_strerror(rc));
+            return;
+        }
+        o->cur = o->ai;
+    }
+    o->attempts++;
+    o->fd = socket(o->cur->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (o->fd < 0) {
+        out_fail(r, o, now, "socket: %s", strerror(errno));
+        return;
+    }
+    dt__ring_tune(o->fd);
+    if (connect(o->fd, o->cur->ai_addr, o->cur->ai_addrlen) == 0) {
+        out_connected(r, o, now);
+    } else if (errno == EINPROGRESS || errno == EINTR) {
+        o->state = OUT_CONNECTING;
+    } else {
+        out_fail(r, o, now, "cannot connect: %s", strerror(errno));
+    }
+}
+
+/* Progress on the outgoing connection after poll reported events (or to start). */
+static void out_step(dt_ring *r, outconn *o, short revents, int64_t now) {
+    if (o->state == OUT_CONNECTING) {
+        if (!revents) return;
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (getsockopt(o->fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0) e = errno;
+        if (e == EINPROGRESS || e == EALREADY) return;
+        if (e) {
+            out_fail(r, o, now, "cannot connect: %s", strerror(e));
+            return;
+        }
+        out_connected(r, o, now);
+    }
+    if (o->state == OUT_HELLO) {
+        while (o->hello_sent < o->hello_len) {
+            ssize_t k = send(o->fd, o->hello + o->hello_sent, o->hello_len - o->hello_sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            if (k < 0) {
+                out_fail(r, o, now, "sending HELLO: %s", strerror(errno));
+                return;
+            }
+            o->hello_sent += (size_t)k;
+        }
+        o->state = OUT_REPLY;
+        return; /* the answer comes later: poll for it */
+    }
+    if (o->state == OUT_REPLY) {
+        for (;;) {
+            ssize_t k = recv(o->fd, o->reply + o->got, o->want - o->got, MSG_DONTWAIT);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            if (k < 0) {
+                out_fail(r, o, now, "waiting for the answer to HELLO: %s", strerror(errno));
+                return;
+            }
+            if (k == 0) {
+                out_fail(r, o, now, "closed the connection before answering HELLO");
+                return;
+            }
+            o->got += (size_t)k;
+            if (o->got < o->want) continue;
+            dt__ps_hdr h;
+            dt__ps_hdr_decode(o->reply, &h);
+            if (h.magic != DT__PS_MAGIC || h.version != DT__PS_VERSION) {
+                out_fail(r, o, now,
+                         "answered HELLO with something else than a dtrain frame (magic "
+                         "0x%08" PRIx32 ", version %u)",
+                         h.magic, h.version);
+                return;
+            }
+            if (h.type == DT__RING_ERROR) {
+                size_t tl = h.len < DT__RING_TEXT_MAX ? (size_t)h.len : DT__RING_TEXT_MAX;
+                if (o->want == DT__PS_HDR && tl > 0) {
+                    o->want += tl;
+                    continue;
+                }
+                out_fail(r, o, now, "refused the connection: %.*s", (int)(o->got - DT__PS_HDR),
+                         (const char *)o->reply + DT__PS_HDR);
+                if (strcmp(o->last, o->logged) != 0) {
+                    snprintf(o->logged, sizeof o->logged, "%s", o->last);
+                    dt__ring_log(r, "rank %d (%s) %s; trying again", r->next,
+                                 r->peers[r->next].addr, o->last);
+                }
+                return;
+            }
+            if (h.type != DT__RING_OK || h.len != 0 || h.arg != r->generation) {
+                out_fail(r, o, now,
+                         "answered HELLO with type %u, arg %" PRId64 ", %" PRIu64
+                         " bytes (want OK, generation %" PRId64 ", no payload)",
+                         h.type, h.arg, h.len, r->generation);
+                return;
+            }
+            o->state = OUT_DONE;
+            return;
+        }
+    }
+}
+
+static void in_close(inconn *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+/* Log the reason, answer ERROR with it (best effort), close. */
+static void in_refuse(dt_ring *r, inconn *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void in_refuse(dt_ring *r, inconn *c, const char *fmt, ...) {
+    char why[DT__RING_TEXT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    dt__ring_log(r, "refused a connection from %s: %s", c->who, why);
+    char text[DT__RING_TEXT_MAX];
+    int tl = snprintf(text, sizeof text, "rank %d (%s): %s", r->rank, r->peers[r->rank].addr, why);
+    if (tl < 0) tl = 0;
+    if ((size_t)tl >= sizeof text) tl = (int)sizeof text - 1;
+    uint8_t fr[DT__PS_HDR + DT__RING_TEXT_MAX];
+    dt__ps_hdr_encode(fr, DT__RING_ERROR, 0, (uint64_t)tl);
+    memcpy(fr + DT__PS_HDR, text, (size_t)tl);
+    (void)!send(c->fd, fr, DT__PS_HDR + (size_t)tl, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(c->fd, SHUT_WR);
+    /* discard what already came (a few KiB at most), so that the close sends a FIN, not a
+     * reset that could destroy the ERROR before the peer reads it */
+    uint8_t junk[4096];
+    for (int i = 0; i < 16 && recv(c->fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++) {
+    }
+    in_close(c);
+}
+
+/* Read what an accepted connection sent. Returns 1 when it is the previous member's valid
+ * HELLO (answered OK; c->fd is then the caller's). */
+static int in_step(dt_ring *r, inconn *c, int have_prev) {
+    for (;;) {
+        ssize_t k = recv(c->fd, c->buf + c->got, c->want - c->got, MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (k <= 0) {
+            dt__ring_log(r, "a connection from %s %s before its HELLO; closed it", c->who,
+                         k == 0 ? "closed" : strerror(errno));
+            in_close(c);
+            return 0;
+        }
+        c->got += (size_t)k;
+        if (c->got < c->want) continue;
+        dt__ps_hdr h;
+        dt__ps_hdr_decode(c->buf, &h);
+        if (c->want == DT__PS_HDR) {
+            if (h.magic != DT__PS_MAGIC || h.version != DT__PS_VERSION) {
+                in_refuse(r, c, "not a dtrain frame (magic 0x%08" PRIx32 ", version %u)", h.magic,
+                          h.version);
+                return 0;
+            }
+            if (h.type != DT__RING_HELLO) {
+                in_refuse(r, c, "a frame of type %u where a ring HELLO (%d) was expected", h.type,
+                          DT__RING_HELLO);
+                return 0;
+            }
+            if (h.len < DT__RING_HELLO_MIN || h.len > DT__RING_HELLO_MAX) {
+                in_refuse(r, c, "a HELLO of %" PRIu64 " bytes (%d to %d allowed)", h.len,
+                          DT__RING_HELLO_MIN, DT__RING_HELLO_MAX);
+                return 0;
+            }
+            c->want += (size_t)h.len;
+            continue;
+        }
+        const uint8_t *p = c->buf + DT__PS_HDR;
+        uint32_t rank = dt__get32(p), size = dt__get32(p + 4), tl = dt__get32(p + 8);
+        if ((uint64_t)tl + DT__RING_HELLO_MIN != h.len) {
+            in_refuse(r, c,
+                      "a HELLO whose token length %" PRIu32 " does not fit its %" PRIu64 " bytes",
+                      tl, h.len);
+            return 0;
+        }
+        if (!token_equal(p + 12, tl, r->token)) {
+            in_refuse(r, c, "wrong token");
+            return 0;
+        }
+        if (h.arg != r->generation) {
+            in_refuse(r, c, "generation %" PRId64 ", this ring is generation %" PRId64, h.arg,
+                      r->generation);
+            return 0;
+        }
+        if (size != (uint32_t)r->size) {
+            in_refuse(r, c, "ring size %" PRIu32 ", this ring has %d members", size, r->size);
+            return 0;
+        }
+        if (rank != (uint32_t)r->prev) {
+            in_refuse(r, c, "rank %" PRIu32 ", expected rank %d (the previous member)", rank,
+                      r->prev);
+            return 0;
+        }
+        if (have_prev) {
+            in_refuse(r, c, "rank %" PRIu32 " is connected already", rank);
+            return 0;
+        }
+        uint8_t ok[DT__PS_HDR];
+        dt__ps_hdr_encode(ok, DT__RING_OK, r->generation, 0);
+        ssize_t s;
+        do
+            s = send(c->fd, ok, sizeof ok, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (s < 0 && errno == EINTR);
+        if (s != (ssize_t)sizeof ok) {
+            dt__ring_log(r, "could not answer rank %d's HELLO from %s: %s; closed it", r->prev,
+                         c->who, s < 0 ? strerror(errno) : "short write");
+            in_close(c);
+            return 0;
+        }
+        return 1;
+    }
+}
+
+static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin) {
+    for (;;) {
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept4(lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return; /* EAGAIN, or a connection that went away: poll again */
+        if (*nin == IN_MAX) {
+            dt__ring_log(r, "%d connections wait for their HELLO; dropped the oldest, from %s",
+                         IN_MAX, in[0].who);
+            in_close(&in[0]);
+            memmove(&in[0], &in[1], (IN_MAX - 1) * sizeof in[0]);
+            (*nin)--;
+        }
+        inconn *c = &in[(*nin)++];
+        c->fd = fd;
+        c->got = 0;
+        c->want = DT__PS_HDR;
+        sockaddr_text(&sa, c->who, sizeof c->who);
+        dt__ring_tune(fd);
+    }
+}
+
+static dt_err handshake(dt_ring *r, int lfd) {
+    dt_err err = DT_OK;
+    outconn *o = calloc(1, sizeof *o);
+    inconn *in = calloc(IN_MAX, sizeof *in);
+    int nin = 0;
+    if (!o || !in) {
+        err = dt_err_set(DT_ERR_NOMEM, "ring: out of memory for the handshake");
+        goto end;
+    }
+    o->fd = -1;
+    o->backoff = BACKOFF_FIRST_MS;
+    snprintf(o->last, sizeof o->last, "no attempt yet");
+    size_t tl = strlen(r->token);
+    dt__ps_hdr_encode(o->hello, DT__RING_HELLO, r->generation, DT__RING_HELLO_MIN + tl);
+    dt__put32(o->hello + DT__PS_HDR, (uint32_t)r->rank);
+    dt__put32(o->hello + DT__PS_HDR + 4, (uint32_t)r->size);
+    dt__put32(o->hello + DT__PS_HDR + 8, (uint32_t)tl);
+    memcpy(o->hello + DT__PS_HDR + DT__RING_HELLO_MIN, r->token, tl);
+    o->hello_len = DT__PS_HDR + DT__RING_HELLO_MIN + tl;
+
+    int64_t start = dt__ps_now_ms(), deadline = start + r->timeout_ms;
+    o->retry_at = start;
+    for (;;) {
+        int64_t now = dt__ps_now_ms();
+        if (o->state == OUT_WAIT && now >= o->retry_at) {
+            out_start(r, o, now);
+            out_step(r, o, 0, now); /* an immediate connect goes on to HELLO */
+        }
+        if (o->state == OUT_DONE && r->prev_fd >= 0) break;
+        if (now >= deadline) {
+            char why[2 * DT__RING_TEXT_MAX + 512];
+            if (r->prev_fd < 0)
+                snprintf(why, sizeof why, "no valid connection from rank %d (%s) within %d ms",
+                         r->prev, r->peers[r->prev].addr, r->timeout_ms);
+            else
+                snprintf(why, sizeof why,
+                         "could not join rank %d (%s) within %d ms (%d attempts): %s", r->next,
+                         r->peers[r->next].addr, r->timeout_ms, o->attempts, o->last);
+            dt__ring_log(r, "%s", why);
+            err = dt_err_set(DT_ERR_IO, "ring gen %" PRId64 " rank %d: %s", r->generation, r->rank,
+                             why);
+            goto end;
+        }
+        struct pollfd pf[2 + IN_MAX];
+        int np = 0, lpos = -1, opos = -1;
+        if (r->prev_fd < 0) {
+            lpos = np;
+            pf[np++] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        }
+        if (o->state == OUT_CONNECTING || o->state == OUT_HELLO || o->state == OUT_REPLY) {
+            opos = np;
+            pf[np++] =
+                (struct pollfd){.fd = o->fd, .events = o->state == OUT_REPLY ? POLLIN : POLLOUT};
+        }
+        int ipos = np;
+        for (int i = 0; i < nin; i++)
+            pf[np++] = (struct pollfd){.fd = in[i].fd, .events = POLLIN};
+        int64_t wait = deadline - now;
+        if (o->state == OUT_WAIT && o->retry_at - now < wait) wait = o->retry_at - now;
+        if (wait < 0) wait = 0;
+        int k = poll(pf, (nfds_t)np, (int)wait);
+        if (k < 0 && errno != EINTR) {
+            err = dt_err_set(DT_ERR_IO, "ring gen %" PRId64 " rank %d: poll: %s", r->generation,
+                             r->rank, strerror(errno));
+            goto end;
+        }
+        if (k <= 0) continue;
+        now = dt__ps_now_ms();
+        if (opos >= 0 && pf[opos].revents) out_step(r, o, pf[opos].revents, now);
+        for (int i = 0; i < nin; i++) {
+            if (!pf[ipos + i].revents) continue;
+            if (in_step(r, &in[i], r->prev_fd >= 0)) {
+                r->prev_fd = in[i].fd;
+                in[i].fd = -1;
+            }
+        }
+        /* drop the closed ones */
+        int m = 0;
+        for (int i = 0; i < nin; i++)
+            if (in[i].fd >= 0) in[m++] = in[i];
+        nin = m;
+        if (lpos >= 0 && (pf[lpos].revents & POLLIN) && r->prev_fd < 0) in_accept(r, lfd, in, &nin);
+    }
+    r->next_fd = o->fd;
+    o->fd = -1;
+end:
+    if (o) {
+        out_close(o);
+        if (o->ai) freeaddrinfo(o->ai);
+    }
+    for (int i = 0; i < nin; i++)
+        in_close(&in[i]);
+    free(in);
+    free(o);
+    return err;
+}
+
+/* ---- life cycle ---- */
+
+dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
+    *out = NULL;
+    if (!conf) return dt_err_set(DT_ERR_ARG, "ring: conf is NULL");
+    if (conf->size < 1 || conf->rank < 0 || conf->rank >= conf->size)
+        return dt_err_set(DT_ERR_ARG, "ring: rank %d of size %d is out of range", conf->rank,
+                          conf->size);
+    if (!conf->peers) return dt_err_set(DT_ERR_ARG, "ring: peers is NULL");
+    if (conf->timeout_ms < 0)
+        return dt_err_set(DT_ERR_ARG, "ring: timeout_ms %d is negative", conf->timeout_ms);
+    if (conf->chunk_bytes != 0 && conf->chunk_bytes < 4)
+        return dt_err_set(DT_ERR_ARG, "ring: chunk_bytes %zu is below one float (4 bytes)",
+                          conf->chunk_bytes);
+    const char *token = conf->token ? conf->token : "";
+    if (strlen(token) > DT__RING_TOKEN_MAX)
+        return dt_err_set(DT_ERR_ARG, "ring: the token is longer than %d bytes",
+                          DT__RING_TOKEN_MAX);
+    if (conf->size > 1 && listen_fd < 0)
+        return dt_err_set(DT_ERR_ARG, "ring: listen_fd %d is not a socket", listen_fd);
+
+    dt_err err = DT_OK;
+    dt_ring *r = calloc(1, sizeof *r);
+    if (!r) return dt_err_set(DT_ERR_NOMEM, "ring: out of memory");
+    r->next_fd = r->prev_fd = r->wake_fd = -1;
+    r->generation = conf->generation;
+    r->rank = conf->rank;
+    r->size = conf->size;
+    r->prev = (conf->rank - 1 + conf->size) % conf->size;
+    r->next = (conf->rank + 1) % conf->size;
+    r->timeout_ms = conf->timeout_ms ? conf->timeout_ms : DT_RING_DEFAULT_TIMEOUT_MS;
+    size_t chunk = conf->chunk_bytes ? conf->chunk_bytes : DT_RING_DEFAULT_CHUNK;
+    if (chunk > DT__RING_CHUNK_MAX) chunk = DT__RING_CHUNK_MAX;
+    r->chunk = chunk & ~(size_t)3;
+    r->log = conf->log;
+    r->failed_peer = -1;
+    atomic_init(&r->aborted, 0);
+    r->token = strdup(token);
+    r->peers = calloc((size_t)conf->size, sizeof *r->peers);
+    if (!r->token || !r->peers) {
+        err = dt_err_set(DT_ERR_NOMEM, "ring: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < conf->size; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "peers[%d]", i);
+        if ((err = dt__ring_peer_parse(&r->peers[i], conf->peers[i], what))) goto fail;
+    }
+    r->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->wake_fd < 0) {
+        err = dt_err_set(DT_ERR_IO, "ring: eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    if (conf->size > 1) {
+        int fl = fcntl(listen_fd, F_GETFL);
+        if (fl < 0) {
+            err = dt_err_set(DT_ERR_ARG, "ring: listen_fd %d: %s", listen_fd, strerror(errno));
+            goto fail;
+        }
+        if (!(fl & O_NONBLOCK)) fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK);
+        if ((err = handshake(r, listen_fd))) goto fail;
+    }
+    *out = r;
+    return DT_OK;
+fail:
+    dt_ring_close(r);
+    return err;
+}
+
+void dt_ring_close(dt_ring *r) {
+    if (!r) return;
+    if (r->next_fd >= 0) close(r->next_fd);
+    if (r->prev_fd >= 0) close(r->prev_fd);
+    if (r->wake_fd >= 0) close(r->wake_fd);
+    free(r->stage);
+    free(r->items);
+    free(r->peers);
+    free(r->token);
+    free(r);
+}
+
+int dt_ring_rank(const dt_ring *r) {
+    return r->rank;
+}
+
+int dt_ring_size(const dt_ring *r) {
+    return r->size;
+}
+
+int dt_ring_failed_peer(const dt_ring *r) {
+    return r->failed_peer;
+}
+
+void dt_ring_abort(dt_ring *r) {
+    atomic_store(&r->aborted, 1);
+    uint64_t one = 1;
+    (void)!write(r->wake_fd, &one, sizeof one);
+}

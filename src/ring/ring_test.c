@@ -1,0 +1,1007 @@
+/*
+ * ring_test.c - the ring all-reduce data plane (include/dtrain/ring.h) over real loopback
+ * sockets: members are threads of this process (each its own dt_ring) or forked processes
+ * (to kill or stop one). Every wait is bounded so that a hang fails the test instead of
+ * blocking ctest; nothing asserts how fast anything is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "dtrain/ring.h"
+#include "ring/ring-impl.h"
+#include "testing/dt_test.h"
+
+#define MAXM 4
+#define JOIN_BOUND_S 120 /* generous: only there so that a hang fails instead of blocking */
+
+/* ---- a group of members: listening sockets and addresses ---- */
+
+typedef struct group {
+    int size;
+    int lfd[MAXM];
+    char addr[MAXM][32];
+    const char *peers[MAXM];
+} group;
+
+static int group_listen(group *g, int size) {
+    memset(g, 0, sizeof *g);
+    g->size = size;
+    for (int q = 0; q < size; q++) {
+        int port;
+        if (dt_ring_listen("127.0.0.1", 0, &g->lfd[q], &port)) return -1;
+        snprintf(g->addr[q], sizeof g->addr[q], "127.0.0.1:%d", port);
+        g->peers[q] = g->addr[q];
+    }
+    return 0;
+}
+
+static void group_close(group *g) {
+    for (int q = 0; q < g->size; q++)
+        close(g->lfd[q]);
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- members as threads ---- */
+
+typedef struct member member;
+typedef void (*member_fn)(member *m, dt_ring *r);
+
+struct member {
+    group *g;
+    int rank;
+    int64_t gen;
+    const char *token;
+    int timeout_ms;
+    size_t chunk;
+    FILE *log;
+    member_fn fn;
+    void *arg;
+    _Atomic(dt_ring *) ring; /* set once open succeeded */
+    dt_err open_err, err;
+    char msg[1024];
+    int failed_peer;
+    int ok; /* fn's own verdict, 1: good */
+    pthread_t th;
+};
+
+static void member_record(member *m, dt_err e, dt_ring *r) {
+    m->err = e;
+    snprintf(m->msg, sizeof m->msg, "%s", e ? dt_errmsg() : "");
+    if (r) m->failed_peer = dt_ring_failed_peer(r);
+}
+
+static void *member_main(void *p) {
+    member *m = p;
+    dt_ring_conf c = {.token = m->token ? m->token : "tok",
+                      .generation = m->gen ? m->gen : 1,
+                      .rank = m->rank,
+                      .size = m->g->size,
+                      .peers = m->g->peers,
+                      .timeout_ms = m->timeout_ms ? m->timeout_ms : 20000,
+                      .chunk_bytes = m->chunk,
+                      .log = m->log};
+    dt_ring *r = NULL;
+    m->open_err = dt_ring_open(&r, m->g->lfd[m->rank], &c);
+    if (m->open_err) {
+        snprintf(m->msg, sizeof m->msg, "%s", dt_errmsg());
+        return NULL;
+    }
+    atomic_store(&m->ring, r);
+    if (m->fn) m->fn(m, r);
+    atomic_store(&m->ring, NULL);
+    dt_ring_close(r);
+    return NULL;
+}
+
+/* Start members[0..n) (filled in by the caller); join them within JOIN_BOUND_S. */
+static int run_members(member *ms, int n) {
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&ms[i].th, NULL, member_main, &ms[i]) != 0) return -1;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += JOIN_BOUND_S;
+    for (int i = 0; i < n; i++)
+        if (pthread_timedjoin_np(ms[i].th, NULL, &dl) != 0) {
+            fprintf(stderr, "member %d did not finish within %d s: the ring hangs\n", i,
+                    JOIN_BOUND_S);
+            abort(); /* the hung threads cannot be reclaimed */
+        }
+    return 0;
+}
+
+static void members_init(member *ms, group *g, member_fn fn, void *arg) {
+    memset(ms, 0, sizeof(member) * (size_t)g->size);
+    for (int i = 0; i < g->size; i++) {
+        ms[i].g = g;
+        ms[i].rank = i;
+        ms[i].fn = fn;
+        ms[i].arg = arg;
+        ms[i].failed_peer = -2;
+        atomic_init(&ms[i].ring, NULL);
+    }
+}
+
+/* ---- data ---- */
+
+static uint32_t hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Small integers: every summation order gives the exact sum. */
+static float int_value(int rank, size_t i) {
+    return (float)((int)(hash32((uint32_t)(rank * 1000003 + (int)i)) % 201) - 100);
+}
+
+/* Values of many magnitudes: the sum depends on the order of the additions. */
+static float rough_value(int rank, size_t i) {
+    uint32_t h = hash32((uint32_t)(rank * 7919 + (int)i * 31 + 17));
+    float m = (float)(h & 0xffffff) / (float)0x1000000 - 0.5f;
+    return ldexpf(m, (int)(h >> 26) - 20);
+}
+
+static const size_t test_ns[] = {0, 1, 3, 0 /* size-1 */, 1000, (1u << 20) + 7};
+#define NNS (sizeof test_ns / sizeof test_ns[0])
+
+typedef struct sums_out {
+    float *res[NNS][2]; /* per n: the integer run's and the rough run's results */
+} sums_out;
+
+static void sums_fn(member *m, dt_ring *r) {
+    sums_out *out = &((sums_out *)m->arg)[m->rank];
+    m->ok = 1;
+    for (size_t k = 0; k < NNS; k++) {
+        size_t n = k == 3 ? (size_t)m->g->size - 1 : test_ns[k];
+        for (int kind = 0; kind < 2; kind++) {
+            float *d = malloc((n ? n : 1) * sizeof *d);
+            for (size_t i = 0; i < n; i++)
+                d[i] = kind ? rough_value(m->rank, i) : int_value(m->rank, i);
+            dt_err e = dt_ring_allreduce(r, d, n);
+            if (e) {
+                member_record(m, e, r);
+                free(d);
+                m->ok = 0;
+                return;
+            }
+            out->res[k][kind] = d;
+        }
+    }
+    member_record(m, DT_OK, r);
+}
+
+/* Every n for one size, one chunk size, one small threshold. */
+static void check_sums(int size, size_t chunk, size_t small) {
+    size_t saved = dt__ring_small_bytes;
+    dt__ring_small_bytes = small;
+    group g;
+    DT_CHECK(group_listen(&g, size) == 0);
+    member ms[MAXM];
+    sums_out out[MAXM];
+    memset(out, 0, sizeof out);
+    members_init(ms, &g, sums_fn, out);
+    for (int i = 0; i < size; i++)
+        ms[i].chunk = chunk;
+    DT_CHECK(run_members(ms, size) == 0);
+    group_close(&g);
+    dt__ring_small_bytes = saved;
+    int bad = 0;
+    for (int i = 0; i < size; i++) {
+        if (ms[i].open_err || ms[i].err) {
+            fprintf(stderr, "size %d rank %d: %s\n", size, i, ms[i].msg);
+            bad = 1;
+        }
+    }
+    for (size_t k = 0; k < NNS && !bad; k++) {
+        size_t n = k == 3 ? (size_t)size - 1 : test_ns[k];
+        for (size_t i = 0; i < n && !bad; i++) {
+            /* the serial reference, in rank order */
+            float want = 0;
+            double rough = 0, mag = 0;
+            for (int q = 0; q < size; q++) {
+                want += int_value(q, i);
+                rough += rough_value(q, i);
+                mag += fabs((double)rough_value(q, i));
+            }
+            for (int q = 0; q < size && !bad; q++) {
+                if (out[q].res[k][0][i] != want) {
+                    fprintf(stderr, "size %d chunk %zu n %zu rank %d element %zu: %g, want %g\n",
+                            size, chunk, n, q, i, (double)out[q].res[k][0][i], (double)want);
+                    bad = 1;
+                }
+                if (fabs((double)out[q].res[k][1][i] - rough) > 1e-6 * mag) {
+                    fprintf(stderr, "size %d n %zu rank %d element %zu: %.9g, want ~%.9g\n", size,
+                            n, q, i, (double)out[q].res[k][1][i], rough);
+                    bad = 1;
+                }
+            }
+        }
+        /* bitwise the same on every member, whatever the order of the additions */
+        for (int q = 1; q < size && !bad; q++)
+            for (int kind = 0; kind < 2; kind++)
+                if (n && memcmp(out[q].res[k][kind], out[0].res[k][kind], n * 4) != 0) {
+                    fprintf(stderr, "size %d n %zu: rank %d differs from rank 0 (kind %d)\n", size,
+                            n, q, kind);
+                    bad = 1;
+                }
+    }
+    for (int q = 0; q < size; q++)
+        for (size_t k = 0; k < NNS; k++)
+            for (int kind = 0; kind < 2; kind++)
+                free(out[q].res[k][kind]);
+    DT_CHECK(!bad);
+}
+
+static void test_allreduce_sums(void) {
+    for (int size = 1; size <= 4; size++) {
+        check_sums(size, 0, dt__ring_small_bytes); /* defaults */
+        if (dt__test_failed) return;
+    }
+}
+
+/* Every n through reduce-scatter + all-gather, with many uneven chunks. */
+static void test_allreduce_ring_path_small_chunks(void) {
+    for (int size = 2; size <= 4; size++) {
+        check_sums(size, 1000, 0);
+        if (dt__test_failed) return;
+    }
+}
+
+/* Every n through the gather-everything path. */
+static void test_allreduce_small_path(void) {
+    for (int size = 2; size <= 4; size++) {
+        check_sums(size, 0, (size_t)8 << 20);
+        if (dt__test_failed) return;
+    }
+}
+
+/* ---- broadcast ---- */
+
+static const size_t bc_lens[] = {0, 1, 5, 100003};
+#define NBC (sizeof bc_lens / sizeof bc_lens[0])
+
+static uint8_t bc_byte(int root, size_t len, size_t i) {
+    return (uint8_t)hash32((uint32_t)(root * 131 + (int)len * 7 + (int)i));
+}
+
+static void bcast_fn(member *m, dt_ring *r) {
+    m->ok = 1;
+    uint8_t *buf = malloc(bc_lens[NBC - 1]);
+    for (int root = 0; root < m->g->size && m->ok; root++)
+        for (size_t k = 0; k < NBC && m->ok; k++) {
+            size_t len = bc_lens[k];
+            for (size_t i = 0; i < len; i++)
+                buf[i] = m->rank == root ? bc_byte(root, len, i) : 0xEE;
+            dt_err e = dt_ring_broadcast(r, buf, len, root);
+            if (e) {
+                member_record(m, e, r);
+                m->ok = 0;
+                break;
+            }
+            for (size_t i = 0; i < len; i++)
+                if (buf[i] != bc_byte(root, len, i)) {
+                    snprintf(m->msg, sizeof m->msg, "root %d len %zu byte %zu wrong", root, len, i);
+                    m->ok = 0;
+                    break;
+                }
+        }
+    free(buf);
+}
+
+static void test_broadcast_every_root(void) {
+    for (int size = 1; size <= 4; size++) {
+        for (int c = 0; c < 2; c++) {
+            group g;
+            DT_CHECK(group_listen(&g, size) == 0);
+            member ms[MAXM];
+            members_init(ms, &g, bcast_fn, NULL);
+            for (int i = 0; i < size; i++)
+                ms[i].chunk = c ? 4096 : 0;
+            DT_CHECK(run_members(ms, size) == 0);
+            group_close(&g);
+            for (int i = 0; i < size; i++) {
+                if (!ms[i].ok) fprintf(stderr, "size %d rank %d: %s\n", size, i, ms[i].msg);
+                DT_CHECK(ms[i].open_err == DT_OK && ms[i].ok);
+            }
+        }
+    }
+}
+
+/* ---- the handshake ---- */
+
+static int dial(const char *addr) {
+    const char *colon = strrchr(addr, ':');
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {.tv_sec = 30};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+        if (k <= 0) return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *p, size_t n) {
+    uint8_t *b = p;
+    while (n) {
+        ssize_t k = recv(fd, b, n, 0);
+        if (k <= 0) return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int send_hello(int fd, int64_t gen, uint32_t rank, uint32_t size, const char *token) {
+    uint8_t b[DT__PS_HDR + 12 + 256];
+    size_t tl = strlen(token);
+    dt__ps_hdr_encode(b, DT__RING_HELLO, gen, 12 + tl);
+    dt__put32(b + DT__PS_HDR, rank);
+    dt__put32(b + DT__PS_HDR + 4, size);
+    dt__put32(b + DT__PS_HDR + 8, (uint32_t)tl);
+    memcpy(b + DT__PS_HDR + 12, token, tl);
+    return write_all(fd, b, DT__PS_HDR + 12 + tl);
+}
+
+/* Read the answer: its type; the ERROR text into text. -1: nothing. */
+static int read_answer(int fd, char *text, size_t cap) {
+    uint8_t h[DT__PS_HDR];
+    if (read_all(fd, h, sizeof h)) return -1;
+    dt__ps_hdr hd;
+    dt__ps_hdr_decode(h, &hd);
+    text[0] = '\0';
+    if (hd.type == DT__RING_ERROR && hd.len < cap) {
+        if (read_all(fd, text, (size_t)hd.len)) return -1;
+        text[hd.len] = '\0';
+    }
+    return hd.type;
+}
+
+/* The whole log written so far. */
+static char *slurp(FILE *f) {
+    fflush(f);
+    long n = ftell(f);
+    char *s = calloc(1, (size_t)n + 1);
+    rewind(f);
+    if (n > 0 && fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
+    fseek(f, 0, SEEK_END);
+    return s;
+}
+
+static void simple_allreduce_fn(member *m, dt_ring *r) {
+    float v[5] = {1, 2, 3, 4, (float)m->rank};
+    dt_err e = dt_ring_allreduce(r, v, 5);
+    member_record(m, e, r);
+    int P = m->g->size;
+    m->ok = !e && v[0] == P && v[3] == 4 * P && v[4] == P * (P - 1) / 2;
+}
+
+static void test_refuses_wrong_connections(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 3) == 0);
+    FILE *log = tmpfile();
+    DT_CHECK(log != NULL);
+    /* impostors at rank 1's door, before the real rank 0 */
+    struct {
+        int64_t gen;
+        uint32_t rank, size;
+        const char *token, *why;
+    } bad[] = {
+        {1, 0, 3, "other-job", "wrong token"},
+        {7, 0, 3, "tok", "generation 7, this ring is generation 1"},
+        {1, 2, 3, "tok", "rank 2, expected rank 0"},
+        {1, 0, 4, "tok", "ring size 4, this ring has 3 members"},
+    };
+    int nbad = (int)(sizeof bad / sizeof bad[0]);
+    int fds[8];
+    for (int i = 0; i < nbad; i++) {
+        fds[i] = dial(g.addr[1]);
+        DT_CHECK(fds[i] >= 0);
+        DT_CHECK(send_hello(fds[i], bad[i].gen, bad[i].rank, bad[i].size, bad[i].token) == 0);
+    }
+    /* not a ring frame at all, and a HELLO too long to be one */
+    fds[nbad] = dial(g.addr[1]);
+    DT_CHECK(write_all(fds[nbad], "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27) == 0);
+    fds[nbad + 1] = dial(g.addr[1]);
+    uint8_t h[DT__PS_HDR];
+    dt__ps_hdr_encode(h, DT__RING_HELLO, 1, 1 << 20);
+    DT_CHECK(write_all(fds[nbad + 1], h, sizeof h) == 0);
+    /* a HELLO whose token length does not match its length */
+    fds[nbad + 2] = dial(g.addr[1]);
+    uint8_t b[DT__PS_HDR + 15];
+    dt__ps_hdr_encode(b, DT__RING_HELLO, 1, 15);
+    dt__put32(b + DT__PS_HDR, 0);
+    dt__put32(b + DT__PS_HDR + 4, 3);
+    dt__put32(b + DT__PS_HDR + 8, 200);
+    memcpy(b + DT__PS_HDR + 12, "tok", 3);
+    DT_CHECK(write_all(fds[nbad + 2], b, sizeof b) == 0);
+    /* one that says nothing and goes away */
+    int quiet = dial(g.addr[1]);
+    close(quiet);
+
+    member ms[MAXM];
+    members_init(ms, &g, simple_allreduce_fn, NULL);
+    for (int i = 0; i < 3; i++)
+        ms[i].log = log;
+    DT_CHECK(run_members(ms, 3) == 0);
+    for (int i = 0; i < 3; i++) {
+        if (!ms[i].ok) fprintf(stderr, "rank %d: %s\n", i, ms[i].msg);
+        DT_CHECK(ms[i].open_err == DT_OK && ms[i].ok);
+    }
+    char text[DT__RING_TEXT_MAX + 1];
+    for (int i = 0; i < nbad; i++) {
+        DT_CHECK(read_answer(fds[i], text, sizeof text) == DT__RING_ERROR);
+        if (!strstr(text, bad[i].why)) DT_FAIL("ERROR text \"%s\" lacks \"%s\"", text, bad[i].why);
+        DT_CHECK(strstr(text, g.addr[1]) != NULL); /* names the refusing member */
+    }
+    DT_CHECK(read_answer(fds[nbad], text, sizeof text) == DT__RING_ERROR);
+    DT_CHECK(strstr(text, "not a dtrain frame") != NULL);
+    DT_CHECK(read_answer(fds[nbad + 1], text, sizeof text) == DT__RING_ERROR);
+    DT_CHECK(strstr(text, "HELLO of 1048576 bytes") != NULL);
+    DT_CHECK(read_answer(fds[nbad + 2], text, sizeof text) == DT__RING_ERROR);
+    DT_CHECK(strstr(text, "token length 200") != NULL);
+    char *lg = slurp(log);
+    for (int i = 0; i < nbad; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "ring gen 1 rank 1: refused a connection from 127.0.0.1:");
+        DT_CHECK(strstr(lg, want) != NULL);
+        if (!strstr(lg, bad[i].why)) DT_FAIL("log lacks \"%s\":\n%s", bad[i].why, lg);
+    }
+    DT_CHECK(strstr(lg, "before its HELLO") != NULL);
+    free(lg);
+    for (int i = 0; i < nbad + 3; i++)
+        close(fds[i]);
+    fclose(log);
+    group_close(&g);
+}
+
+/* A member at another generation: neither side forms a ring with it; both give up after
+ * the timeout, the acceptor having logged the reason and the connector the refusal. */
+static void test_generation_mismatch_times_out(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    FILE *log = tmpfile();
+    member ms[MAXM];
+    members_init(ms, &g, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        ms[i].log = log;
+        ms[i].timeout_ms = 400;
+    }
+    ms[0].gen = 2;
+    DT_CHECK(run_members(ms, 2) == 0);
+    for (int i = 0; i < 2; i++) {
+        DT_CHECK(ms[i].open_err == DT_ERR_IO);
+        DT_CHECK(strstr(ms[i].msg, "within 400 ms") != NULL);
+    }
+    char *lg = slurp(log);
+    DT_CHECK(strstr(lg, "generation 2, this ring is generation 1") != NULL);
+    DT_CHECK(strstr(lg, "refused the connection") != NULL);
+    free(lg);
+    fclose(log);
+    group_close(&g);
+}
+
+/* The next member starts listening only later: the connect is retried. */
+static void test_connect_retries_until_listening(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    /* free rank 1's port: nobody listens there for a while */
+    close(g.lfd[1]);
+    int port1 = atoi(strrchr(g.addr[1], ':') + 1);
+    member ms[MAXM];
+    members_init(ms, &g, simple_allreduce_fn, NULL);
+    pthread_create(&ms[0].th, NULL, member_main, &ms[0]);
+    sleep_ms(300);
+    int p = 0;
+    DT_CHECK_OK(dt_ring_listen("127.0.0.1", port1, &g.lfd[1], &p));
+    pthread_create(&ms[1].th, NULL, member_main, &ms[1]);
+    pthread_join(ms[0].th, NULL);
+    pthread_join(ms[1].th, NULL);
+    for (int i = 0; i < 2; i++) {
+        if (!ms[i].ok) fprintf(stderr, "rank %d: %s\n", i, ms[i].msg);
+        DT_CHECK(ms[i].open_err == DT_OK && ms[i].ok);
+    }
+    group_close(&g);
+}
+
+/* ---- failures ---- */
+
+/* Sum a large buffer `arg` times (0: once); record the first error. */
+static void big_allreduce_fn(member *m, dt_ring *r) {
+    size_t n = (size_t)4 << 20;
+    float *d = calloc(n, sizeof *d);
+    long times = m->arg ? (long)(intptr_t)m->arg : 1;
+    dt_err e = DT_OK;
+    for (long t = 0; t < times && !e; t++)
+        e = dt_ring_allreduce(r, d, n);
+    member_record(m, e, r);
+    if (e) {
+        /* a broken ring stays broken */
+        dt_err again = dt_ring_allreduce(r, d, 4);
+        m->ok = again == DT_ERR_STATE;
+    }
+    free(d);
+}
+
+static void leave_fn(member *m, dt_ring *r) {
+    (void)r;
+    m->ok = 1; /* closes its ring at once */
+}
+
+/* A member that closes its connections while the others all-reduce: they fail promptly
+ * (their timeout is far beyond the join bound) with DT_ERR_IO, and blame it. */
+static void test_peer_closes_midway(void) {
+    for (int size = 2; size <= 3; size++) {
+        group g;
+        DT_CHECK(group_listen(&g, size) == 0);
+        FILE *log = tmpfile();
+        member ms[MAXM];
+        members_init(ms, &g, big_allreduce_fn, (void *)(intptr_t)1000000);
+        for (int i = 0; i < size; i++) {
+            ms[i].timeout_ms = 1000 * 1000;
+            ms[i].log = log;
+        }
+        ms[1].fn = leave_fn;
+        DT_CHECK(run_members(ms, size) == 0);
+        for (int i = 0; i < size; i++) {
+            if (i == 1) continue;
+            DT_CHECK(ms[i].open_err == DT_OK);
+            if (ms[i].err != DT_ERR_IO)
+                DT_FAIL("size %d rank %d: %s: %s", size, i, dt_strerror(ms[i].err), ms[i].msg);
+            DT_CHECK(ms[i].ok); /* later calls: DT_ERR_STATE */
+            DT_CHECK(strstr(ms[i].msg, "allreduce") != NULL);
+            DT_CHECK(strstr(ms[i].msg, "rank ") != NULL && strstr(ms[i].msg, "127.0.0.1:"));
+        }
+        if (size == 2) {
+            /* both of rank 0's connections are with rank 1 */
+            DT_CHECK(ms[0].failed_peer == 1);
+            DT_CHECK(strstr(ms[0].msg, g.addr[1]) != NULL);
+        } else {
+            DT_CHECK(ms[2].failed_peer == 1 || ms[2].failed_peer == 0);
+        }
+        char *lg = slurp(log);
+        DT_CHECK(strstr(lg, "allreduce failed") != NULL);
+        free(lg);
+        fclose(log);
+        group_close(&g);
+    }
+}
+
+static void sleeper_fn(member *m, dt_ring *r) {
+    (void)r;
+    sleep_ms((int)(intptr_t)m->arg);
+    m->ok = 1;
+}
+
+/* A member that stays connected but never takes part: the others fail after timeout_ms. */
+static void test_silent_peer_times_out(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 3) == 0);
+    FILE *log = tmpfile();
+    member ms[MAXM];
+    members_init(ms, &g, big_allreduce_fn, NULL);
+    for (int i = 0; i < 3; i++) {
+        ms[i].timeout_ms = 500;
+        ms[i].log = log;
+    }
+    /* rank 0 waits longer: rank 2 times out first, blaming rank 1, and its failure then
+     * reaches rank 0 (a close) */
+    ms[0].timeout_ms = 3000;
+    ms[1].fn = sleeper_fn;
+    ms[1].arg = (void *)(intptr_t)2000;
+    DT_CHECK(run_members(ms, 3) == 0);
+    for (int i = 0; i < 3; i += 2) {
+        if (ms[i].err != DT_ERR_IO)
+            DT_FAIL("rank %d: %s: %s", i, dt_strerror(ms[i].err), ms[i].msg);
+    }
+    /* rank 2 waited for rank 1's data */
+    DT_CHECK(ms[2].failed_peer == 1);
+    DT_CHECK(strstr(ms[2].msg, "no data from rank 1") != NULL);
+    DT_CHECK(strstr(ms[2].msg, "500 ms") != NULL);
+    fclose(log);
+    group_close(&g);
+}
+
+typedef struct abort_arg {
+    atomic_int entered;
+} abort_arg;
+
+static void abortee_fn(member *m, dt_ring *r) {
+    abort_arg *a = m->arg;
+    float v[64] = {0};
+    atomic_store(&a->entered, 1);
+    dt_err e = dt_ring_allreduce(r, v, 64); /* rank 1 never joins in */
+    member_record(m, e, r);
+    dt_err again = dt_ring_broadcast(r, v, 8, 0);
+    m->ok = again == DT_ERR_STATE && strstr(dt_errmsg(), "aborted") != NULL;
+}
+
+static void test_abort_unblocks(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    member ms[MAXM];
+    abort_arg a;
+    atomic_init(&a.entered, 0);
+    members_init(ms, &g, abortee_fn, &a);
+    ms[0].timeout_ms = 1000 * 1000;
+    ms[1].fn = sleeper_fn;
+    ms[1].arg = (void *)(intptr_t)1500;
+    for (int i = 0; i < 2; i++)
+        pthread_create(&ms[i].th, NULL, member_main, &ms[i]);
+    while (!atomic_load(&a.entered))
+        sleep_ms(5);
+    sleep_ms(100); /* let it block in poll */
+    dt_ring *r = atomic_load(&ms[0].ring);
+    DT_CHECK(r != NULL);
+    dt_ring_abort(r);
+    dt_ring_abort(r); /* twice is fine */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += JOIN_BOUND_S;
+    DT_CHECK(pthread_timedjoin_np(ms[0].th, NULL, &dl) == 0);
+    DT_CHECK(pthread_timedjoin_np(ms[1].th, NULL, &dl) == 0);
+    DT_CHECK(ms[0].err == DT_ERR_STATE);
+    DT_CHECK(strstr(ms[0].msg, "aborted") != NULL);
+    DT_CHECK(ms[0].failed_peer == -1);
+    DT_CHECK(ms[0].ok);
+    group_close(&g);
+}
+
+/* After a failed ring, the same listening sockets form a new generation. */
+static void test_new_generation_after_failure(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 3) == 0);
+    FILE *log = tmpfile();
+    member ms[MAXM];
+    members_init(ms, &g, big_allreduce_fn, (void *)(intptr_t)1000000);
+    for (int i = 0; i < 3; i++)
+        ms[i].log = log;
+    ms[2].fn = leave_fn;
+    DT_CHECK(run_members(ms, 3) == 0);
+    DT_CHECK(ms[0].err == DT_ERR_IO && ms[1].err == DT_ERR_IO);
+    /* a straggler of generation 1 knocks while generation 2 forms */
+    int old = dial(g.addr[0]);
+    DT_CHECK(send_hello(old, 1, 2, 3, "tok") == 0);
+    members_init(ms, &g, sums_fn, NULL);
+    sums_out out[MAXM];
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < 3; i++) {
+        ms[i].gen = 2;
+        ms[i].log = log;
+        ms[i].arg = out;
+    }
+    DT_CHECK(run_members(ms, 3) == 0);
+    for (int i = 0; i < 3; i++) {
+        if (ms[i].open_err || ms[i].err) fprintf(stderr, "rank %d: %s\n", i, ms[i].msg);
+        DT_CHECK(ms[i].open_err == DT_OK && ms[i].err == DT_OK);
+    }
+    for (size_t k = 0; k < NNS; k++) {
+        size_t n = k == 3 ? 2 : test_ns[k];
+        for (size_t i = 0; i < n; i++) {
+            float want = int_value(0, i) + int_value(1, i) + int_value(2, i);
+            for (int q = 0; q < 3; q++)
+                if (out[q].res[k][0][i] != want) DT_FAIL("n %zu element %zu rank %d", n, i, q);
+        }
+    }
+    for (int q = 0; q < 3; q++)
+        for (size_t k = 0; k < NNS; k++)
+            for (int kind = 0; kind < 2; kind++)
+                free(out[q].res[k][kind]);
+    char text[DT__RING_TEXT_MAX + 1];
+    DT_CHECK(read_answer(old, text, sizeof text) == DT__RING_ERROR);
+    DT_CHECK(strstr(text, "generation 1, this ring is generation 2") != NULL);
+    close(old);
+    fclose(log);
+    group_close(&g);
+}
+
+/* ---- a fake member speaking the protocol by hand ---- */
+
+typedef struct fake {
+    group g;
+    int to_real, from_real; /* fake rank 0's connections: to rank 1, from rank 1 */
+} fake;
+
+static void *accept_hello(void *p) {
+    fake *f = p;
+    int fd = -1;
+    for (int tries = 0; tries < 3000 && fd < 0; tries++) {
+        fd = accept(f->g.lfd[0], NULL, NULL);
+        if (fd < 0) sleep_ms(10);
+    }
+    f->from_real = fd;
+    if (fd < 0) return NULL;
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    uint8_t b[DT__PS_HDR + 64];
+    dt__ps_hdr hd;
+    if (read_all(fd, b, DT__PS_HDR)) return NULL;
+    dt__ps_hdr_decode(b, &hd);
+    if (hd.len > 64 || read_all(fd, b + DT__PS_HDR, (size_t)hd.len)) return NULL;
+    uint8_t ok[DT__PS_HDR];
+    dt__ps_hdr_encode(ok, DT__RING_OK, 1, 0);
+    write_all(fd, ok, sizeof ok);
+    return NULL;
+}
+
+/* Rank 1 is real, rank 0 is this test: the ring forms, then `frame` (len bytes) is sent to
+ * rank 1 as its all-reduce's first incoming frame. Returns rank 1's error. */
+static dt_err with_fake_frame(const void *frame, size_t len, int close_after, char *msg, size_t cap,
+                              int *failed_peer) {
+    static fake f;
+    memset(&f, 0, sizeof f);
+    if (group_listen(&f.g, 2)) return DT_ERR_IO;
+    FILE *log = tmpfile();
+    pthread_t acc;
+    pthread_create(&acc, NULL, accept_hello, &f);
+    /* the fake's HELLO waits in rank 1's backlog; its accept thread answers rank 1's */
+    dt_ring_conf c = {.token = "tok",
+                      .generation = 1,
+                      .rank = 1,
+                      .size = 2,
+                      .peers = f.g.peers,
+                      .timeout_ms = 5000,
+                      .log = log};
+    f.to_real = dial(f.g.addr[1]);
+    send_hello(f.to_real, 1, 0, 2, "tok");
+    dt_ring *r = NULL;
+    dt_err e = dt_ring_open(&r, f.g.lfd[1], &c);
+    pthread_join(acc, NULL);
+    char text[64];
+    if (e || read_answer(f.to_real, text, sizeof text) != DT__RING_OK) {
+        snprintf(msg, cap, "open: %s", dt_errmsg());
+        dt_ring_close(r);
+        return DT_ERR_NOTFOUND;
+    }
+    write_all(f.to_real, frame, len);
+    if (close_after) shutdown(f.to_real, SHUT_WR);
+    float v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = 1;
+    e = dt_ring_allreduce(r, v, 1000);
+    snprintf(msg, cap, "%s", dt_errmsg());
+    *failed_peer = dt_ring_failed_peer(r);
+    dt_ring_close(r);
+    close(f.to_real);
+    if (f.from_real >= 0) close(f.from_real);
+    fclose(log);
+    group_close(&f.g);
+    return e;
+}
+
+static void test_bad_data_frames(void) {
+    /* rank 1 of 2, n = 1000 < small threshold: it expects DATA sequence 0 of 4000 bytes */
+    struct {
+        uint32_t magic;
+        int type;
+        int64_t seq;
+        uint64_t len;
+        const char *want;
+    } cases[] = {
+        {0x12345678u, DT__RING_DATA, 0, 4000, "magic 0x12345678"},
+        {DT__PS_MAGIC, DT__RING_HELLO, 0, 4000, "type 32"},
+        {DT__PS_MAGIC, DT__RING_DATA, 5, 4000, "sequence 5"},
+        {DT__PS_MAGIC, DT__RING_DATA, 0, (uint64_t)1 << 40, "1099511627776 bytes"},
+        {DT__PS_MAGIC, DT__RING_DATA, 0, 3996, "3996 bytes where DATA sequence 0 of 4000"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t fr[DT__PS_HDR + 4000];
+        dt__ps_hdr_encode(fr, cases[i].type, cases[i].seq, cases[i].len);
+        dt__put32(fr, cases[i].magic);
+        memset(fr + DT__PS_HDR, 0x41, 4000);
+        char msg[1024];
+        int peer = -2;
+        dt_err e = with_fake_frame(fr, sizeof fr, 0, msg, sizeof msg, &peer);
+        if (e != DT_ERR_FORMAT) DT_FAIL("case %zu: %s: %s", i, dt_strerror(e), msg);
+        if (!strstr(msg, cases[i].want))
+            DT_FAIL("case %zu: \"%s\" lacks \"%s\"", i, msg, cases[i].want);
+        DT_CHECK(strstr(msg, "from rank 0 (127.0.0.1:") != NULL);
+        DT_CHECK(peer == 0);
+    }
+    /* a frame cut short by the peer closing */
+    uint8_t fr[DT__PS_HDR + 100];
+    dt__ps_hdr_encode(fr, DT__RING_DATA, 0, 4000);
+    char msg[1024];
+    int peer = -2;
+    DT_CHECK(with_fake_frame(fr, sizeof fr, 1, msg, sizeof msg, &peer) == DT_ERR_IO);
+    DT_CHECK(strstr(msg, "receiving from rank 0") != NULL);
+    DT_CHECK(strstr(msg, "closed the connection") != NULL);
+    DT_CHECK(peer == 0);
+}
+
+/* ---- processes: killed, stopped ---- */
+
+/* Child: be member `rank`, all-reduce 1M floats in a loop; after the first, write 'S' on
+ * `ready`; on failure write the error code and message on `report` and exit. */
+static void child_member(group *g, int rank, int timeout_ms, int ready, int report) {
+    for (int q = 0; q < g->size; q++)
+        if (q != rank) close(g->lfd[q]);
+    dt_ring_conf c = {.token = "tok",
+                      .generation = 1,
+                      .rank = rank,
+                      .size = g->size,
+                      .peers = g->peers,
+                      .timeout_ms = timeout_ms,
+                      .log = stderr};
+    dt_ring *r = NULL;
+    dt_err e = dt_ring_open(&r, g->lfd[rank], &c);
+    size_t n = 1 << 20;
+    float *d = calloc(n, sizeof *d);
+    for (long t = 0; !e; t++) {
+        e = dt_ring_allreduce(r, d, n);
+        if (t == 0 && !e) (void)!write(ready, "S", 1);
+    }
+    char out[1100];
+    int len =
+        snprintf(out, sizeof out, "%d %d %s", (int)e, r ? dt_ring_failed_peer(r) : -2, dt_errmsg());
+    (void)!write(report, out, (size_t)len);
+    _exit(0);
+}
+
+/* Fork `size` members; when all have done one all-reduce, hit `victim` with sig; collect
+ * the others' reports. */
+static void with_processes(int size, int victim, int sig, int timeout_ms, int *codes, int *peers,
+                           char msgs[][1100]) {
+    group g;
+    if (group_listen(&g, size)) return;
+    int ready[2], rep[MAXM][2];
+    pid_t pid[MAXM];
+    if (pipe(ready)) return;
+    for (int q = 0; q < size; q++)
+        if (pipe(rep[q])) return;
+    fflush(NULL);
+    for (int q = 0; q < size; q++) {
+        pid[q] = fork();
+        if (pid[q] == 0) child_member(&g, q, timeout_ms, ready[1], rep[q][1]);
+        close(rep[q][1]);
+    }
+    close(ready[1]);
+    char c;
+    int got = 0;
+    struct pollfd pf = {.fd = ready[0], .events = POLLIN};
+    while (got < size && poll(&pf, 1, JOIN_BOUND_S * 1000) == 1 && read(ready[0], &c, 1) == 1)
+        got++;
+    kill(pid[victim], sig);
+    for (int q = 0; q < size; q++) {
+        codes[q] = -1;
+        if (q == victim) continue;
+        char buf[1100] = {0};
+        struct pollfd rp = {.fd = rep[q][0], .events = POLLIN};
+        if (poll(&rp, 1, JOIN_BOUND_S * 1000) == 1 && read(rep[q][0], buf, sizeof buf - 1) > 0) {
+            int off = 0;
+            sscanf(buf, "%d %d %n", &codes[q], &peers[q], &off);
+            snprintf(msgs[q], 1100, "%s", buf + off);
+        }
+    }
+    for (int q = 0; q < size; q++) {
+        kill(pid[q], SIGKILL);
+        waitpid(pid[q], NULL, 0);
+        close(rep[q][0]);
+    }
+    close(ready[0]);
+    group_close(&g);
+}
+
+static void test_killed_member_fails_the_others(void) {
+    int codes[MAXM], peers[MAXM];
+    char msgs[MAXM][1100];
+    /* a timeout far beyond the bound: only the prompt detection can end the calls */
+    with_processes(3, 1, SIGKILL, 1000 * 1000, codes, peers, msgs);
+    for (int q = 0; q < 3; q += 2) {
+        if (codes[q] != DT_ERR_IO) DT_FAIL("rank %d: code %d: %s", q, codes[q], msgs[q]);
+        DT_CHECK(strstr(msgs[q], "allreduce") != NULL);
+    }
+    DT_CHECK(peers[2] == 1 || peers[2] == 0);
+}
+
+static void test_stopped_member_times_out(void) {
+    int codes[MAXM], peers[MAXM];
+    char msgs[MAXM][1100];
+    with_processes(2, 1, SIGSTOP, 500, codes, peers, msgs);
+    if (codes[0] != DT_ERR_IO) DT_FAIL("rank 0: code %d: %s", codes[0], msgs[0]);
+    DT_CHECK(peers[0] == 1);
+    DT_CHECK(strstr(msgs[0], "500 ms") != NULL);
+}
+
+/* ---- arguments ---- */
+
+static void test_bad_arguments(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    dt_ring *r = NULL;
+    dt_ring_conf c = {.token = "tok", .generation = 1, .rank = 2, .size = 2, .peers = g.peers};
+    DT_CHECK_ERR(dt_ring_open(&r, g.lfd[0], &c), DT_ERR_ARG, "rank 2 of size 2");
+    c.rank = 0;
+    const char *bad_peers[2] = {"127.0.0.1:1", "nohostport"};
+    c.peers = bad_peers;
+    DT_CHECK_ERR(dt_ring_open(&r, g.lfd[0], &c), DT_ERR_ARG, "peers[1] \"nohostport\"");
+    const char *bad_port[2] = {"127.0.0.1:1", "h:12x"};
+    c.peers = bad_port;
+    DT_CHECK_ERR(dt_ring_open(&r, g.lfd[0], &c), DT_ERR_ARG, "port is not a number");
+    const char *null_peer[2] = {"127.0.0.1:1", NULL};
+    c.peers = null_peer;
+    DT_CHECK_ERR(dt_ring_open(&r, g.lfd[0], &c), DT_ERR_ARG, "peers[1] is NULL");
+    c.peers = g.peers;
+    c.chunk_bytes = 2;
+    DT_CHECK_ERR(dt_ring_open(&r, g.lfd[0], &c), DT_ERR_ARG, "chunk_bytes 2");
+    c.chunk_bytes = 0;
+    c.timeout_ms = -1;
+    DT_CHECK_ERR(dt_ring_open(&r, g.lfd[0], &c), DT_ERR_ARG, "timeout_ms -1");
+    c.timeout_ms = 0;
+    DT_CHECK_ERR(dt_ring_open(&r, -1, &c), DT_ERR_ARG, "listen_fd -1");
+    char longtok[DT__RING_TOKEN_MAX + 2];
+    memset(longtok, 'x', sizeof longtok - 1);
+    longtok[sizeof longtok - 1] = '\0';
+    c.token = longtok;
+    DT_CHECK_ERR(dt_ring_open(&r, g.lfd[0], &c), DT_ERR_ARG, "token is longer");
+    DT_CHECK(r == NULL);
+    int fd, port;
+    DT_CHECK_ERR(dt_ring_listen("127.0.0.1", 70000, &fd, &port), DT_ERR_ARG, "port 70000");
+    /* the port is taken */
+    int taken = atoi(strrchr(g.addr[0], ':') + 1);
+    int lfd2 = -1;
+    dt_err e = dt_ring_listen("127.0.0.1", taken, &lfd2, &port);
+    if (e == DT_OK)
+        close(lfd2); /* SO_REUSEADDR does not allow two listeners; be lenient */
+    else
+        DT_CHECK(strstr(dt_errmsg(), "cannot listen on 127.0.0.1") != NULL);
+    group_close(&g);
+
+    /* size 1: no connections; calls return at once; argument checks still apply */
+    const char *one[1] = {"127.0.0.1:9"};
+    dt_ring_conf c1 = {.token = "tok", .generation = 1, .rank = 0, .size = 1, .peers = one};
+    DT_CHECK_OK(dt_ring_open(&r, -1, &c1));
+    float v[3] = {1, 2, 3};
+    DT_CHECK_OK(dt_ring_allreduce(r, v, 3));
+    DT_CHECK(v[0] == 1 && v[2] == 3);
+    DT_CHECK_OK(dt_ring_broadcast(r, v, 12, 0));
+    DT_CHECK_ERR(dt_ring_broadcast(r, v, 12, 1), DT_ERR_ARG, "root 1 is out of range");
+    DT_CHECK_ERR(dt_ring_allreduce(r, NULL, 3), DT_ERR_ARG, "data is NULL");
+    DT_CHECK(dt_ring_rank(r) == 0 && dt_ring_size(r) == 1 && dt_ring_failed_peer(r) == -1);
+    dt_ring_abort(r);
+    DT_CHECK_ERR(dt_ring_allreduce(r, v, 3), DT_ERR_STATE, "aborted");
+    dt_ring_close(r);
+    dt_ring_close(NULL);
+}
+
+DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chunks),
+             DT_T(test_allreduce_small_path), DT_T(test_broadcast_every_root),
+             DT_T(test_refuses_wrong_connections), DT_T(test_generation_mismatch_times_out),
+             DT_T(test_connect_retries_until_listening), DT_T(test_peer_closes_midway),
+             DT_T(test_silent_peer_times_out), DT_T(test_abort_unblocks),
+             DT_T(test_new_generation_after_failure), DT_T(test_bad_data_frames),
+             DT_T(test_killed_member_fails_the_others), DT_T(test_stopped_member_times_out),
+             DT_T(test_bad_arguments))
