@@ -29,6 +29,7 @@ typedef struct dt__role {
     int ntrainers;        /* chief/master + workers in TF_CONFIG's cluster */
     int self_port;        /* this replica's port in the cluster (0: not listed) */
     char self_host[256];  /* its host when a numeric address ("" otherwise: every interface) */
+    char self_addr[300];  /* its "host:port" as TF_CONFIG lists it ("" when not listed) */
     char ckpt_dir[4096];  /* JOB_DIR/checkpoints: the whole model's checkpoints */
     char own_dir[4096];   /* JOB_DIR/replicas/<name>: this replica's result.json */
 } dt__role;
@@ -44,7 +45,15 @@ dt_optim_conf dt__role_optim(const dt__role *r, int64_t train_samples);
 /* Write obj (stolen) as JOB_DIR/replicas/<name>/result.json, atomically. */
 dt_err dt__role_write_result(const dt__role *r, json_t *obj);
 
+/* The chief's last duties (export.c): export the final model to JOB_DIR/export/<step>/
+ * (model.safetensors and the job's spec, renamed into place whole; dir gets the path), and
+ * wait (bounded) until the evaluator has reported a checkpoint at or after step. */
+dt_err dt__role_export(const dt__role *r, dt_model *model, int64_t step, int64_t epoch, char *dir,
+                       size_t len);
+void dt__role_wait_for_evaluator(const dt__role *r, int64_t step);
+
 dt_err dt__role_ps(dt__role *r);
+dt_err dt__role_allreduce(dt__role *r);
 dt_err dt__role_trainer(dt__role *r);
 dt_err dt__role_evaluator(dt__role *r);
 

@@ -88,6 +88,7 @@ static dt_err parse_tf_config(dt__role *r, const char *text) {
     if (json_is_string(mine)) {
         const char *a = json_string_value(mine);
         r->self_port = port_of(a);
+        snprintf(r->self_addr, sizeof r->self_addr, "%.299s", a);
         /* Listen where TF_CONFIG says this replica is when that is an address (127.0.0.1 on
          * one machine); a host name (a Kubernetes service) means every interface. */
         const char *colon = strrchr(a, ':');
@@ -138,7 +139,10 @@ dt_optim_conf dt__role_optim(const dt__role *r, int64_t train_samples) {
         /* Asynchronous: one optimizer step per batch, as in one process. Synchronous: one
          * step per round of one batch from each trainer. */
         int64_t steps = s->epochs * ((train_samples + s->batch_size - 1) / s->batch_size);
-        if (r->job->ps.sync && r->ntrainers > 1) steps = (steps + r->ntrainers - 1) / r->ntrainers;
+        /* All-reduce: one step per batch of every trainer, as the spec's trainers count. */
+        int per_round = (r->job->strategy == DT_STRATEGY_ALLREDUCE || r->job->ps.sync)
+                            ? r->ntrainers : 1;
+        if (per_round > 1) steps = (steps + per_round - 1) / per_round;
         oc.schedule.total_steps = steps > 0 ? steps : 1;
     }
     return oc;
@@ -166,9 +170,6 @@ dt_err dt__role_write_result(const dt__role *r, json_t *obj) {
 dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
     if (job->kind != DT_JOB_KIND_TRAINJOB || !job->train)
         return dt_err_set(DT_ERR_SPEC, "%s: dtrain's built-in roles run a TrainJob", job->path);
-    if (job->strategy != DT_STRATEGY_PARAMETER_SERVER)
-        return dt_err_set(DT_ERR_SPEC, "%s: spec.strategy: %s has no built-in roles yet", job->path,
-                          dt_strategy_name(job->strategy));
     const char *tf = getenv("TF_CONFIG");
     if (!tf || !*tf)
         return dt_err_set(DT_ERR_ARG, "TF_CONFIG is not set: a role runs as a replica of a job "
@@ -177,7 +178,8 @@ dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
                   .log = opts->log ? opts->log : stderr, .token = getenv("DTRAIN_JOB_TOKEN")};
     dt_err e = parse_tf_config(&r, tf);
     if (e) goto end;
-    if (r.nps == 0) {
+    int ps = job->strategy == DT_STRATEGY_PARAMETER_SERVER;
+    if (ps && r.nps == 0) {
         e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: cluster.ps: the parameter_server strategy needs "
                                    "at least one ps");
         goto end;
@@ -190,9 +192,13 @@ dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
     snprintf(r.ckpt_dir, sizeof r.ckpt_dir, "%s/checkpoints", opts->job_dir);
     snprintf(r.own_dir, sizeof r.own_dir, "%s/replicas/%s", opts->job_dir, r.name);
     switch (r.type) {
-    case DT_REPLICA_TYPE_PS: e = dt__role_ps(&r); break;
+    case DT_REPLICA_TYPE_PS:
+        e = ps ? dt__role_ps(&r)
+               : dt_err_set(DT_ERR_ARG, "TF_CONFIG: task.type: ps in a job whose strategy is %s",
+                            dt_strategy_name(job->strategy));
+        break;
     case DT_REPLICA_TYPE_EVALUATOR: e = dt__role_evaluator(&r); break;
-    default: e = dt__role_trainer(&r); break;
+    default: e = ps ? dt__role_trainer(&r) : dt__role_allreduce(&r); break;
     }
 end:
     role_free(&r);

@@ -29,8 +29,6 @@
 #include "train/train-impl.h"
 
 #define DATASET "training"
-/* How long the chief waits at the end for the evaluator to report the final checkpoint. */
-#define EVALUATOR_WAIT_S 120
 
 typedef struct trainer {
     dt__role *r;
@@ -212,63 +210,6 @@ static dt_err epoch_turn(trainer *t, int64_t epoch) {
     return e;
 }
 
-/* Export the final model: JOB_DIR/export/<step>/ holds model.safetensors (the values, in
- * the checkpoint layout) and the spec that describes the model; the directory appears
- * whole (it is renamed into place). */
-static dt_err export_model(trainer *t, char *dir, size_t len) {
-    dt__role *r = t->r;
-    char base[4100], tmp[4300], file[4400];
-    snprintf(base, sizeof base, "%.4000s/export", r->job_dir);
-    snprintf(dir, len, "%s/%lld", base, (long long)t->step);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%lld-%d", base, (long long)t->step, (int)getpid());
-    dt_err e = dt__mkdirs(tmp);
-    if (e) return e;
-    dt_train_state st = {.step = t->step, .epoch = t->epoch, .seed = r->spec->seed};
-    snprintf(file, sizeof file, "%s/model.safetensors", tmp);
-    if ((e = dt_checkpoint_save(file, t->model, NULL, &st))) return e;
-    char *spec = NULL;
-    size_t slen = 0;
-    if ((e = dt__read_file(r->job->path, &spec, &slen))) return e;
-    snprintf(file, sizeof file, "%s/spec.yaml", tmp);
-    e = dt__write_file_atomic(file, spec, slen);
-    free(spec);
-    if (e) return e;
-    char old[4400];
-    snprintf(old, sizeof old, "%s.old-%d", dir, (int)getpid());
-    int had = rename(dir, old) == 0; /* a rerun at the same step replaces it */
-    if (rename(tmp, dir) != 0)
-        return dt_err_set(DT_ERR_IO, "%s: cannot rename into place: %s", dir, strerror(errno));
-    if (had) {
-        char f[4500];
-        snprintf(f, sizeof f, "%s/model.safetensors", old);
-        unlink(f);
-        snprintf(f, sizeof f, "%s/spec.yaml", old);
-        unlink(f);
-        rmdir(old);
-    }
-    return DT_OK;
-}
-
-/* The evaluator's own result.json names the last step it evaluated: wait (bounded) until it
- * has seen the final checkpoint, so the job's result carries its figures for it. */
-static void wait_for_evaluator(trainer *t) {
-    const dt__role *r = t->r;
-    const dt_replica_spec *ev = &r->job->replicas[DT_REPLICA_TYPE_EVALUATOR];
-    if (!ev->present || ev->replicas < 1) return;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/replicas/evaluator-0/result.json", r->job_dir);
-    double t0 = now_s();
-    while (now_s() - t0 < EVALUATOR_WAIT_S) {
-        json_t *j = json_load_file(path, 0, NULL);
-        int64_t seen = j ? (int64_t)json_integer_value(json_object_get(j, "step")) : -1;
-        json_decref(j);
-        if (seen >= t->step) return;
-        usleep(100 * 1000);
-    }
-    fprintf(r->log, "%s: the evaluator has not reported step %lld after %d s; finishing\n",
-            r->name, (long long)t->step, EVALUATOR_WAIT_S);
-}
-
 static dt_err finish(trainer *t, json_t *res) {
     dt__role *r = t->r;
     dt_err e = dt_ps_client_pull(t->ps, &t->step);
@@ -279,7 +220,7 @@ static dt_err finish(trainer *t, json_t *res) {
     t->epoch = r->spec->epochs;
     if ((e = checkpoint(t))) return e;
     char dir[4200];
-    if ((e = export_model(t, dir, sizeof dir))) return e;
+    if ((e = dt__role_export(r, t->model, t->step, t->epoch, dir, sizeof dir))) return e;
     fprintf(r->log, "%s: done: global step %lld, eval accuracy %.4f, loss %.4f; exported %s\n",
             r->name, (long long)t->step, eval_acc, eval_loss, dir);
     fflush(r->log);
@@ -291,7 +232,7 @@ static dt_err finish(trainer *t, json_t *res) {
     double all = (double)t->train->n * (double)r->spec->epochs;
     json_object_set_new(res, "aggregate_samples_per_sec",
                         json_real(t->t_train > 0 ? all / t->t_train : 0));
-    wait_for_evaluator(t);
+    dt__role_wait_for_evaluator(r, t->step);
     return DT_OK;
 }
 

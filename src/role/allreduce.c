@@ -1,0 +1,718 @@
+/*
+ * allreduce.c - worker-i and the chief of an all-reduce job: every trainer holds the whole
+ * model and its optimizer; each step the trainers' gradients are summed round a ring
+ * (src/ring) and every trainer applies the same mean, so the copies stay bitwise equal.
+ *
+ * Membership: a trainer joins a ring through the master's rendezvous (src/master). A watcher
+ * thread asks the master every WATCH_MS whether the ring must be left (a replica waits to
+ * join, a member died or left); it then aborts the ring, which fails the step in flight. A
+ * failed step is abandoned: its gradients are not applied and its batch is kept for the next
+ * step. After every (re)formation rank 0 - the member with the most steps done - sends its
+ * model, optimizer state and step to every member, so survivors that differ by the abandoned
+ * step and newcomers all continue from the same state.
+ *
+ * A step: each member takes micro-batches from the shard in hand (one with globalBatch
+ * scale; with fixed, as many as keep the spec's global batch for the ring's size), sums
+ * gradient x samples into a flat buffer, and the buffer is all-reduced in buckets. The
+ * buffer holds the parameters last layer first, so the backward hook hands the comm thread
+ * each bucket as soon as its layers are done (overlap with the rest of the backward pass).
+ * Two counters ride in the first bucket: samples (the mean divides by the ring's total) and
+ * "not done" members (when both are zero every member's data is exhausted: the end).
+ *
+ * Data: shards come from the master's shard service (dataset "training") without blocking:
+ * a member with nothing to do yet contributes zeros and keeps stepping with its ring. A
+ * shard is reported done only after the step that used its last batch completed.
+ *
+ * Duties: rank 0 writes whole-model checkpoints (with the optimizer state) every
+ * checkpoint.every_steps, every allreduce.checkpointSeconds, at each epoch's end and at the
+ * end; the chief replica (chief, or worker-0 without one) evaluates, exports and waits for
+ * the evaluator at the end.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/file-impl.h"
+#include "dtrain/checkpoint.h"
+#include "dtrain/optim.h"
+#include "dtrain/rendezvous.h"
+#include "dtrain/ring.h"
+#include "dtrain/shard.h"
+#include "dtrain/threadpool.h"
+#include "role/role-impl.h"
+#include "train/train-impl.h"
+
+#define DATASET "training"
+#define WATCH_MS 100     /* how often the watcher asks the master about the ring */
+#define IDLE_MS 20       /* a step in which no member had data: wait this long */
+#define TRAILER 2        /* samples, not-done members: the counters in bucket 0 */
+#define JOIN_TIMEOUT_MS (10 * 60 * 1000)
+
+typedef struct ar_conf {
+    int fixed_global;     /* globalBatch fixed: micro-batches keep batch x spec trainers */
+    size_t bucket_floats; /* bucket size */
+    size_t chunk_bytes;
+    int timeout_ms;
+    double checkpoint_secs;
+    int64_t minibatches_per_shard;
+} ar_conf;
+
+typedef struct bucket {
+    size_t off, n;  /* floats of the flat buffer */
+    int min_layer;  /* ready once the backward pass has done this layer */
+} bucket;
+
+typedef struct trainer {
+    dt__role *r;
+    ar_conf conf;
+    dt_dataset *train, *eval;
+    dt_pool *pool;
+    dt_model *model;
+    dt_optim *optim;
+    dt_param **params;
+    int np;
+    dt__batch_bufs b;
+    int64_t batch;
+    dt_rng rng;
+
+    /* the flat gradient buffer: TRAILER counters, then the parameters last first */
+    float *flat;
+    size_t nflat;
+    size_t *param_off; /* params[i]'s offset in flat */
+    bucket *buckets;
+    int nbuckets;
+    float *state;      /* the broadcast: step, then values, then optimizer slots */
+    size_t nstate;
+
+    /* the ring and the comm thread (mu guards the fields below it) */
+    int listen_fd;
+    char address[320];
+    dt_ring *ring;
+    dt_rdzv_ring rz;
+    pthread_t comm;
+    int comm_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int ready;        /* buckets handed to the comm thread this step */
+    int done;         /* buckets it has all-reduced */
+    int comm_failed;  /* its all-reduce failed (message in comm_msg) */
+    int comm_stop;
+    char comm_msg[1024];
+    float cur_nb;     /* this micro-batch's samples (the backward hook packs grad x nb) */
+    int hook_on;      /* pack on the hook (the step's last micro-batch) */
+
+    /* the watcher */
+    pthread_t watch;
+    int watch_started;
+    int watch_stop;
+    dt_shard_client *wc;
+
+    dt_shard_client *sc;
+    dt_shard sh;
+    int64_t pos;            /* next sample of sh */
+    int have_shard, data_end;
+
+    int64_t step, epoch, last_ckpt_step;
+    double last_ckpt_time;
+    int64_t samples, batches, abandoned, generations;
+    double loss_sum, last_epoch_loss;
+    int64_t loss_n;
+    double t_start, t_train;
+} trainer;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static ar_conf settings(const dt_job_spec *job) {
+    const dt_allreduce_job_conf *a = &job->allreduce;
+    ar_conf c = {.fixed_global = a->global_batch == DT_GLOBAL_BATCH_FIXED,
+                 .bucket_floats = (size_t)a->bucket_bytes / sizeof(float),
+                 .chunk_bytes = (size_t)a->chunk_bytes,
+                 .timeout_ms = (int)a->timeout_ms,
+                 .checkpoint_secs = (double)a->checkpoint_secs,
+                 .minibatches_per_shard = a->minibatches_per_shard};
+    if (c.bucket_floats < 1024) c.bucket_floats = 1024;
+    return c;
+}
+
+/* ---- the flat buffer and its buckets ---- */
+
+static dt_err layout(trainer *t) {
+    size_t off = TRAILER;
+    t->param_off = malloc((size_t)t->np * sizeof *t->param_off);
+    t->buckets = malloc((size_t)(t->np + 1) * sizeof *t->buckets);
+    if (!t->param_off || !t->buckets) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    bucket cur = {.off = 0, .n = TRAILER, .min_layer = -1};
+    for (int i = t->np - 1; i >= 0; i--) {
+        size_t n = (size_t)dt_tensor_numel(&t->params[i]->grad);
+        int layer = dt_model_param_layer(t->model, i);
+        /* a layer's parameters share a bucket; a full bucket closes at a layer boundary */
+        if (cur.n >= t->conf.bucket_floats && cur.min_layer != layer) {
+            t->buckets[t->nbuckets++] = cur;
+            cur = (bucket){.off = off, .n = 0, .min_layer = layer};
+        }
+        t->param_off[i] = off;
+        off += n;
+        cur.n += n;
+        cur.min_layer = layer;
+    }
+    t->buckets[t->nbuckets++] = cur;
+    t->nflat = off;
+    size_t slots = 0;
+    for (int i = 0; i < dt_optim_num_slots(t->optim); i++)
+        slots += (size_t)dt_tensor_numel(dt_optim_slot(t->optim, i));
+    t->nstate = 2 + (off - TRAILER) + slots;
+    t->flat = malloc(t->nflat * sizeof *t->flat);
+    t->state = malloc(t->nstate * sizeof *t->state);
+    if (!t->flat || !t->state) return dt_err_set(DT_ERR_NOMEM, "out of memory for gradients");
+    return DT_OK;
+}
+
+/* flat[param i] += grad x nb (nb = this micro-batch's samples: the sum over members of
+ * grad x samples, divided by the total, is the mean over the global batch). */
+static void pack_param(trainer *t, int i, float nb) {
+    const dt_param *p = t->params[i];
+    float *dst = t->flat + t->param_off[i];
+    const float *g = p->grad.data;
+    int64_t n = dt_tensor_numel(&p->grad);
+    for (int64_t k = 0; k < n; k++)
+        dst[k] += g[k] * nb;
+}
+
+/* Hand buckets [t->ready, upto) to the comm thread. */
+static void hand_over(trainer *t, int upto) {
+    pthread_mutex_lock(&t->mu);
+    if (upto > t->ready) {
+        t->ready = upto;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The backward hook: layer `layer` is done; pack its parameters and hand over every bucket
+ * whose layers are all done. */
+static void on_layer_done(void *ctx, int layer) {
+    trainer *t = ctx;
+    if (!t->hook_on) return;
+    for (int i = 0; i < t->np; i++)
+        if (dt_model_param_layer(t->model, i) == layer) pack_param(t, i, t->cur_nb);
+    int upto = t->ready;
+    while (upto < t->nbuckets && t->buckets[upto].min_layer >= layer)
+        upto++;
+    if (upto > t->ready) hand_over(t, upto);
+}
+
+static void *comm_main(void *arg) {
+    trainer *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->comm_stop && t->done >= t->ready)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (t->comm_stop) break;
+        int b = t->done;
+        dt_ring *ring = t->ring;
+        pthread_mutex_unlock(&t->mu);
+        dt_err e = t->comm_failed ? DT_ERR_STATE
+                                  : dt_ring_allreduce(ring, t->flat + t->buckets[b].off,
+                                                      t->buckets[b].n);
+        pthread_mutex_lock(&t->mu);
+        if (e && !t->comm_failed) {
+            t->comm_failed = 1;
+            snprintf(t->comm_msg, sizeof t->comm_msg, "%s", dt_errmsg());
+        }
+        t->done = b + 1;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Wait for the comm thread to finish every bucket; DT_ERR_IO when an all-reduce failed. */
+static dt_err wait_buckets(trainer *t) {
+    pthread_mutex_lock(&t->mu);
+    while (t->done < t->nbuckets)
+        pthread_cond_wait(&t->cv, &t->mu);
+    int failed = t->comm_failed;
+    pthread_mutex_unlock(&t->mu);
+    if (failed) return dt_err_set(DT_ERR_IO, "%s", t->comm_msg);
+    return DT_OK;
+}
+
+/* ---- the watcher ---- */
+
+static void *watch_main(void *arg) {
+    trainer *t = arg;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        int stop = t->watch_stop;
+        int64_t gen = t->ring ? t->rz.generation : 0;
+        pthread_mutex_unlock(&t->mu);
+        if (stop) break;
+        int64_t newest = 0;
+        int leave = 0;
+        if (gen > 0 && dt_rdzv_status(t->wc, gen, &newest, &leave) == DT_OK && leave) {
+            pthread_mutex_lock(&t->mu);
+            if (t->ring && t->rz.generation == gen) dt_ring_abort(t->ring);
+            pthread_mutex_unlock(&t->mu);
+        }
+        usleep(WATCH_MS * 1000);
+    }
+    return NULL;
+}
+
+/* ---- state: checkpoints and the broadcast after a (re)formation ---- */
+
+static dt_err checkpoint(trainer *t) {
+    dt_train_state st = {.step = t->step, .epoch = t->epoch, .seed = t->r->spec->seed,
+                         .rng = t->rng};
+    dt_err e = dt_checkpoint_dir_save(t->r->ckpt_dir, t->r->spec->checkpoint_keep, t->model,
+                                      t->optim, &st);
+    if (e) return e;
+    t->last_ckpt_step = t->step;
+    t->last_ckpt_time = now_s();
+    return DT_OK;
+}
+
+static int checkpoint_due(const trainer *t) {
+    int64_t every = t->r->spec->checkpoint_every_steps;
+    if (every > 0 && t->step / every > t->last_ckpt_step / every) return 1;
+    return t->conf.checkpoint_secs > 0 && now_s() - t->last_ckpt_time >= t->conf.checkpoint_secs;
+}
+
+/* state <-> model, optimizer and step (the step as two floats' bits: exact) */
+static void state_pack(trainer *t, int out) {
+    float *s = t->state;
+    int64_t step = t->step;
+    if (out) memcpy(s, &step, sizeof step);
+    else memcpy(&step, s, sizeof step);
+    size_t k = 2;
+    for (int i = 0; i < t->np; i++) {
+        dt_tensor *v = &t->params[i]->value;
+        size_t n = (size_t)dt_tensor_numel(v);
+        if (out) memcpy(s + k, v->data, n * sizeof *s);
+        else memcpy(v->data, s + k, n * sizeof *s);
+        k += n;
+    }
+    for (int i = 0; i < dt_optim_num_slots(t->optim); i++) {
+        dt_tensor *v = dt_optim_slot(t->optim, i);
+        size_t n = (size_t)dt_tensor_numel(v);
+        if (out) memcpy(s + k, v->data, n * sizeof *s);
+        else memcpy(v->data, s + k, n * sizeof *s);
+        k += n;
+    }
+    if (!out) {
+        t->step = step;
+        dt_optim_set_steps(t->optim, step);
+    }
+}
+
+/* ---- setup and teardown ---- */
+
+static dt_err setup(trainer *t) {
+    dt__role *r = t->r;
+    const dt_spec *s = r->spec;
+    t->conf = settings(r->job);
+    t->batch = s->batch_size;
+    t->listen_fd = -1;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    dt_err e = dt_pool_init(&t->pool, s->threads > 0 ? s->threads : 1);
+    if (e) return e;
+    if ((e = dt__role_model(r, t->batch, t->pool, &t->train, &t->eval, &t->model))) return e;
+    if (!(t->params = dt__role_params(t->model, &t->np)))
+        return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    dt_model_init_params(t->model, s->seed);
+    dt_optim_conf oc = dt__role_optim(r, t->train->n);
+    if ((e = dt_optim_init(&t->optim, &oc, t->params, t->np))) return e;
+    dt_rng_seed2(&t->rng, s->seed, 0x616c6c72u ^ ((uint64_t)r->type << 32) ^ (uint64_t)r->index);
+    int64_t row = dt_dataset_row(t->train);
+    int64_t tdim = t->train->target_dim > 0 ? t->train->target_dim : 1;
+    t->b.x = malloc((size_t)(t->batch * row) * sizeof(float));
+    t->b.y = malloc((size_t)t->batch * sizeof(int32_t));
+    t->b.t = malloc((size_t)(t->batch * tdim) * sizeof(float));
+    t->b.idx = malloc((size_t)t->batch * sizeof(int64_t));
+    if (!t->b.x || !t->b.y || !t->b.t || !t->b.idx)
+        return dt_err_set(DT_ERR_NOMEM, "out of memory for batch buffers");
+    if ((e = layout(t))) return e;
+    dt_model_set_backward_hook(t->model, on_layer_done, t);
+
+    /* Every trainer resumes from the newest checkpoint when there is one: the ring then
+     * starts from the member with the most steps. */
+    if ((e = dt__mkdirs(r->ckpt_dir))) return e;
+    char latest[4200];
+    e = dt_checkpoint_dir_latest(r->ckpt_dir, latest, sizeof latest);
+    if (e == DT_OK) {
+        dt_train_state st;
+        if ((e = dt_checkpoint_load(latest, t->model, t->optim, &st)))
+            return dt_err_wrap(e, "resuming from %s", latest);
+        t->step = st.step;
+        t->epoch = st.epoch;
+        dt_optim_set_steps(t->optim, st.step);
+        fprintf(r->log, "%s: resuming from %s (step %lld)\n", r->name, latest,
+                (long long)st.step);
+    } else if (e != DT_ERR_NOTFOUND) {
+        return e;
+    }
+    dt_err_clear();
+    t->last_ckpt_step = t->step;
+    t->last_ckpt_time = now_s();
+
+    if (!r->token || !*r->token)
+        return dt_err_set(DT_ERR_ARG, "DTRAIN_JOB_TOKEN is not set: the data plane needs the "
+                                      "job's token");
+    if (!r->self_addr[0] || !r->self_port)
+        return dt_err_set(DT_ERR_ARG, "TF_CONFIG: cluster.%s[%d]: this replica has no "
+                                      "\"host:port\" to listen on",
+                          dt_replica_type_name(r->type), r->index);
+    int port = 0;
+    for (int tries = 0;; tries++) { /* a restarted replica's port may still be held a moment */
+        e = dt_ring_listen(r->self_host, r->self_port, &t->listen_fd, &port);
+        if (!e || tries >= 20) break;
+        usleep(500 * 1000);
+    }
+    if (e) return e;
+    snprintf(t->address, sizeof t->address, "%s", r->self_addr);
+
+    dt_shard_client_opts so = {.no_wait = 1};
+    if ((e = dt_shard_client_open(&t->sc, &so))) return e;
+    dt_shard_client_opts wo = {.heartbeat_ms = -1};
+    if ((e = dt_shard_client_open(&t->wc, &wo))) return e;
+    dt_dataset_spec ds;
+    dt_dataset_spec_init(&ds);
+    ds.name = DATASET;
+    ds.dataset_size = t->train->n;
+    ds.batch_size = t->batch;
+    ds.num_epochs = s->epochs;
+    ds.num_minibatches_per_shard = t->conf.minibatches_per_shard;
+    ds.shuffle = s->shuffle;
+    ds.seed = s->seed;
+    if ((e = dt_shard_register(t->sc, &ds))) return e;
+    if (pthread_create(&t->comm, NULL, comm_main, t) != 0)
+        return dt_err_set(DT_ERR_NOMEM, "cannot start the communication thread");
+    t->comm_started = 1;
+    if (pthread_create(&t->watch, NULL, watch_main, t) != 0)
+        return dt_err_set(DT_ERR_NOMEM, "cannot start the watcher thread");
+    t->watch_started = 1;
+    return DT_OK;
+}
+
+static void leave_ring(trainer *t) {
+    pthread_mutex_lock(&t->mu);
+    dt_ring *ring = t->ring;
+    t->ring = NULL;
+    pthread_mutex_unlock(&t->mu);
+    dt_ring_close(ring);
+}
+
+static void teardown(trainer *t) {
+    pthread_mutex_lock(&t->mu);
+    t->comm_stop = 1;
+    t->watch_stop = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (t->comm_started) pthread_join(t->comm, NULL);
+    if (t->watch_started) pthread_join(t->watch, NULL);
+    leave_ring(t);
+    dt_rdzv_ring_free(&t->rz);
+    if (t->listen_fd >= 0) close(t->listen_fd);
+    dt_shard_free(&t->sh);
+    dt_shard_client_close(t->wc);
+    dt_shard_client_close(t->sc);
+    free(t->b.x);
+    free(t->b.y);
+    free(t->b.t);
+    free(t->b.idx);
+    free(t->flat);
+    free(t->state);
+    free(t->param_off);
+    free(t->buckets);
+    free(t->params);
+    dt_optim_free(t->optim);
+    dt_model_free(t->model);
+    dt_pool_free(t->pool);
+    dt_dataset_free(t->train);
+    dt_dataset_free(t->eval);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+}
+
+/* ---- joining a ring ---- */
+
+/* Join the next ring (naming the member we lost, if any), open it and take rank 0's state. */
+static dt_err join(trainer *t, const char *lost_member) {
+    dt__role *r = t->r;
+    char lost[64] = ""; /* a copy: the names live in t->rz, replaced by each answer */
+    if (lost_member) snprintf(lost, sizeof lost, "%s", lost_member);
+    for (;;) {
+        dt_rdzv_join_req req = {.address = t->address,
+                                .generation = t->rz.generation,
+                                .step = t->step,
+                                .unreachable = lost[0] ? lost : NULL};
+        dt_rdzv_ring rz = {0};
+        double t0 = now_s();
+        dt_err e = dt_rdzv_join(t->sc, &req, JOIN_TIMEOUT_MS, &rz);
+        if (e) return e;
+        dt_rdzv_ring_free(&t->rz);
+        t->rz = rz;
+        dt_ring_conf rc = {.token = r->token,
+                           .generation = rz.generation,
+                           .rank = rz.rank,
+                           .size = rz.size,
+                           .peers = (const char *const *)rz.peers,
+                           .timeout_ms = t->conf.timeout_ms,
+                           .chunk_bytes = t->conf.chunk_bytes,
+                           .log = r->log};
+        dt_ring *ring = NULL;
+        e = dt_ring_open(&ring, t->listen_fd, &rc);
+        if (!e) {
+            pthread_mutex_lock(&t->mu);
+            t->ring = ring;
+            pthread_mutex_unlock(&t->mu);
+            state_pack(t, 1);
+            e = dt_ring_broadcast(ring, t->state, t->nstate * sizeof *t->state, 0);
+            if (!e) {
+                state_pack(t, 0);
+                t->generations++;
+                fprintf(r->log,
+                        "%s: ring generation %lld: rank %d of %d, step %lld (formed in %.2f s)\n",
+                        r->name, (long long)rz.generation, rz.rank, rz.size, (long long)t->step,
+                        now_s() - t0);
+                fflush(r->log);
+                return DT_OK;
+            }
+            int fp = dt_ring_failed_peer(ring);
+            snprintf(lost, sizeof lost, "%s", fp >= 0 && fp < rz.size ? rz.members[fp] : "");
+            leave_ring(t);
+        } else {
+            lost[0] = '\0';
+        }
+        fprintf(r->log, "%s: ring generation %lld did not form: %s; joining again\n", r->name,
+                (long long)rz.generation, dt_errmsg());
+        fflush(r->log);
+    }
+}
+
+/* ---- a step ---- */
+
+/* Fetch the next shard (reporting the one in hand done): never blocks on the data. */
+static dt_err next_shard(trainer *t) {
+    dt_shard_fetch_status st;
+    dt_err e = t->have_shard ? dt_shard_report_fetch(t->sc, DATASET, &t->sh, 1, NULL, &st)
+                             : dt_shard_fetch(t->sc, DATASET, &t->sh, &st);
+    if (e == DT_ERR_STATE && t->have_shard) {
+        /* the report was refused (the shard was re-queued while we held it): go on */
+        dt_err_clear();
+        e = dt_shard_fetch(t->sc, DATASET, &t->sh, &st);
+    }
+    if (e) return e;
+    t->have_shard = st == DT_SHARD_FETCH_SHARD;
+    t->data_end = st == DT_SHARD_FETCH_END;
+    t->pos = 0;
+    return DT_OK;
+}
+
+/* The epoch's figures when the shard in hand starts a new one; rank 0 checkpoints. */
+static dt_err epoch_turn(trainer *t) {
+    if (!t->have_shard || t->sh.epoch <= t->epoch) return DT_OK;
+    if (t->loss_n > 0) {
+        t->last_epoch_loss = t->loss_sum / (double)t->loss_n;
+        fprintf(t->r->log, "%s: epoch %lld done here: %lld samples, loss %.4f, step %lld\n",
+                t->r->name, (long long)t->epoch + 1, (long long)t->loss_n, t->last_epoch_loss,
+                (long long)t->step);
+        fflush(t->r->log);
+    }
+    t->loss_sum = 0;
+    t->loss_n = 0;
+    dt_err e = t->rz.rank == 0 && t->step > t->last_ckpt_step ? checkpoint(t) : DT_OK;
+    t->epoch = t->sh.epoch;
+    return e;
+}
+
+/* Micro-batches per step: one, or with a fixed global batch as many as keep the spec's
+ * trainers x batch over this ring's size (rounded, at least one). */
+static int micro_batches(const trainer *t) {
+    if (!t->conf.fixed_global || t->rz.size <= 0) return 1;
+    int k = (t->r->ntrainers + t->rz.size / 2) / t->rz.size;
+    return k > 0 ? k : 1;
+}
+
+/* One step. *ring_failed = 1 when the ring failed (the step is abandoned, nothing changed
+ * but the data position kept for the next try); *end = 1 when every member's data is done. */
+static dt_err step(trainer *t, int *ring_failed, int *end) {
+    *ring_failed = 0;
+    *end = 0;
+    dt_err e;
+    if (t->have_shard && t->pos >= t->sh.count) {
+        if ((e = next_shard(t))) return e;
+    } else if (!t->have_shard && !t->data_end) {
+        if ((e = next_shard(t))) return e;
+    }
+    if ((e = epoch_turn(t))) return e;
+    int k = micro_batches(t);
+    int64_t pos0 = t->pos, nb_total = 0;
+    double loss_sum = 0;
+    memset(t->flat, 0, t->nflat * sizeof *t->flat);
+    pthread_mutex_lock(&t->mu);
+    t->ready = 0;
+    t->done = 0;
+    t->comm_failed = 0;
+    pthread_mutex_unlock(&t->mu);
+    for (int j = 0; j < k; j++) {
+        int64_t left = t->have_shard ? t->sh.count - t->pos : 0;
+        int64_t nb = left < t->batch ? left : t->batch;
+        if (nb <= 0) break;
+        dt_dataset_gather(t->train, t->sh.indices + t->pos, nb, t->b.x, t->b.y, t->b.t);
+        t->pos += nb;
+        double loss;
+        e = dt_model_forward(t->model, t->b.x, nb, 1, &t->rng, NULL);
+        if (!e)
+            e = dt_model_loss(t->model, t->train->labels ? t->b.y : NULL,
+                              t->train->targets ? t->b.t : NULL, &loss, NULL);
+        if (e) {
+            t->pos = pos0;
+            hand_over(t, t->nbuckets); /* let the comm thread run out this step */
+            wait_buckets(t);
+            return e;
+        }
+        nb_total += nb;
+        loss_sum += loss * (double)nb;
+        int last = j == k - 1 || t->sh.count - t->pos <= 0;
+        if (last) { /* the counters first: bucket 0 may leave during the backward pass */
+            t->flat[0] = (float)nb_total;
+            t->flat[1] = 1;
+        }
+        t->cur_nb = (float)nb;
+        t->hook_on = last;
+        dt_model_backward(t->model);
+        t->hook_on = 0;
+        if (!last)
+            for (int i = 0; i < t->np; i++)
+                pack_param(t, i, (float)nb);
+        if (last) break;
+    }
+    if (nb_total == 0) {
+        t->flat[0] = 0;
+        t->flat[1] = t->data_end ? 0 : 1;
+    }
+    hand_over(t, t->nbuckets);
+    if ((e = wait_buckets(t))) {
+        t->pos = pos0;
+        *ring_failed = 1;
+        return DT_OK;
+    }
+    double total = t->flat[0], not_done = t->flat[1];
+    if (total <= 0) {
+        if (not_done <= 0) *end = 1;
+        else usleep(IDLE_MS * 1000); /* members wait for shards others hold */
+        return DT_OK;
+    }
+    float scale = (float)(1.0 / total);
+    for (int i = 0; i < t->np; i++) {
+        dt_param *p = t->params[i];
+        const float *src = t->flat + t->param_off[i];
+        int64_t n = dt_tensor_numel(&p->grad);
+        for (int64_t q = 0; q < n; q++)
+            p->grad.data[q] = src[q] * scale;
+    }
+    dt_optim_step(t->optim, t->pool);
+    t->step++;
+    t->samples += nb_total;
+    t->batches += nb_total > 0;
+    t->loss_sum += loss_sum;
+    t->loss_n += nb_total;
+    if (t->rz.rank == 0 && checkpoint_due(t)) return checkpoint(t);
+    return DT_OK;
+}
+
+/* ---- the end ---- */
+
+static dt_err finish(trainer *t, json_t *res) {
+    dt__role *r = t->r;
+    double eval_loss = 0, eval_acc = 0;
+    dt_err e = dt__train_evaluate(t->model, t->eval, t->batch, &t->b, &eval_loss, &eval_acc);
+    if (e) return e;
+    char dir[4200];
+    if ((e = dt__role_export(r, t->model, t->step, t->epoch, dir, sizeof dir))) return e;
+    fprintf(r->log, "%s: done: step %lld, eval accuracy %.4f, loss %.4f; exported %s\n", r->name,
+            (long long)t->step, eval_acc, eval_loss, dir);
+    fflush(r->log);
+    json_object_set_new(res, "eval", json_pack("{s:f, s:f}", "accuracy", eval_acc, "loss",
+                                               eval_loss));
+    json_object_set_new(res, "export", json_string(dir));
+    double all = (double)t->train->n * (double)r->spec->epochs;
+    json_object_set_new(res, "aggregate_samples_per_sec",
+                        json_real(t->t_train > 0 ? all / t->t_train : 0));
+    dt__role_wait_for_evaluator(r, t->step);
+    return DT_OK;
+}
+
+dt_err dt__role_allreduce(dt__role *r) {
+    trainer t = {.r = r, .t_start = now_s()};
+    dt_err e = setup(&t);
+    if (e) goto end;
+    fprintf(r->log, "%s: all-reduce training%s from step %lld, listening on %s\n", r->name,
+            r->is_chief ? " (chief)" : "", (long long)t.step, t.address);
+    fflush(r->log);
+    const char *lost = NULL;
+    double t0 = 0;
+    for (;;) {
+        if (!t.ring) {
+            if ((e = join(&t, lost))) break;
+            lost = NULL;
+            if (t0 == 0) t0 = now_s();
+        }
+        int failed, end;
+        if ((e = step(&t, &failed, &end))) break;
+        if (end) break;
+        if (failed) {
+            int fp = dt_ring_failed_peer(t.ring);
+            lost = fp >= 0 && fp < t.rz.size ? t.rz.members[fp] : NULL;
+            t.abandoned++;
+            fprintf(r->log, "%s: step %lld abandoned: %s\n", r->name, (long long)t.step + 1,
+                    t.comm_msg);
+            fflush(r->log);
+            leave_ring(&t);
+        }
+    }
+    if (e) goto end;
+    t.t_train = now_s() - t0;
+    if (t.loss_n > 0) t.last_epoch_loss = t.loss_sum / (double)t.loss_n;
+    t.epoch = r->spec->epochs;
+    /* The final state, for the evaluator and for a chief restarted after this point. */
+    if (t.rz.rank == 0 && (e = checkpoint(&t))) goto end;
+    if (t.have_shard) {
+        dt_shard_report(t.sc, DATASET, &t.sh, 1, NULL);
+        t.have_shard = 0;
+    }
+    json_t *res = json_pack(
+        "{s:s, s:s, s:s, s:{s:I, s:I, s:I, s:f, s:f, s:f}, s:{s:I, s:I, s:I}}", "status",
+        "Succeeded", "name", r->spec->name, "role", r->is_chief ? "chief" : "worker", "train",
+        "steps", (json_int_t)t.step, "samples", (json_int_t)t.samples, "batches",
+        (json_int_t)t.batches, "samples_per_sec",
+        t.t_train > 0 ? (double)t.samples / t.t_train : 0, "seconds", t.t_train, "loss",
+        t.last_epoch_loss, "ring", "generations", (json_int_t)t.generations, "abandoned_steps",
+        (json_int_t)t.abandoned, "last_size", (json_int_t)t.rz.size);
+    if (res && r->is_chief && (e = finish(&t, res))) {
+        json_decref(res);
+        goto end;
+    }
+    if (res) json_object_set_new(res, "wall_seconds", json_real(now_s() - t.t_start));
+    e = dt__role_write_result(r, res);
+end:
+    if (e) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dt_errmsg());
+        dt__role_write_result(r, json_pack("{s:s, s:s, s:s}", "status", "Failed", "role",
+                                           r->is_chief ? "chief" : "worker", "message", msg));
+        dt_err_set(e, "%s", msg);
+    }
+    teardown(&t);
+    return e;
+}

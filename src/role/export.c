@@ -1,0 +1,77 @@
+/*
+ * export.c - the chief's last duties, shared by the parameter-server and all-reduce trainers:
+ * export the final model (model.safetensors in the checkpoint layout, and the spec that
+ * describes the model, in JOB_DIR/export/<step>/, a directory that appears whole), and wait
+ * for the evaluator to report on the final checkpoint.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/file-impl.h"
+#include "dtrain/checkpoint.h"
+#include "role/role-impl.h"
+
+/* How long the chief waits at the end for the evaluator to report the final checkpoint. */
+#define EVALUATOR_WAIT_S 120
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+dt_err dt__role_export(const dt__role *r, dt_model *model, int64_t step, int64_t epoch, char *dir,
+                       size_t len) {
+    char base[4100], tmp[4300], file[4400];
+    snprintf(base, sizeof base, "%.4000s/export", r->job_dir);
+    snprintf(dir, len, "%s/%lld", base, (long long)step);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%lld-%d", base, (long long)step, (int)getpid());
+    dt_err e = dt__mkdirs(tmp);
+    if (e) return e;
+    dt_train_state st = {.step = step, .epoch = epoch, .seed = r->spec->seed};
+    snprintf(file, sizeof file, "%s/model.safetensors", tmp);
+    if ((e = dt_checkpoint_save(file, model, NULL, &st))) return e;
+    char *spec = NULL;
+    size_t slen = 0;
+    if ((e = dt__read_file(r->job->path, &spec, &slen))) return e;
+    snprintf(file, sizeof file, "%s/spec.yaml", tmp);
+    e = dt__write_file_atomic(file, spec, slen);
+    free(spec);
+    if (e) return e;
+    char old[4400];
+    snprintf(old, sizeof old, "%s.old-%d", dir, (int)getpid());
+    int had = rename(dir, old) == 0; /* a rerun at the same step replaces it */
+    if (rename(tmp, dir) != 0)
+        return dt_err_set(DT_ERR_IO, "%s: cannot rename into place: %s", dir, strerror(errno));
+    if (had) {
+        char f[4500];
+        snprintf(f, sizeof f, "%s/model.safetensors", old);
+        unlink(f);
+        snprintf(f, sizeof f, "%s/spec.yaml", old);
+        unlink(f);
+        rmdir(old);
+    }
+    return DT_OK;
+}
+
+/* The evaluator's own result.json names the last step it evaluated: wait until it has seen
+ * the final checkpoint, so the job's result carries its figures for it. */
+void dt__role_wait_for_evaluator(const dt__role *r, int64_t step) {
+    const dt_replica_spec *ev = &r->job->replicas[DT_REPLICA_TYPE_EVALUATOR];
+    if (!ev->present || ev->replicas < 1) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/replicas/evaluator-0/result.json", r->job_dir);
+    double t0 = now_s();
+    while (now_s() - t0 < EVALUATOR_WAIT_S) {
+        json_t *j = json_load_file(path, 0, NULL);
+        int64_t seen = j ? (int64_t)json_integer_value(json_object_get(j, "step")) : -1;
+        json_decref(j);
+        if (seen >= step) return;
+        usleep(100 * 1000);
+    }
+    fprintf(r->log, "%s: the evaluator has not reported step %lld after %d s; finishing\n",
+            r->name, (long long)step, EVALUATOR_WAIT_S);
+}
