@@ -3,7 +3,8 @@
 # enough for the sanitizer build): a real master, real replica processes, a real ring.
 #   two      2 workers + evaluator: succeeds, learns, both workers trained in one ring of 2,
 #            rank 0 checkpointed (with the optimizer's state), the chief exported the model
-#   fixed    globalBatch fixed, 2 workers: succeeds and learns
+#   fixed    globalBatch fixed, small buckets: scaled from 2 workers to 1, the survivor
+#            accumulates 2 micro-batches a step; succeeds and learns
 #   kill     a worker killed by SIGKILL in the middle of training: the survivor abandons the
 #            step in flight, the ring re-forms without it and again with it once restarted
 #            (each within the bound below), nothing hangs, the job succeeds
@@ -99,8 +100,19 @@ PYEOF
 fi
 
 if section fixed; then
-    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 4}" 8 2048
-    expect_exit 0 fixed -- "$DTRAIN" run fixed.yaml --job-dir job-fixed && pass "fixed: job succeeded"
+    # globalBatch fixed: 2 workers in the spec; scaled down to 1, the remaining worker
+    # accumulates 2 micro-batches a step (the global batch stays 2 x 32)
+    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 2}" 200 2048
+    expect_exit 0 fixed-start -- "$DTRAIN" run fixed.yaml --job-dir job-fixed --detach
+    two_ring() { grep -q "rank [01] of 2.*1 micro-batches a step" job-fixed/logs/worker-0.log 2>/dev/null; }
+    WAIT_POLLS=600 wait_for two_ring && pass "fixed: a ring of 2, one micro-batch a step" ||
+        fail "fixed: $(tail -3 job-fixed/logs/worker-0.log)"
+    expect_exit 0 fixed-down -- "$DTRAIN" scale job-fixed --workers 1 && pass "fixed: scaled to 1 worker"
+    one_ring() { grep -q "rank 0 of 1.*2 micro-batches a step" job-fixed/logs/worker-0.log 2>/dev/null; }
+    WAIT_POLLS=600 wait_for one_ring && pass "fixed: alone, worker-0 accumulates 2 micro-batches a step" ||
+        fail "fixed: $(tail -3 job-fixed/logs/worker-0.log)"
+    done_job() { [ -f job-fixed/result.json ]; }
+    WAIT_POLLS=3000 wait_for done_job || fail "fixed: the job did not finish"
     check_result fixed '
 c = reps["worker-0"]["result"]
 assert r["status"] == "Succeeded" and c["eval"]["accuracy"] >= 0.5, c' &&

@@ -103,8 +103,9 @@ typedef struct dt_ps_job_conf {
 typedef enum dt_global_batch {
     DT_GLOBAL_BATCH_SCALE = 0, /* each member trains training.batch_size samples per step:
                                   the global batch grows with the ring (the default) */
-    DT_GLOBAL_BATCH_FIXED,     /* training.batch_size is the global batch, split among the
-                                  members */
+    DT_GLOBAL_BATCH_FIXED,     /* the global batch stays training.batch_size x the spec's
+                                  trainers: with fewer members each accumulates the gradients
+                                  of several micro-batches (gradient accumulation) */
 } dt_global_batch;
 
 /* spec.allreduce of a TrainJob (strategy allreduce). */

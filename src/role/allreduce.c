@@ -445,6 +445,15 @@ static void teardown(trainer *t) {
 
 /* ---- joining a ring ---- */
 
+/* Micro-batches per step: one, or with a fixed global batch as many as keep the spec's
+ * trainers x batch over this ring's size (rounded, at least one). */
+static int micro_batches(const trainer *t) {
+    if (!t->conf.fixed_global || t->rz.size <= 0) return 1;
+    int k = (t->r->ntrainers + t->rz.size / 2) / t->rz.size;
+    return k > 0 ? k : 1;
+}
+
+
 /* Join the next ring (naming the member we lost, if any), open it and take rank 0's state. */
 static dt_err join(trainer *t, const char *lost_member) {
     dt__role *r = t->r;
@@ -481,9 +490,10 @@ static dt_err join(trainer *t, const char *lost_member) {
                 state_pack(t, 0);
                 t->generations++;
                 fprintf(r->log,
-                        "%s: ring generation %lld: rank %d of %d, step %lld (formed in %.2f s)\n",
+                        "%s: ring generation %lld: rank %d of %d, step %lld (formed in %.2f s); "
+                        "%d micro-batches a step\n",
                         r->name, (long long)rz.generation, rz.rank, rz.size, (long long)t->step,
-                        now_s() - t0);
+                        now_s() - t0, micro_batches(t));
                 fflush(r->log);
                 return DT_OK;
             }
@@ -533,14 +543,6 @@ static dt_err epoch_turn(trainer *t) {
     dt_err e = t->rz.rank == 0 && t->step > t->last_ckpt_step ? checkpoint(t) : DT_OK;
     t->epoch = t->sh.epoch;
     return e;
-}
-
-/* Micro-batches per step: one, or with a fixed global batch as many as keep the spec's
- * trainers x batch over this ring's size (rounded, at least one). */
-static int micro_batches(const trainer *t) {
-    if (!t->conf.fixed_global || t->rz.size <= 0) return 1;
-    int k = (t->r->ntrainers + t->rz.size / 2) / t->rz.size;
-    return k > 0 ? k : 1;
 }
 
 /* One step. *ring_failed = 1 when the ring failed (the step is abandoned, nothing changed
