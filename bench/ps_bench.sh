@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# ps_bench.sh - issue 5's throughput benchmark: the aggregate training throughput (samples/s)
-# of dtrain's parameter-server job (2 workers + 1 PS, asynchronous) training the
+# ps_bench.sh - issues 5 and 6's throughput benchmark: the aggregate training throughput
+# (samples/s) of dtrain's parameter-server job (2 workers + 1 PS, asynchronous) and of its
+# all-reduce job (2 workers in a ring, batch 64 each) training the
 # Fashion-MNIST MLP of examples/fashion_mnist_mlp.yaml (784-256-128-10, relu, Adam lr 1e-3,
 # batch 64, one thread per process) against
 #   (a) two independent `dtrain train` runs at the same time, one thread each: the bound
 #       with no communication at all (aggregate = the sum of both runs' samples_per_sec);
 #   (b) PyTorch DistributedDataParallel, gloo backend, 2 processes of one thread each
 #       (bench/torch_ddp.py; aggregate over both processes, barrier to barrier).
-# Targets: ps/independent >= 0.60, ps/ddp >= 3.
+# Targets: ps/independent >= 0.60, ps/ddp >= 3; allreduce/independent >= 0.80,
+# allreduce/ddp >= 4.
 #
 #   bash bench/ps_bench.sh [options]
 #     --coretype-auto   run everything with OPENBLAS_CORETYPE unset (OpenBLAS picks its
@@ -83,6 +85,13 @@ cat >>"$TMP/ps_job.yaml" <<'YAML'
   replicas: {worker: 2, ps: 1}
   strategy: parameter_server
 YAML
+# The all-reduce job: the same spec, 2 workers in a ring (globalBatch scale: 64 per worker).
+sed -e 's/^\(  name:\).*/\1 fashion-mnist-mlp-allreduce/' "$TMP/single.yaml" >"$TMP/allreduce_job.yaml"
+cat >>"$TMP/allreduce_job.yaml" <<'YAML'
+  replicas: {worker: 2}
+  strategy: allreduce
+  allreduce: {minibatchesPerShard: 16}
+YAML
 
 echo "== ps_bench: Fashion-MNIST MLP 784-256-128-10, Adam lr 1e-3, batch 64, 1 thread per process =="
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset: OpenBLAS picks)}"
@@ -124,21 +133,22 @@ else
     echo "  DDP peer failed: $(tail -3 "$TMP/ddp.err" | tr '\n' ' ')"
 fi
 
-# the dtrain PS job
-echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, 1 epoch =="
-ps=""
-job=$TMP/psjob
-t0=$EPOCHREALTIME
-set +e
-timeout --signal=TERM --kill-after=30 "$ps_timeout" \
-    "$BIN" run "$TMP/ps_job.yaml" --job-dir "$job" --stop-grace 2 >"$TMP/ps.out" 2>"$TMP/ps.err"
-rc=$?
-set -e
-t1=$EPOCHREALTIME
-if [ "$rc" = 0 ] && [ -f "$job/result.json" ]; then
-    # prints a line per worker, then "TOTAL <sum of samples_per_sec> <samples> <wall seconds>"
-    "$PY" - "$job/result.json" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
-        >"$TMP/ps.figures" 2>&1 <<'EOF' || true
+# run_job LABEL SPEC: run a dtrain TrainJob (1 epoch) and set $job_rate to its aggregate
+# samples/s (the sum of the workers' samples_per_sec), empty when it could not run.
+run_job() {
+    local label=$1 spec=$2 job=$TMP/job-$1 rc t0 t1 sum samples wall
+    job_rate=""
+    t0=$EPOCHREALTIME
+    set +e
+    timeout --signal=TERM --kill-after=30 "$ps_timeout" \
+        "$BIN" run "$spec" --job-dir "$job" --stop-grace 2 >"$TMP/$label.out" 2>"$TMP/$label.err"
+    rc=$?
+    set -e
+    t1=$EPOCHREALTIME
+    if [ "$rc" = 0 ] && [ -f "$job/result.json" ]; then
+        # prints a line per worker, then "TOTAL <sum of samples_per_sec> <samples> <wall seconds>"
+        "$PY" - "$job/result.json" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+            >"$TMP/$label.figures" 2>&1 <<'EOF' || true
 import json, sys
 r = json.load(open(sys.argv[1]))
 rate = samples = 0
@@ -155,19 +165,27 @@ wall = float(r.get("wall_seconds") or sys.argv[2])
 print("  total %d samples in %.2f s of job wall time: %.1f samples/s" % (samples, wall, samples / wall if wall > 0 else 0))
 print("TOTAL %r %d %r" % (rate, samples, wall))
 EOF
-    grep -v '^TOTAL' "$TMP/ps.figures" || true
-    read -r _ ps_sum ps_samples wall < <(grep '^TOTAL' "$TMP/ps.figures") || true
-    if awk -v s="${ps_sum:-0}" 'BEGIN { exit !(s > 0) }'; then
-        ps=$ps_sum
-    elif awk -v s="${ps_samples:-0}" -v w="${wall:-0}" 'BEGIN { exit !(s > 0 && w > 0) }'; then
-        ps=$(awk -v s="$ps_samples" -v w="$wall" 'BEGIN { print s / w }')
+        grep -v '^TOTAL' "$TMP/$label.figures" || true
+        read -r _ sum samples wall < <(grep '^TOTAL' "$TMP/$label.figures") || true
+        if awk -v s="${sum:-0}" 'BEGIN { exit !(s > 0) }'; then
+            job_rate=$sum
+        elif awk -v s="${samples:-0}" -v w="${wall:-0}" 'BEGIN { exit !(s > 0 && w > 0) }'; then
+            job_rate=$(awk -v s="$samples" -v w="$wall" 'BEGIN { print s / w }')
+        fi
     fi
-fi
-if [ -n "$ps" ]; then
-    printf 'ps_samples_per_sec %.1f\n' "$ps"
-else
-    echo "dtrain PS job: not available yet (exit $rc: $(tail -2 "$TMP/ps.err" | tr '\n' ' '))"
-fi
+    if [ -n "$job_rate" ]; then
+        printf '%s_samples_per_sec %.1f\n' "$label" "$job_rate"
+    else
+        echo "dtrain $label job: could not run (exit $rc: $(tail -2 "$TMP/$label.err" | tr '\n' ' '))"
+    fi
+}
+
+echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, 1 epoch =="
+run_job ps "$TMP/ps_job.yaml"
+ps=$job_rate
+echo "== dtrain all-reduce job: 2 workers in a ring, batch 64 each, threads 1, 1 epoch =="
+run_job allreduce "$TMP/allreduce_job.yaml"
+ar=$job_rate
 
 # the data plane's round trip
 if [ -x build/ps_roundtrip ]; then
@@ -179,11 +197,18 @@ echo "== summary (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}) =="
 printf '  independent x2  %10s samples/s\n' "${indep:-n/a}"
 printf '  pytorch ddp     %10s samples/s\n' "${ddp:-n/a}"
 printf '  dtrain ps job   %10s samples/s\n' "${ps:-n/a}"
+printf '  dtrain allreduce %9s samples/s\n' "${ar:-n/a}"
 if [ -n "$ps" ] && [ -n "$indep" ]; then
     awk -v p="$ps" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio ps/independent = %.2f (target >= 0.60: %s)\n", r, (r >= 0.60 ? "met" : "NOT met") }'
 fi
 if [ -n "$ps" ] && [ -n "$ddp" ]; then
     awk -v p="$ps" -v d="$ddp" 'BEGIN { r = p / d; printf "  RESULT ratio ps/ddp = %.2f (target >= 3: %s)\n", r, (r >= 3 ? "met" : "NOT met") }'
+fi
+if [ -n "$ar" ] && [ -n "$indep" ]; then
+    awk -v p="$ar" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio allreduce/independent = %.2f (target >= 0.80: %s)\n", r, (r >= 0.80 ? "met" : "NOT met") }'
+fi
+if [ -n "$ar" ] && [ -n "$ddp" ]; then
+    awk -v p="$ar" -v d="$ddp" 'BEGIN { r = p / d; printf "  RESULT ratio allreduce/ddp = %.2f (target >= 4: %s)\n", r, (r >= 4 ? "met" : "NOT met") }'
 fi
 if [ -n "$indep" ] && [ -n "$ddp" ]; then
     awk -v i="$indep" -v d="$ddp" 'BEGIN { printf "  (independent/ddp = %.2f: the most a PS job could reach against DDP here)\n", i / d }'
