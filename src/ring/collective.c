@@ -69,6 +69,7 @@ typedef struct item {
     size_t len; /* payload bytes (> 0) */
     int step;   /* for messages */
     int reduce; /* receive: add into p through the staging buffer */
+    int staged; /* receive: the payload goes to the staging buffer (read with its header) */
 } item;
 
 typedef struct plan {
@@ -112,7 +113,8 @@ static void add_chunks(item *list, size_t *k, uint8_t *p, size_t bytes, size_t c
                        int reduce) {
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t len = bytes - off < chunk ? bytes - off : chunk;
-        list[(*k)++] = (item){.p = p + off, .len = len, .step = step, .reduce = reduce};
+        list[(*k)++] =
+            (item){.p = p + off, .len = len, .step = step, .reduce = reduce, .staged = reduce};
     }
 }
 
@@ -176,7 +178,7 @@ static dt_err plan_small(dt_ring *r, plan *pl, float *data, size_t n) {
         uint8_t *from = (uint8_t *)(r->stage + (size_t)mod(me - k, P) * n);
         uint8_t *to = (uint8_t *)(r->stage + (size_t)mod(me - k - 1, P) * n);
         pl->send[pl->nsend++] = (item){.p = from, .len = n * 4, .step = k};
-        pl->recv[pl->nrecv++] = (item){.p = to, .len = n * 4, .step = k};
+        pl->recv[pl->nrecv++] = (item){.p = to, .len = n * 4, .step = k, .staged = 1};
     }
     return DT_OK;
 }
@@ -317,10 +319,13 @@ static int recv_some(engine *e, size_t *got) {
     item *it = &pl->recv[e->ri];
     struct iovec iov[2];
     int n = 0;
+    uint8_t *dst = it->reduce ? (uint8_t *)r->stage : it->p;
     if (e->rhgot < DT__PS_HDR) {
         iov[n++] = (struct iovec){e->rhdr + e->rhgot, DT__PS_HDR - e->rhgot};
+        /* a payload bound for the staging buffer may come along: it is not used before the
+         * header has been checked */
+        if (it->staged) iov[n++] = (struct iovec){dst, it->len};
     } else {
-        uint8_t *dst = it->reduce ? (uint8_t *)r->stage : it->p;
         iov[n++] = (struct iovec){dst + e->rpgot, it->len - e->rpgot};
         /* the next header may come along, never anything beyond this call */
         if (e->ri + 1 < pl->nrecv) iov[n++] = (struct iovec){e->rhdr, DT__PS_HDR};
@@ -339,9 +344,12 @@ static int recv_some(engine *e, size_t *got) {
     *got = (size_t)k;
     size_t left = (size_t)k;
     if (e->rhgot < DT__PS_HDR) {
-        e->rhgot += left;
-        if (e->rhgot == DT__PS_HDR && check_hdr(e)) return -2;
-        return (size_t)k == asked;
+        size_t h = left < DT__PS_HDR - e->rhgot ? left : DT__PS_HDR - e->rhgot;
+        e->rhgot += h;
+        left -= h;
+        if (e->rhgot < DT__PS_HDR) return 0; /* a header cut short: the socket is dry */
+        if (check_hdr(e)) return -2;
+        if (left == 0) return (size_t)k == asked;
     }
     size_t pay = it->len - e->rpgot;
     if (left < pay) {
