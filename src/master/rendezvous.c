@@ -60,6 +60,7 @@ typedef struct penalty {
 struct dt__rdzv {
     int64_t generation; /* the newest ring formed; 0: none */
     int broken;
+    int broken_by_loss; /* broken by a member that lost a peer (not by the master's news) */
     int size;
     char (*members)[NAME_MAX_LEN]; /* size, by rank */
     char **peers;                  /* size, by rank; owned */
@@ -263,6 +264,7 @@ static void maybe_form(dt__master *m, double now) {
     clear_ring(z);
     z->generation++;
     z->broken = 0;
+    z->broken_by_loss = 0;
     z->size = n;
     z->members = members;
     z->peers = peers;
@@ -403,6 +405,18 @@ dt_err dt__rdzv_join(dt__master *m, const dt__rdzv_reg *reg, double now, json_t 
     }
     refresh(m, now);
     int rank = member_rank(z, r->name);
+    /* A lost peer counts only when the ring failed on its own: after the master asked the
+     * members to leave (a broken ring, a replica waiting) they abort one by one, and a
+     * neighbour's closed connection is no sign of a bad link. */
+    int asked_to_leave = z->broken && !z->broken_by_loss;
+    for (int i = 0; i < z->nw && !asked_to_leave; i++) /* a newcomer waits */
+        if (!penalized(z, z->w[i].name, now) && member_rank(z, z->w[i].name) < 0)
+            asked_to_leave = 1;
+    if (lost && asked_to_leave) {
+        dt__master_say(m, "rendezvous: %s lost %s while the ring was being left: no penalty",
+                       r->name, lost->name);
+        lost = NULL;
+    }
     if (rank >= 0 && !z->broken && reg->generation < z->generation) {
         /* A poll that has not heard of its ring yet. */
         *answer = ring_answer(z, rank);
@@ -413,6 +427,7 @@ dt_err dt__rdzv_join(dt__master *m, const dt__rdzv_reg *reg, double now, json_t 
         snprintf(why, sizeof why, "%s joins again%s%s", r->name, lost ? ", having lost " : "",
                  lost ? lost->name : "");
         break_ring(m, why);
+        z->broken_by_loss = lost != NULL;
     }
     /* lost and r point into the table, which nothing below changes. */
     if (lost && (e = report_unreachable(m, r, reg->step, lost, now))) return e;

@@ -313,6 +313,32 @@ static void state_pack(trainer *t, int out) {
     }
 }
 
+/* Load the newest checkpoint into the model and optimizer when it is past our step (a
+ * trainer restarted or left alone after the others went on); *loaded says whether it did. */
+static dt_err catch_up(trainer *t, int *loaded) {
+    *loaded = 0;
+    char latest[4200];
+    dt_err e = dt_checkpoint_dir_latest(t->r->ckpt_dir, latest, sizeof latest);
+    if (e == DT_ERR_NOTFOUND) {
+        dt_err_clear();
+        return DT_OK;
+    }
+    if (e) return e;
+    const char *base = strrchr(latest, '/');
+    long long at = -1;
+    if (sscanf(base ? base + 1 : latest, "ckpt-%lld", &at) != 1 || at <= t->step) return DT_OK;
+    dt_train_state st;
+    if ((e = dt_checkpoint_load(latest, t->model, t->optim, &st)))
+        return dt_err_wrap(e, "resuming from %s", latest);
+    t->step = st.step;
+    if (st.epoch > t->epoch) t->epoch = st.epoch;
+    dt_optim_set_steps(t->optim, st.step);
+    fprintf(t->r->log, "%s: resuming from %s (step %lld)\n", t->r->name, latest,
+            (long long)st.step);
+    *loaded = 1;
+    return DT_OK;
+}
+
 /* ---- setup and teardown ---- */
 
 static dt_err setup(trainer *t) {
@@ -346,21 +372,8 @@ static dt_err setup(trainer *t) {
     /* Every trainer resumes from the newest checkpoint when there is one: the ring then
      * starts from the member with the most steps. */
     if ((e = dt__mkdirs(r->ckpt_dir))) return e;
-    char latest[4200];
-    e = dt_checkpoint_dir_latest(r->ckpt_dir, latest, sizeof latest);
-    if (e == DT_OK) {
-        dt_train_state st;
-        if ((e = dt_checkpoint_load(latest, t->model, t->optim, &st)))
-            return dt_err_wrap(e, "resuming from %s", latest);
-        t->step = st.step;
-        t->epoch = st.epoch;
-        dt_optim_set_steps(t->optim, st.step);
-        fprintf(r->log, "%s: resuming from %s (step %lld)\n", r->name, latest,
-                (long long)st.step);
-    } else if (e != DT_ERR_NOTFOUND) {
-        return e;
-    }
-    dt_err_clear();
+    int loaded;
+    if ((e = catch_up(t, &loaded))) return e;
     t->last_ckpt_step = t->step;
     t->last_ckpt_time = now_s();
 
@@ -484,6 +497,9 @@ static dt_err join(trainer *t, const char *lost_member) {
             pthread_mutex_lock(&t->mu);
             t->ring = ring;
             pthread_mutex_unlock(&t->mu);
+            /* rank 0's state goes to all: not older than the newest checkpoint */
+            int loaded;
+            if (rz.rank == 0 && (e = catch_up(t, &loaded))) return e;
             state_pack(t, 1);
             e = dt_ring_broadcast(ring, t->state, t->nstate * sizeof *t->state, 0);
             if (!e) {
@@ -688,7 +704,9 @@ dt_err dt__role_allreduce(dt__role *r) {
     if (t.loss_n > 0) t.last_epoch_loss = t.loss_sum / (double)t.loss_n;
     t.epoch = r->spec->epochs;
     /* The final state, for the evaluator and for a chief restarted after this point. */
-    if (t.rz.rank == 0 && (e = checkpoint(&t))) goto end;
+    /* rank 0 writes it; so does the chief (the same bits), which the master's end of the job
+     * may not let a rank 0 still writing finish */
+    if ((t.rz.rank == 0 || r->is_chief) && (e = checkpoint(&t))) goto end;
     if (t.have_shard) {
         dt_shard_report(t.sc, DATASET, &t.sh, 1, NULL);
         t.have_shard = 0;
