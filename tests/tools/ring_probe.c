@@ -9,7 +9,7 @@
  * contributes rank+1 everywhere: the sums are checked) until --steps steps are done. A failed
  * step prints "failed: step S after MS ms without progress: <error>" and, with --reform, the
  * member forms the next generation of the same ring (as a trainer does after the master's
- * rendezvous) and goes on; without it the probe exits 3. Progress lines: "step S gen G".
+ * rendezvous), takes rank 0's step count and goes on; without it the probe exits 3. Progress lines: "step S gen G".
  * Exit 0 when every step is done, 2 on bad arguments, 3 on a failed step, 4 on wrong sums.
  */
 #include <stdio.h>
@@ -73,8 +73,14 @@ int main(int argc, char **argv) {
     int64_t gen = 1;
     dt_ring *ring = NULL;
     int rc = 0;
-    double last_ok = now_ms();
+    double last_ok = now_ms(), started = now_ms();
+    double deadline_ms = 120000;
     for (long s = 0; s < steps;) {
+        if (now_ms() - started > deadline_ms) { /* never hang a test */
+            printf("deadline: %ld of %ld steps done\n", s, steps);
+            rc = 3;
+            break;
+        }
         if (!ring) {
             dt_ring_conf c = {.token = token, .generation = gen, .rank = rank, .size = size,
                               .peers = peers, .timeout_ms = timeout_ms};
@@ -86,7 +92,19 @@ int main(int argc, char **argv) {
                 usleep(200 * 1000);
                 continue; /* the same generation again: the peer may not be back yet */
             }
-            printf("formed gen %lld\n", (long long)gen);
+            /* as a trainer takes rank 0's state: members that disagree by the step in
+             * flight when the ring broke go on from the same one */
+            int64_t at = s;
+            if (dt_ring_broadcast(ring, &at, sizeof at, 0)) {
+                printf("broadcast: gen %lld: %s\n", (long long)gen, dt_errmsg());
+                dt_ring_close(ring);
+                ring = NULL;
+                if (!reform) { rc = 3; break; }
+                gen++;
+                continue;
+            }
+            s = (long)at;
+            printf("formed gen %lld at step %ld\n", (long long)gen, s);
             fflush(stdout);
             last_ok = now_ms();
         }
@@ -116,6 +134,8 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    /* the peer may still be reading our last bytes: closing at once could reset them */
+    if (ring) usleep(500 * 1000);
     dt_ring_close(ring);
     close(lfd);
     free(buf);
