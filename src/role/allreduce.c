@@ -726,13 +726,7 @@ dt_err dt__role_allreduce(dt__role *r) {
     if (res) json_object_set_new(res, "wall_seconds", json_real(now_s() - t.t_start));
     e = dt__role_write_result(r, res);
 end:
-    if (e) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_errmsg());
-        dt__role_write_result(r, json_pack("{s:s, s:s, s:s}", "status", "Failed", "role",
-                                           r->is_chief ? "chief" : "worker", "message", msg));
-        dt_err_set(e, "%s", msg);
-    }
+    if (e) dt__role_write_failure(r, e);
     teardown(&t);
     return e;
 }

@@ -44,6 +44,9 @@ dt_param **dt__role_params(dt_model *m, int *n);
 dt_optim_conf dt__role_optim(const dt__role *r, int64_t train_samples);
 /* Write obj (stolen) as JOB_DIR/replicas/<name>/result.json, atomically. */
 dt_err dt__role_write_result(const dt__role *r, json_t *obj);
+/* A trainer's result.json after error e: status Failed and the recorded message (which stays
+ * recorded for the caller). */
+void dt__role_write_failure(const dt__role *r, dt_err e);
 
 /* The chief's last duties (export.c): export the final model to JOB_DIR/export/<step>/
  * (model.safetensors and the job's spec, renamed into place whole; dir gets the path), and

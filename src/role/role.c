@@ -167,6 +167,14 @@ dt_err dt__role_write_result(const dt__role *r, json_t *obj) {
     return e;
 }
 
+void dt__role_write_failure(const dt__role *r, dt_err e) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dt_errmsg());
+    dt__role_write_result(r, json_pack("{s:s, s:s, s:s}", "status", "Failed", "role",
+                                       r->is_chief ? "chief" : "worker", "message", msg));
+    dt_err_set(e, "%s", msg);
+}
+
 dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
     if (job->kind != DT_JOB_KIND_TRAINJOB || !job->train)
         return dt_err_set(DT_ERR_SPEC, "%s: dtrain's built-in roles run a TrainJob", job->path);
