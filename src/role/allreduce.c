@@ -651,26 +651,6 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
 
 /* ---- the end ---- */
 
-static dt_err finish(trainer *t, json_t *res) {
-    dt__role *r = t->r;
-    double eval_loss = 0, eval_acc = 0;
-    dt_err e = dt__train_evaluate(t->model, t->eval, t->batch, &t->b, &eval_loss, &eval_acc);
-    if (e) return e;
-    char dir[4200];
-    if ((e = dt__role_export(r, t->model, t->step, t->epoch, dir, sizeof dir))) return e;
-    fprintf(r->log, "%s: done: step %lld, eval accuracy %.4f, loss %.4f; exported %s\n", r->name,
-            (long long)t->step, eval_acc, eval_loss, dir);
-    fflush(r->log);
-    json_object_set_new(res, "eval", json_pack("{s:f, s:f}", "accuracy", eval_acc, "loss",
-                                               eval_loss));
-    json_object_set_new(res, "export", json_string(dir));
-    double all = (double)t->train->n * (double)r->spec->epochs;
-    json_object_set_new(res, "aggregate_samples_per_sec",
-                        json_real(t->t_train > 0 ? all / t->t_train : 0));
-    dt__role_wait_for_evaluator(r, t->step);
-    return DT_OK;
-}
-
 dt_err dt__role_allreduce(dt__role *r) {
     trainer t = {.r = r, .t_start = now_s()};
     dt_err e = setup(&t);
@@ -719,7 +699,9 @@ dt_err dt__role_allreduce(dt__role *r) {
         t.t_train > 0 ? (double)t.samples / t.t_train : 0, "seconds", t.t_train, "loss",
         t.last_epoch_loss, "ring", "generations", (json_int_t)t.generations, "abandoned_steps",
         (json_int_t)t.abandoned, "last_size", (json_int_t)t.rz.size);
-    if (res && r->is_chief && (e = finish(&t, res))) {
+    if (res && r->is_chief &&
+        (e = dt__role_chief_finish(r, t.model, t.train, t.eval, t.batch, &t.b, t.step, t.epoch,
+                                   t.t_train, res))) {
         json_decref(res);
         goto end;
     }

@@ -1,8 +1,9 @@
 /*
  * export.c - the chief's last duties, shared by the parameter-server and all-reduce trainers:
- * export the final model (model.safetensors in the checkpoint layout, and the spec that
- * describes the model, in JOB_DIR/export/<step>/, a directory that appears whole), and wait
- * for the evaluator to report on the final checkpoint.
+ * evaluate the final model, export it (model.safetensors in the checkpoint layout, and the
+ * spec that describes the model, in JOB_DIR/export/<step>/, a directory that appears whole),
+ * record the figures in the chief's result, and wait for the evaluator to report on the final
+ * checkpoint.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,8 +24,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-dt_err dt__role_export(const dt__role *r, dt_model *model, int64_t step, int64_t epoch, char *dir,
-                       size_t len) {
+static dt_err export_model(const dt__role *r, dt_model *model, int64_t step, int64_t epoch,
+                           char *dir, size_t len) {
     char base[4100], tmp[4300], file[4400];
     snprintf(base, sizeof base, "%.4000s/export", r->job_dir);
     snprintf(dir, len, "%s/%lld", base, (long long)step);
@@ -59,7 +60,7 @@ dt_err dt__role_export(const dt__role *r, dt_model *model, int64_t step, int64_t
 
 /* The evaluator's own result.json names the last step it evaluated: wait until it has seen
  * the final checkpoint, so the job's result carries its figures for it. */
-void dt__role_wait_for_evaluator(const dt__role *r, int64_t step) {
+static void wait_for_evaluator(const dt__role *r, int64_t step) {
     const dt_replica_spec *ev = &r->job->replicas[DT_REPLICA_TYPE_EVALUATOR];
     if (!ev->present || ev->replicas < 1) return;
     char path[4200];
@@ -74,4 +75,25 @@ void dt__role_wait_for_evaluator(const dt__role *r, int64_t step) {
     }
     fprintf(r->log, "%s: the evaluator has not reported step %lld after %d s; finishing\n",
             r->name, (long long)step, EVALUATOR_WAIT_S);
+}
+
+dt_err dt__role_chief_finish(const dt__role *r, dt_model *model, const dt_dataset *train,
+                             const dt_dataset *eval, int64_t batch, const dt__batch_bufs *b,
+                             int64_t step, int64_t epoch, double t_train, json_t *res) {
+    double eval_loss = 0, eval_acc = 0;
+    dt_err e = dt__train_evaluate(model, eval, batch, b, &eval_loss, &eval_acc);
+    if (e) return e;
+    char dir[4200];
+    if ((e = export_model(r, model, step, epoch, dir, sizeof dir))) return e;
+    fprintf(r->log, "%s: done: step %lld, eval accuracy %.4f, loss %.4f; exported %s\n", r->name,
+            (long long)step, eval_acc, eval_loss, dir);
+    fflush(r->log);
+    json_object_set_new(res, "eval", json_pack("{s:f, s:f}", "accuracy", eval_acc, "loss",
+                                               eval_loss));
+    json_object_set_new(res, "export", json_string(dir));
+    /* Every trainer's samples are the dataset's, once per epoch: the job's aggregate. */
+    double all = (double)train->n * (double)r->spec->epochs;
+    json_object_set_new(res, "aggregate_samples_per_sec", json_real(t_train > 0 ? all / t_train : 0));
+    wait_for_evaluator(r, step);
+    return DT_OK;
 }

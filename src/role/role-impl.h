@@ -11,6 +11,7 @@
 #include "dtrain/nn.h"
 #include "dtrain/role.h"
 #include "dtrain/spec.h"
+#include "train/train-impl.h"
 
 #define DT__ROLE_MAX_PS DT_JOB_MAX_PS
 
@@ -48,12 +49,13 @@ dt_err dt__role_write_result(const dt__role *r, json_t *obj);
  * recorded for the caller). */
 void dt__role_write_failure(const dt__role *r, dt_err e);
 
-/* The chief's last duties (export.c): export the final model to JOB_DIR/export/<step>/
- * (model.safetensors and the job's spec, renamed into place whole; dir gets the path), and
- * wait (bounded) until the evaluator has reported a checkpoint at or after step. */
-dt_err dt__role_export(const dt__role *r, dt_model *model, int64_t step, int64_t epoch, char *dir,
-                       size_t len);
-void dt__role_wait_for_evaluator(const dt__role *r, int64_t step);
+/* The chief's last duties (export.c): evaluate the final model on eval, export it to
+ * JOB_DIR/export/<step>/, put eval, export and the job's aggregate samples/s (the training
+ * set once per epoch over t_train seconds) into res, and wait (bounded) until the evaluator
+ * has reported a checkpoint at or after step. */
+dt_err dt__role_chief_finish(const dt__role *r, dt_model *model, const dt_dataset *train,
+                             const dt_dataset *eval, int64_t batch, const dt__batch_bufs *b,
+                             int64_t step, int64_t epoch, double t_train, json_t *res);
 
 dt_err dt__role_ps(dt__role *r);
 dt_err dt__role_allreduce(dt__role *r);

@@ -210,30 +210,17 @@ static dt_err epoch_turn(trainer *t, int64_t epoch) {
     return e;
 }
 
+/* The end: the values after every trainer's last push, a final checkpoint, then the chief's
+ * last duties (evaluate, export, figures). */
 static dt_err finish(trainer *t, json_t *res) {
     dt__role *r = t->r;
     dt_err e = dt_ps_client_pull(t->ps, &t->step);
     if (e) return e;
-    double eval_loss = 0, eval_acc = 0;
-    if ((e = dt__train_evaluate(t->model, t->eval, t->batch, &t->b, &eval_loss, &eval_acc)))
-        return e;
     t->epoch = r->spec->epochs;
     if ((e = checkpoint(t))) return e;
-    char dir[4200];
-    if ((e = dt__role_export(r, t->model, t->step, t->epoch, dir, sizeof dir))) return e;
-    fprintf(r->log, "%s: done: global step %lld, eval accuracy %.4f, loss %.4f; exported %s\n",
-            r->name, (long long)t->step, eval_acc, eval_loss, dir);
-    fflush(r->log);
     json_object_set_new(json_object_get(res, "train"), "steps", json_integer(t->step));
-    json_object_set_new(res, "eval", json_pack("{s:f, s:f}", "accuracy", eval_acc, "loss",
-                                               eval_loss));
-    json_object_set_new(res, "export", json_string(dir));
-    /* Every trainer's samples are the dataset's, once per epoch: the job's aggregate. */
-    double all = (double)t->train->n * (double)r->spec->epochs;
-    json_object_set_new(res, "aggregate_samples_per_sec",
-                        json_real(t->t_train > 0 ? all / t->t_train : 0));
-    dt__role_wait_for_evaluator(r, t->step);
-    return DT_OK;
+    return dt__role_chief_finish(r, t->model, t->train, t->eval, t->batch, &t->b, t->step,
+                                 t->epoch, t->t_train, res);
 }
 
 dt_err dt__role_trainer(dt__role *r) {
