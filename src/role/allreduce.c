@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/optim.h"
@@ -123,12 +124,6 @@ typedef struct trainer {
     int64_t loss_n;
     double t_start, t_train;
 } trainer;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static ar_conf settings(const dt_job_spec *job) {
     const dt_allreduce_job_conf *a = &job->allreduce;
@@ -276,14 +271,14 @@ static dt_err checkpoint(trainer *t) {
                                       t->optim, &st);
     if (e) return e;
     t->last_ckpt_step = t->step;
-    t->last_ckpt_time = now_s();
+    t->last_ckpt_time = dt__mono_s();
     return DT_OK;
 }
 
 static int checkpoint_due(const trainer *t) {
     int64_t every = t->r->spec->checkpoint_every_steps;
     if (every > 0 && t->step / every > t->last_ckpt_step / every) return 1;
-    return t->conf.checkpoint_secs > 0 && now_s() - t->last_ckpt_time >= t->conf.checkpoint_secs;
+    return t->conf.checkpoint_secs > 0 && dt__mono_s() - t->last_ckpt_time >= t->conf.checkpoint_secs;
 }
 
 /* state <-> model, optimizer and step (the step as two floats' bits: exact) */
@@ -375,7 +370,7 @@ static dt_err setup(trainer *t) {
     int loaded;
     if ((e = catch_up(t, &loaded))) return e;
     t->last_ckpt_step = t->step;
-    t->last_ckpt_time = now_s();
+    t->last_ckpt_time = dt__mono_s();
 
     if (!r->token || !*r->token)
         return dt_err_set(DT_ERR_ARG, "DTRAIN_JOB_TOKEN is not set: the data plane needs the "
@@ -478,7 +473,7 @@ static dt_err join(trainer *t, const char *lost_member) {
                                 .step = t->step,
                                 .unreachable = lost[0] ? lost : NULL};
         dt_rdzv_ring rz = {0};
-        double t0 = now_s();
+        double t0 = dt__mono_s();
         dt_err e = dt_rdzv_join(t->sc, &req, JOIN_TIMEOUT_MS, &rz);
         if (e) return e;
         dt_rdzv_ring_free(&t->rz);
@@ -509,7 +504,7 @@ static dt_err join(trainer *t, const char *lost_member) {
                         "%s: ring generation %lld: rank %d of %d, step %lld (formed in %.2f s); "
                         "%d micro-batches a step\n",
                         r->name, (long long)rz.generation, rz.rank, rz.size, (long long)t->step,
-                        now_s() - t0, micro_batches(t));
+                        dt__mono_s() - t0, micro_batches(t));
                 fflush(r->log);
                 return DT_OK;
             }
@@ -652,7 +647,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
 /* ---- the end ---- */
 
 dt_err dt__role_allreduce(dt__role *r) {
-    trainer t = {.r = r, .t_start = now_s()};
+    trainer t = {.r = r, .t_start = dt__mono_s()};
     dt_err e = setup(&t);
     if (e) goto end;
     fprintf(r->log, "%s: all-reduce training%s from step %lld, listening on %s\n", r->name,
@@ -664,7 +659,7 @@ dt_err dt__role_allreduce(dt__role *r) {
         if (!t.ring) {
             if ((e = join(&t, lost))) break;
             lost = NULL;
-            if (t0 == 0) t0 = now_s();
+            if (t0 == 0) t0 = dt__mono_s();
         }
         int failed, end;
         if ((e = step(&t, &failed, &end))) break;
@@ -680,7 +675,7 @@ dt_err dt__role_allreduce(dt__role *r) {
         }
     }
     if (e) goto end;
-    t.t_train = now_s() - t0;
+    t.t_train = dt__mono_s() - t0;
     if (t.loss_n > 0) t.last_epoch_loss = t.loss_sum / (double)t.loss_n;
     t.epoch = r->spec->epochs;
     /* The final state, for the evaluator and for a chief restarted after this point. */
@@ -705,7 +700,7 @@ dt_err dt__role_allreduce(dt__role *r) {
         json_decref(res);
         goto end;
     }
-    if (res) json_object_set_new(res, "wall_seconds", json_real(now_s() - t.t_start));
+    if (res) json_object_set_new(res, "wall_seconds", json_real(dt__mono_s() - t.t_start));
     e = dt__role_write_result(r, res);
 end:
     if (e) dt__role_write_failure(r, e);

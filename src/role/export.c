@@ -11,18 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/checkpoint.h"
 #include "role/role-impl.h"
 
 /* How long the chief waits at the end for the evaluator to report the final checkpoint. */
 #define EVALUATOR_WAIT_S 120
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static dt_err export_model(const dt__role *r, dt_model *model, int64_t step, int64_t epoch,
                            char *dir, size_t len) {
@@ -65,8 +60,8 @@ static void wait_for_evaluator(const dt__role *r, int64_t step) {
     if (!ev->present || ev->replicas < 1) return;
     char path[4200];
     snprintf(path, sizeof path, "%s/replicas/evaluator-0/result.json", r->job_dir);
-    double t0 = now_s();
-    while (now_s() - t0 < EVALUATOR_WAIT_S) {
+    double t0 = dt__mono_s();
+    while (dt__mono_s() - t0 < EVALUATOR_WAIT_S) {
         json_t *j = json_load_file(path, 0, NULL);
         int64_t seen = j ? (int64_t)json_integer_value(json_object_get(j, "step")) : -1;
         json_decref(j);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
@@ -52,12 +53,6 @@ typedef struct trainer {
     double last_epoch_loss;
     double t_start, t_train;    /* t_train: from the first pull to the end of the data */
 } trainer;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static dt_err setup(trainer *t) {
     dt__role *r = t->r;
@@ -116,7 +111,7 @@ static dt_err setup(trainer *t) {
     }
     if ((e = dt_ps_client_pull(t->ps, &t->step))) return e;
     t->last_ckpt_step = t->step;
-    t->last_ckpt_time = now_s();
+    t->last_ckpt_time = dt__mono_s();
 
     if ((e = dt_shard_client_open(&t->sc, NULL))) return e;
     dt_dataset_spec ds;
@@ -158,7 +153,7 @@ static dt_err checkpoint(trainer *t) {
                                     &st)))
         return e;
     t->last_ckpt_step = t->step;
-    t->last_ckpt_time = now_s();
+    t->last_ckpt_time = dt__mono_s();
     return DT_OK;
 }
 
@@ -167,7 +162,7 @@ static int checkpoint_due(const trainer *t) {
     int64_t every = r->spec->checkpoint_every_steps;
     if (every > 0 && t->step / every > t->last_ckpt_step / every) return 1;
     return r->job->ps.checkpoint_secs > 0 &&
-           now_s() - t->last_ckpt_time >= (double)r->job->ps.checkpoint_secs;
+           dt__mono_s() - t->last_ckpt_time >= (double)r->job->ps.checkpoint_secs;
 }
 
 static dt_err train_shard(trainer *t, const dt_shard *sh) {
@@ -224,7 +219,7 @@ static dt_err finish(trainer *t, json_t *res) {
 }
 
 dt_err dt__role_trainer(dt__role *r) {
-    trainer t = {.r = r, .t_start = now_s()};
+    trainer t = {.r = r, .t_start = dt__mono_s()};
     dt_shard sh = {0};
     dt_shard_fetch_status st;
     dt_err e = setup(&t);
@@ -233,7 +228,7 @@ dt_err dt__role_trainer(dt__role *r) {
             r->name, r->is_chief ? " (chief)" : "", r->nps, r->nps > 1 ? "s" : "",
             (long long)t.step);
     fflush(r->log);
-    double t0 = now_s();
+    double t0 = dt__mono_s();
     e = dt_shard_fetch(t.sc, DATASET, &sh, &st);
     if (!e && st == DT_SHARD_FETCH_SHARD) t.epoch = sh.epoch;
     while (!e && st == DT_SHARD_FETCH_SHARD) {
@@ -250,7 +245,7 @@ dt_err dt__role_trainer(dt__role *r) {
         e = dt_shard_report_fetch(t.sc, DATASET, &sh, 1, NULL, &st);
     }
     if (e) goto end;
-    t.t_train = now_s() - t0;
+    t.t_train = dt__mono_s() - t0;
     if (t.loss_n > 0) t.last_epoch_loss = t.loss_sum / (double)t.loss_n;
     json_t *res = json_pack("{s:s, s:s, s:s, s:{s:I, s:I, s:I, s:f, s:f, s:f}}", "status",
                             "Succeeded", "name", r->spec->name, "role",
@@ -262,7 +257,7 @@ dt_err dt__role_trainer(dt__role *r) {
         json_decref(res);
         goto end;
     }
-    if (res) json_object_set_new(res, "wall_seconds", json_real(now_s() - t.t_start));
+    if (res) json_object_set_new(res, "wall_seconds", json_real(dt__mono_s() - t.t_start));
     e = dt__role_write_result(r, res);
 end:
     if (e) dt__role_write_failure(r, e);

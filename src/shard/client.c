@@ -27,6 +27,7 @@
  * The dataset and replica names go into request paths percent-encoded, as the Python
  * client's urllib.parse.quote(safe="") does.
  */
+#include "core/clock-impl.h"
 #include "dtrain/shard.h"
 
 #include <errno.h>
@@ -71,20 +72,6 @@ struct dt_shard_client {
     pthread_cond_t cv;
     int stop; /* protected by mu */
 };
-
-static double mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static void sleep_ms(double ms) {
-    if (ms <= 0) return;
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-                          .tv_nsec = (long)((ms - 1000.0 * (double)(time_t)(ms / 1000)) * 1e6)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* Percent-encode s into out (3 * MAX_NAME + 1 bytes); -1 when s is longer than MAX_NAME. */
 static int quote(const char *s, char *out) {
@@ -140,7 +127,7 @@ static dt_err call(dt_shard_client *c, const char *what, const char *method, con
         json_decref(body);
         if (!text) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", what);
     }
-    double t0 = mono_ms(), delay = RETRY_FIRST_MS;
+    double t0 = dt__mono_ms(), delay = RETRY_FIRST_MS;
     long status = 0;
     char *resp = NULL;
     size_t len = 0;
@@ -149,13 +136,13 @@ static dt_err call(dt_shard_client *c, const char *what, const char *method, con
         err = dt__http_client_request(c->http, method, path, text, text ? strlen(text) : 0,
                                       &status, &resp, &len);
         if (err != DT_ERR_IO) break;
-        double left = (double)c->retry_ms - (mono_ms() - t0);
+        double left = (double)c->retry_ms - (dt__mono_ms() - t0);
         if (left <= 0) {
             err = dt_err_wrap(DT_ERR_IO, "%s: no answer from the master (retried for %.1f s)",
-                              what, (mono_ms() - t0) / 1000.0);
+                              what, (dt__mono_ms() - t0) / 1000.0);
             break;
         }
-        sleep_ms(delay < left ? delay : left);
+        dt__sleep_ms(delay < left ? delay : left);
         delay = delay * 2 < RETRY_MAX_MS ? delay * 2 : RETRY_MAX_MS;
     }
     free(text);
@@ -521,7 +508,7 @@ static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
             *status = DT_SHARD_FETCH_WAIT;
             return DT_OK;
         }
-        sleep_ms(delay);
+        dt__sleep_ms(delay);
         delay = delay * 2 < WAIT_MAX_MS ? delay * 2 : WAIT_MAX_MS;
     }
 }

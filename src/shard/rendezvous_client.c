@@ -15,6 +15,7 @@
  * whose arrays do not match its size, or that does not hold this replica at its rank, is
  * DT_ERR_FORMAT.
  */
+#include "core/clock-impl.h"
 #include "dtrain/rendezvous.h"
 
 #include <errno.h>
@@ -30,20 +31,6 @@
 #define POLL_MS 20
 #define MAX_ADDR 255         /* bytes of a "host:port" (the master's limit) */
 #define MAX_RING (1 << 20)   /* members of a ring we accept from a master */
-
-static double mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static void sleep_ms(double ms) {
-    if (ms <= 0) return;
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-                          .tv_nsec = (long)((ms - 1000.0 * (double)(time_t)(ms / 1000)) * 1e6)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 void dt_rdzv_ring_free(dt_rdzv_ring *r) {
     if (!r) return;
@@ -125,7 +112,7 @@ dt_err dt_rdzv_join(dt_shard_client *c, const dt_rdzv_join_req *req, int timeout
     if (req->unreachable && !req->unreachable[0])
         return dt_err_set(DT_ERR_ARG, "%s: unreachable: expected a replica name or NULL", what);
     snprintf(path, sizeof path, "/v1/jobs/%s/rendezvous", dt__shard_client_job_q(c));
-    double deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : 0;
+    double deadline = timeout_ms > 0 ? dt__mono_ms() + timeout_ms : 0;
     int first = 1;
     int64_t newest = 0;
     for (;;) {
@@ -158,14 +145,14 @@ dt_err dt_rdzv_join(dt_shard_client *c, const dt_rdzv_join_req *req, int timeout
         }
         newest = json_integer_value(json_object_get(ans, "generation"));
         json_decref(ans);
-        double now = mono_ms();
+        double now = dt__mono_ms();
         if (deadline > 0 && now >= deadline)
             return dt_err_set(DT_ERR_STATE,
                               "%s: no ring was formed within %d ms (the master's newest "
                               "generation is %lld: a ring forms when every trainer has joined, "
                               "or spec.allreduce.rendezvousTimeoutSeconds after the first)",
                               what, timeout_ms, (long long)newest);
-        sleep_ms(deadline > 0 && deadline - now < POLL_MS ? deadline - now : POLL_MS);
+        dt__sleep_ms(deadline > 0 && deadline - now < POLL_MS ? deadline - now : POLL_MS);
     }
 }
 
