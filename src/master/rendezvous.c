@@ -488,6 +488,13 @@ void dt__rdzv_replica_gone(dt__master *m, const char *name, const char *why) {
     if (!z) return;
     int i = find_waiter(z, name);
     if (i >= 0) drop_waiter(z, i);
+    /* A peer that reported it lost this replica saw it die, not a bad link (the report can
+     * reach us before the exit does): its restarted process starts without a penalty. */
+    penalty *p = find_penalty(z, name);
+    if (p && p->until > 0) {
+        p->until = 0;
+        dt__master_say(m, "rendezvous: %s %s: its penalty is lifted", name, why);
+    }
     if (z->generation && !z->broken && member_rank(z, name) >= 0) {
         char text[160];
         snprintf(text, sizeof text, "%s %s", name, why);

@@ -302,6 +302,13 @@ static void test_unreachable(void) {
     DT_CHECK(joined(&f, "worker-1", 4, 10, "worker-0", 31.1, &g) == -1 && g == 5);
     DT_CHECK(log_has(&f, "worker-1 and worker-0 report each other unreachable: worker-1 (later "
                          "in rank order) stays left out"));
+    /* worker-1 dies after all (its loss was its death, not a link): its restarted process
+     * waits without a penalty, and the ring is asked to take it in */
+    dt__rdzv_replica_gone(&f.m, "worker-1", "exited with code 137");
+    DT_CHECK(log_has(&f, "rendezvous: worker-1 exited with code 137: its penalty is lifted"));
+    DT_CHECK(joined(&f, "worker-1", 0, 0, NULL, 31.5, &g) == -1);
+    status(&f, 5, 31.6, &leave, "waiting", buf, sizeof buf);
+    DT_CHECK(leave == 1 && !strcmp(buf, "worker-1"));
     fake_free(&f);
 }
 
