@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
-          zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist procps
+          zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist procps iproute2
           python3 curl)
 
 missing=()
