@@ -51,16 +51,6 @@ spec:
 YAML
 }
 
-# check_result JOB PYTHON_ASSERTS: run asserts against result.json loaded as r.
-check_result() {
-    $PY - "$TMP/job-$1/result.json" "$2" <<'PYEOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-reps = r["replicas"]
-exec(sys.argv[2])
-PYEOF
-}
-
 # pid JOB NAME: the supervisor pid of replica NAME (from status.json), empty when none.
 pid() {
     $PY -c 'import json,sys

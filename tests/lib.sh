@@ -39,6 +39,17 @@ wait_for() {
     return 1
 }
 
+# check_result JOB PYTHON_ASSERTS: run the asserts against $TMP/job-JOB/result.json loaded
+# as r (reps = r["replicas"]); fails (non-zero) when one does not hold.
+check_result() {
+    /usr/bin/python3 - "$TMP/job-$1/result.json" "$2" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+reps = r["replicas"]
+exec(sys.argv[2])
+PYEOF
+}
+
 finish() {
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]

@@ -41,16 +41,6 @@ spec:
 YAML
 }
 
-# check_result JOB PYTHON_ASSERTS: run asserts against result.json loaded as r.
-check_result() {
-    $PY - "$TMP/job-$1/result.json" "$2" <<'PYEOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-reps = r["replicas"]
-exec(sys.argv[2])
-PYEOF
-}
-
 if section two-ps; then
     spec two-ps "{chief: 1, worker: 1, ps: 2, evaluator: 1}" "{minibatchesPerShard: 4}" 8
     expect_exit 0 two-ps -- "$DTRAIN" run two-ps.yaml --job-dir job-two-ps && pass "two-ps: job succeeded"
