@@ -90,28 +90,10 @@ static double raw_echo_us(size_t bytes, int iters) {
     return us;
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: ps_roundtrip [--floats N] [--iters K]\n");
-    return 2;
-}
-
-int main(int argc, char **argv) {
-    int64_t floats = 1 << 20;
-    int iters = 200;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--floats") && i + 1 < argc)
-            floats = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
-            iters = atoi(argv[++i]);
-        else
-            return usage();
-    }
-    if (floats < 1 || iters < 1) return usage();
-    dt_param *p = param_new(floats);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        return 1;
-    }
+/* --iters push_pull round trips, then --iters push + pull pairs, against a PS in a child
+ * process: tensors over TCP (no_shm) or through the shared-memory lane. */
+static int roundtrips(dt_param *p, int64_t floats, int iters, int no_shm, double *pp,
+                      double *sep) {
     dt_optim_conf oc = {.kind = DT_OPTIM_SGD, .learning_rate = 1e-3f};
     dt_optim_conf_defaults(&oc);
 
@@ -155,7 +137,8 @@ int main(int argc, char **argv) {
                             .nps = 1,
                             .token = "bench",
                             .replica = "bench",
-                            .max_frame = floats * 4 + (1 << 20)};
+                            .max_frame = floats * 4 + (1 << 20),
+                            .no_shm = no_shm};
     dt_ps_client *c;
     if (dt_ps_client_open(&c, &cc, &p, 1) || dt_ps_client_init(c, NULL) ||
         dt_ps_client_pull(c, NULL)) {
@@ -172,17 +155,47 @@ int main(int argc, char **argv) {
             fprintf(stderr, "push_pull: %s\n", dt_errmsg());
             return 1;
         }
-    double pp = (now_s() - t0) / iters;
+    *pp = (now_s() - t0) / iters;
     t0 = now_s();
     for (int i = 0; i < iters; i++)
         if (dt_ps_client_push(c, NULL) || dt_ps_client_pull(c, NULL)) {
             fprintf(stderr, "push/pull: %s\n", dt_errmsg());
             return 1;
         }
-    double sep = (now_s() - t0) / iters;
+    *sep = (now_s() - t0) / iters;
     dt_ps_client_close(c);
     close(down[1]);
+    close(up[0]);
     waitpid(pid, NULL, 0);
+    return 0;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: ps_roundtrip [--floats N] [--iters K]\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    int64_t floats = 1 << 20;
+    int iters = 200;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--floats") && i + 1 < argc)
+            floats = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        else
+            return usage();
+    }
+    if (floats < 1 || iters < 1) return usage();
+    dt_param *p = param_new(floats);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    double pp_tcp, sep_tcp, pp_shm, sep_shm;
+    if (roundtrips(p, floats, iters, 1, &pp_tcp, &sep_tcp) ||
+        roundtrips(p, floats, iters, 0, &pp_shm, &sep_shm))
+        return 1;
 
     /* memcpy baseline: the gradient out and the values back, 2 x floats * 4 bytes */
     size_t bytes = (size_t)floats * 4;
@@ -191,7 +204,7 @@ int main(int argc, char **argv) {
     memset(a, 1, bytes);
     memset(b, 2, bytes);
     int reps = iters < 50 ? 50 : iters;
-    t0 = now_s();
+    double t0 = now_s();
     volatile float sink = 0;
     for (int i = 0; i < reps; i++) {
         memcpy(b, a, bytes);
@@ -203,14 +216,18 @@ int main(int argc, char **argv) {
 
     printf("ps_roundtrip: %lld floats (%.1f MB), %d iterations, PS in a separate process\n",
            (long long)floats, bytes / 1e6, iters);
-    printf("push_pull round trip   %10.1f us  (%.2f GB/s both ways)\n", pp * 1e6,
-           2.0 * bytes / pp / 1e9);
-    printf("push + pull            %10.1f us\n", sep * 1e6);
-    printf("memcpy x2 (%.1f MB)     %10.1f us\n", bytes / 1e6, mc * 1e6);
-    printf("ratio push_pull/memcpy %10.1f\n", pp / mc);
+    printf("push_pull round trip, TCP            %10.1f us  (%.2f GB/s both ways)\n",
+           pp_tcp * 1e6, 2.0 * bytes / pp_tcp / 1e9);
+    printf("push_pull round trip, shared memory  %10.1f us  (%.2f GB/s both ways)\n",
+           pp_shm * 1e6, 2.0 * bytes / pp_shm / 1e9);
+    printf("push + pull, TCP                     %10.1f us\n", sep_tcp * 1e6);
+    printf("push + pull, shared memory           %10.1f us\n", sep_shm * 1e6);
+    printf("memcpy x2 (%.1f MB)                   %10.1f us\n", bytes / 1e6, mc * 1e6);
+    printf("ratio push_pull/memcpy, TCP          %10.1f\n", pp_tcp / mc);
+    printf("ratio push_pull/memcpy, shm          %10.1f\n", pp_shm / mc);
     double raw = raw_echo_us(bytes, iters);
-    printf("raw TCP echo, same bytes %8.1f us  (the loopback's ceiling)\n", raw);
-    printf("ratio push_pull/raw    %10.2f\n", pp * 1e6 / raw);
+    printf("raw TCP echo, same bytes             %10.1f us  (the loopback's ceiling)\n", raw);
+    printf("ratio push_pull/raw, TCP             %10.2f\n", pp_tcp * 1e6 / raw);
     free(a);
     free(b);
     free(p->value.data);

@@ -90,6 +90,9 @@ typedef struct dt_ps_client_conf {
     int offer_init;        /* a PS without values gets this client's current values (INIT)
                               before the request is sent again (the chief's client); else
                               the request waits until another client initializes it */
+    int no_shm;            /* 1: tensors always go over TCP; 0: through a shared-memory
+                              segment with each PS that can attach it (same host; others
+                              decline and stay on TCP) - docs/WIRE.md, "Shared memory" */
     FILE *log;             /* reconnects (stderr when NULL) */
 } dt_ps_client_conf;
 

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "core/assert-impl.h"
+#include "core/shm-impl.h"
 #include "dtrain/ps.h"
 #include "ps/wire-impl.h"
 
@@ -76,6 +77,13 @@ typedef struct pslink {
     int64_t step;
     int64_t wait_ms; /* NOT_INITIALIZED backoff */
     int64_t wait_until;
+    /* the shared-memory lane: a segment made at the first connect and kept for reconnects;
+     * shm_on while the current connection's PS has attached it */
+    dt__shm shm;
+    size_t *lay;      /* per variable: float offset in the segment's areas (PS layout) */
+    size_t lay_total; /* floats in one area */
+    int shm_on;
+    int shm_off;      /* never again on this link: the segment could not be made, or declined */
 } pslink;
 
 struct dt_ps_client {
@@ -109,6 +117,7 @@ static void sleep_ms(int64_t ms) {
 static void link_close(pslink *l) {
     if (l->fd >= 0) close(l->fd);
     l->fd = -1;
+    l->shm_on = 0;
 }
 
 /* ---- connecting ---- */
@@ -175,6 +184,55 @@ static int connected_to_itself(int fd) {
     return 1;
 }
 
+/* Offer the PS this link's shared-memory segment (made at the first connect). OUT_OK with
+ * shm_on set when it attached; OUT_OK with the link on TCP for good when the segment cannot
+ * be made or the PS declines it (another host, another pid namespace: logged once). */
+static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
+    if (!l->shm.base) {
+        char name[32];
+        snprintf(name, sizeof name, "dtrain-ps-%d", l->index);
+        if (dt__shm_create(&l->shm, name,
+                           DT__SHM_HDR + 2 * l->lay_total * sizeof(float)) != DT_OK) {
+            clog_(c, "ps-%d (%s): no shared memory (%s); tensors go over TCP", l->index,
+                  l->addr, dt_errmsg());
+            dt_err_clear();
+            l->shm_off = 1;
+            return OUT_OK;
+        }
+    }
+    uint8_t fixed[DT__PS_SHM_FIXED], hdr[DT__PS_HDR];
+    dt__put64(fixed, (uint64_t)getpid());
+    dt__put64(fixed + 8, (uint64_t)l->shm.fd);
+    dt__put64(fixed + 16, (uint64_t)l->shm.size);
+    memcpy(fixed + 24, l->shm.nonce, DT__SHM_NONCE);
+    size_t mb = l->nvars ? l->meta_off[l->nvars - 1] + l->meta_len[l->nvars - 1] : 4;
+    dt__ps_hdr_encode(hdr, DT__PS_SHM_ATTACH, 0, DT__PS_SHM_FIXED + mb);
+    struct iovec iov[3] = {{hdr, sizeof hdr}, {fixed, sizeof fixed}, {l->meta, mb}};
+    if (dt__ps_writev_all(l->fd, iov, 3) != 0) return fail_transport(l, "sending SHM_ATTACH");
+    dt__ps_hdr h;
+    outcome o = read_hdr(c, l, &h, err);
+    if (o) return o;
+    if (h.type == DT__PS_OK && h.len == 0) {
+        l->shm_on = 1;
+        return OUT_OK;
+    }
+    if (h.type == DT__PS_SHM_DECLINED && h.len <= DT__PS_TEXT_MAX) {
+        char text[DT__PS_TEXT_MAX + 1];
+        if (dt__ps_read(&l->rd, text, (size_t)h.len, NULL) != 0)
+            return fail_transport(l, "reading SHM_DECLINED");
+        text[h.len] = '\0';
+        clog_(c, "ps-%d (%s) declined shared memory (%s); tensors go over TCP", l->index,
+              l->addr, text);
+        l->shm_off = 1;
+        dt__shm_free(&l->shm);
+        return OUT_OK;
+    }
+    *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): SHM_ATTACH answered with %s (%" PRIu64 " bytes)",
+                      l->index, l->addr, dt__ps_type_name(h.type), h.len);
+    link_close(l);
+    return OUT_FAIL;
+}
+
 static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     int rc = getaddrinfo(l->host, l->port, &hints, &ai);
@@ -233,7 +291,7 @@ static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
         link_close(l);
         return OUT_FAIL;
     }
-    return OUT_OK;
+    return c->conf.no_shm || l->shm_off ? OUT_OK : shm_offer(c, l, err);
 }
 
 /* Connect with backoff until retry_ms have passed since `since` (ms). */
@@ -265,6 +323,21 @@ static dt_err link_ensure(dt_ps_client *c, pslink *l, int64_t since, int reconne
 /* ---- requests and replies ---- */
 
 static outcome send_request(dt_ps_client *c, pslink *l, int type) {
+    if (l->shm_on && (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_PULL)) {
+        if (type != DT__PS_PULL) {
+            float *g = dt__shm_data(&l->shm);
+            for (int k = 0; k < l->nvars; k++) {
+                const dt_param *p = c->params[l->vars[k]];
+                memcpy(g + l->lay[k], p->grad.data,
+                       (size_t)dt_tensor_numel(&p->value) * sizeof(float));
+            }
+        }
+        int wire = type == DT__PS_PUSH        ? DT__PS_SHM_PUSH
+                   : type == DT__PS_PUSH_PULL ? DT__PS_SHM_PUSH_PULL
+                                              : DT__PS_SHM_PULL;
+        if (dt__ps_send_frame(l->fd, wire, 0, NULL, 0) != 0) return fail_transport(l, "sending");
+        return OUT_OK;
+    }
     if (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_INIT) {
         int n = 2 + 2 * l->nvars;
         dt__ps_hdr_encode(l->hdr, type, 0, l->list_bytes);
@@ -331,7 +404,8 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
         return OUT_OK;
     }
     int want = (type == DT__PS_PULL || type == DT__PS_PUSH_PULL) ? DT__PS_VALUES : DT__PS_ACK;
-    if (h.type != want || (want == DT__PS_ACK && h.len != 0)) {
+    if (want == DT__PS_VALUES && l->shm_on) want = DT__PS_SHM_VALUES;
+    if (h.type != want || (want != DT__PS_VALUES && h.len != 0)) {
         *err =
             dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
                        l->index, l->addr, dt__ps_type_name(type), dt__ps_type_name(h.type), h.len);
@@ -339,6 +413,15 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
         return OUT_FAIL;
     }
     if (want == DT__PS_VALUES && (o = read_values(c, l, &h, err))) return o;
+    if (want == DT__PS_SHM_VALUES) {
+        const float *v = dt__shm_data(&l->shm);
+        v += l->lay_total;
+        for (int k = 0; k < l->nvars; k++) {
+            const dt_param *p = c->params[l->vars[k]];
+            memcpy(p->value.data, v + l->lay[k],
+                   (size_t)dt_tensor_numel(&p->value) * sizeof(float));
+        }
+    }
     l->step = h.arg;
     l->state = LINK_DONE;
     return OUT_OK;
@@ -561,13 +644,17 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
         l->meta_off = calloc((size_t)l->nvars + 1, sizeof *l->meta_off);
         l->meta_len = calloc((size_t)l->nvars + 1, sizeof *l->meta_len);
         l->iov = calloc((size_t)(2 * l->nvars + 2), sizeof *l->iov);
+        l->lay = calloc((size_t)l->nvars + 1, sizeof *l->lay);
         l->work = calloc((size_t)(2 * l->nvars + 2), sizeof *l->work);
-        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work) goto nomem;
+        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay)
+            goto nomem;
         if ((err = dt__ps_reader_init(&l->rd, -1, READ_BUF))) goto fail;
         size_t mb = 4, maxm = 4;
         for (int i = 0, k = 0; i < n; i++) {
             if (owner[i] != p) continue;
             l->vars[k] = i;
+            l->lay[k] = l->lay_total;
+            l->lay_total += dt__ps_shm_floats(numel[i]);
             l->meta_off[k] = mb;
             l->meta_len[k] = dt__ps_meta_size(params[i]->name, &params[i]->value.shape);
             if (l->meta_len[k] > maxm) maxm = l->meta_len[k];
@@ -621,6 +708,8 @@ void dt_ps_client_close(dt_ps_client *c) {
         free(l->meta_len);
         free(l->iov);
         free(l->work);
+        free(l->lay);
+        dt__shm_free(&l->shm);
         free(l->meta);
         free(l->scratch);
     }

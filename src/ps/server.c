@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "core/assert-impl.h"
+#include "core/shm-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
 #include "ps/ps-impl.h"
@@ -137,6 +138,9 @@ struct conn {
     dt__ps_reader rd;
     float *grad;       /* this connection's pushed tensors (nvars layout) */
     float *snap;       /* a copy of the values being sent (NULL until the first VALUES) */
+    dt__shm shm;       /* the client's segment, once attached (SHM_ATTACH) */
+    float *shm_grad;   /* its gradient area (PS layout), then its value area */
+    float *shm_vals;
     char *seen;        /* per var, during one tensor list */
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
     int active;        /* slock: has pushed (sync) */
@@ -206,15 +210,16 @@ static int find_var(const dt_ps_server *s, const char *name, int hint) {
     return -1;
 }
 
-/* Read a tensor list of `len` payload bytes. 0: every variable came, valid; -1: the
- * connection is finished (refused or truncated; already logged). */
-static int read_tensors(conn *c, const char *op, uint64_t len) {
+/* Read a tensor list of `len` payload bytes into c->grad; with `described_only` (SHM_ATTACH)
+ * the list has descriptions only, in partition order, and no data. 0: every variable came,
+ * valid; -1: the connection is finished (refused or truncated; already logged). */
+static int read_tensors(conn *c, const char *op, uint64_t len, int described_only) {
     dt_ps_server *s = c->s;
     char what[200];
     snprintf(what, sizeof what, "%s from %s", op, c->who);
     uint64_t left = len;
     size_t got;
-    if (!c->grad) {
+    if (!c->grad && !described_only) {
         size_t bytes = (s->total * sizeof(float) + 63) / 64 * 64;
         if (bytes == 0) bytes = 64;
         if (posix_memalign((void **)&c->grad, 64, bytes) != 0) {
@@ -260,6 +265,9 @@ static int read_tensors(conn *c, const char *op, uint64_t len) {
         if (memchr(name, '\0', nl))
             return refuse(c, left, "%s: tensor %" PRIu32 ": the name contains a NUL byte", what, t);
         int i = find_var(s, name, (int)t);
+        if (described_only && i >= 0 && i != (int)t)
+            return refuse(c, left, "%s: tensor %s comes %" PRIu32 "th, its place is %d", what,
+                          name, t, i);
         if (i < 0)
             return refuse(c, left, "%s: tensor %s: no such variable in partition %d of %d", what,
                           name, s->conf.index, s->conf.nps);
@@ -281,6 +289,7 @@ static int read_tensors(conn *c, const char *op, uint64_t len) {
             return refuse(c, left, "%s: tensor %s: shape %s does not match %s", what, name,
                           dt_shape_str(&sh, a, sizeof a), dt_shape_str(want, w, sizeof w));
         }
+        if (described_only) continue;
         uint64_t bytes = (uint64_t)s->vars[i].numel * sizeof(float);
         NEED(bytes);
         READ(c->grad + s->vars[i].off, bytes);
@@ -386,8 +395,9 @@ static int replica_joined(dt_ps_server *s, const conn *c) {
     return dup;
 }
 
-/* Sync push of c->grad; returns the step after its round, or -1 when the server stops. */
-static int64_t sync_push(conn *c) {
+/* Sync push of g (c's gradients); returns the step after its round, or -1 when the server
+ * stops. */
+static int64_t sync_push(conn *c, const float *g) {
     dt_ps_server *s = c->s;
     pthread_mutex_lock(&s->slock);
     if (!c->active) {
@@ -402,11 +412,11 @@ static int64_t sync_push(conn *c) {
         return -1;
     }
     if (s->contributors == 0) {
-        memcpy(s->sum, c->grad, s->total * sizeof(float));
+        memcpy(s->sum, g, s->total * sizeof(float));
         s->round_started = dt__ps_now_ms();
     } else {
         for (size_t j = 0; j < s->total; j++)
-            s->sum[j] += c->grad[j];
+            s->sum[j] += g[j];
     }
     s->contributors++;
     int64_t mine = s->round;
@@ -640,6 +650,71 @@ out:
     return err;
 }
 
+/* ---- the shared-memory lane ---- */
+
+/* One push of g: applied at once (async) or with its round (sync). The step after it, or
+ * -1 when the server stops. */
+static int64_t apply_push(conn *c, const float *g) {
+    dt_ps_server *s = c->s;
+    if (s->conf.sync) return sync_push(c, g);
+    pthread_rwlock_wrlock(&s->vlock);
+    apply_grad_locked(s, (float *)g);
+    int64_t step = atomic_load(&s->step);
+    pthread_rwlock_unlock(&s->vlock);
+    return step;
+}
+
+/* The values into the segment's value area (one snapshot under the read lock), then
+ * SHM_VALUES with the step. */
+static int shm_send_values(conn *c) {
+    dt_ps_server *s = c->s;
+    pthread_rwlock_rdlock(&s->vlock);
+    int64_t step = atomic_load(&s->step);
+    memcpy(c->shm_vals, s->values, s->total * sizeof(float));
+    pthread_rwlock_unlock(&s->vlock);
+    return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
+}
+
+/* SHM_ATTACH: check the descriptions like a push's (a mismatch is refused and closes the
+ * connection), then map the client's segment. A segment this PS cannot reach or that does
+ * not check out is declined with the reason: the client goes on over TCP. */
+static int shm_attach(conn *c, const dt__ps_hdr *h) {
+    dt_ps_server *s = c->s;
+    if (h->len < DT__PS_SHM_FIXED + 4)
+        return refuse(c, h->len, "SHM_ATTACH of %" PRIu64 " bytes (at least %d)", h->len,
+                      DT__PS_SHM_FIXED + 4);
+    uint8_t b[DT__PS_SHM_FIXED];
+    size_t got;
+    if (dt__ps_read(&c->rd, b, sizeof b, &got) != 0) {
+        slog(s, "%s: truncated SHM_ATTACH (%zu of %" PRIu64 " bytes); closing the connection",
+             c->who, got, h->len);
+        return -1;
+    }
+    if (read_tensors(c, "shm attach", h->len - DT__PS_SHM_FIXED, 1)) return -1;
+    uint64_t pid = dt__get64(b), fd = dt__get64(b + 8), size = dt__get64(b + 16);
+    uint64_t want = DT__SHM_HDR + 2 * (uint64_t)s->total * sizeof(float);
+    if (size != want)
+        return refuse(c, 0, "SHM_ATTACH: a segment of %" PRIu64 " bytes, the partition needs %" PRIu64,
+                      size, want);
+    dt__shm_free(&c->shm);
+    c->shm_grad = c->shm_vals = NULL;
+    dt__shm m;
+    if (pid > INT64_MAX || fd > INT64_MAX ||
+        dt__shm_attach(&m, (int64_t)pid, (int64_t)fd, (size_t)size, b + 24) != DT_OK) {
+        char why[DT__PS_TEXT_MAX];
+        snprintf(why, sizeof why, "%s", pid > INT64_MAX || fd > INT64_MAX
+                                             ? "pid or fd out of range"
+                                             : dt_errmsg());
+        slog(s, "%s: shared memory declined: %s; its tensors come over TCP", c->who, why);
+        return dt__ps_send_frame(c->fd, DT__PS_SHM_DECLINED, 0, why, strlen(why));
+    }
+    c->shm = m;
+    c->shm_grad = dt__shm_data(&c->shm);
+    c->shm_vals = c->shm_grad + s->total;
+    slog(s, "%s: tensors through shared memory (%" PRIu64 " bytes)", c->who, size);
+    return dt__ps_send_frame(c->fd, DT__PS_OK, 0, NULL, 0);
+}
+
 /* ---- one connection ---- */
 
 static int handle_hello(conn *c, const dt__ps_hdr *h) {
@@ -692,7 +767,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
     dt_ps_server *s = c->s;
     switch (h->type) {
     case DT__PS_INIT: {
-        if (read_tensors(c, "init", h->len)) return -1;
+        if (read_tensors(c, "init", h->len, 0)) return -1;
         pthread_rwlock_wrlock(&s->vlock);
         int taken = !s->initialized;
         if (taken) {
@@ -727,21 +802,33 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         }
     case DT__PS_PUSH:
     case DT__PS_PUSH_PULL: {
-        if (read_tensors(c, h->type == DT__PS_PUSH ? "push" : "push_pull", h->len)) return -1;
+        if (read_tensors(c, h->type == DT__PS_PUSH ? "push" : "push_pull", h->len, 0)) return -1;
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
-        int64_t step;
-        if (s->conf.sync) {
-            step = sync_push(c);
-            if (step < 0) return -1;
-        } else {
-            pthread_rwlock_wrlock(&s->vlock);
-            apply_grad_locked(s, c->grad);
-            step = atomic_load(&s->step);
-            pthread_rwlock_unlock(&s->vlock);
-        }
+        int64_t step = apply_push(c, c->grad);
+        if (step < 0) return -1;
         if (h->type == DT__PS_PUSH) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
         return send_values(c);
+    }
+    case DT__PS_SHM_ATTACH:
+        return shm_attach(c, h);
+    case DT__PS_SHM_PUSH:
+    case DT__PS_SHM_PUSH_PULL:
+    case DT__PS_SHM_PULL: {
+        if (h->len != 0)
+            return refuse(c, h->len, "%s with a payload of %" PRIu64 " bytes (must be empty)",
+                          dt__ps_type_name(h->type), h->len);
+        if (!c->shm.base)
+            return refuse(c, 0, "%s before SHM_ATTACH: no shared memory on this connection",
+                          dt__ps_type_name(h->type));
+        if (atomic_load(&s->step) < 0)
+            return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
+        if (h->type == DT__PS_SHM_PULL) return shm_send_values(c);
+        int64_t step = apply_push(c, c->shm_grad);
+        if (step < 0) return -1;
+        if (h->type == DT__PS_SHM_PUSH)
+            return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
+        return shm_send_values(c);
     }
     default:
         return refuse(c, h->len, "unknown frame type %u", h->type);
@@ -793,6 +880,7 @@ static void conn_free(conn *c) {
     dt__ps_reader_free(&c->rd);
     free(c->grad);
     free(c->snap);
+    dt__shm_free(&c->shm);
     free(c->seen);
     free(c->iov);
     free(c);
@@ -1009,7 +1097,7 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
         v->p.decay = p->decay;
         v->numel = dt_tensor_numel(&p->value);
         v->off = s->total;
-        s->total += ((size_t)v->numel + 15) / 16 * 16; /* each variable 64-byte aligned */
+        s->total += dt__ps_shm_floats(v->numel); /* each variable 64-byte aligned */
         s->meta_off[k] = meta_bytes;
         s->meta_len[k] = dt__ps_meta_size(p->name, &p->value.shape);
         meta_bytes += s->meta_len[k];

@@ -39,7 +39,24 @@ typedef enum dt__ps_type {
     DT__PS_VALUES = 9,
     DT__PS_ACK = 10,
     DT__PS_NOT_INITIALIZED = 11,
+    /* the shared-memory lane (docs/WIRE.md, "Shared memory"): the tensors of a push and of
+     * the values replied live in a segment of the client's; these frames carry none */
+    DT__PS_SHM_ATTACH = 12,
+    DT__PS_SHM_DECLINED = 13,
+    DT__PS_SHM_PUSH = 14,
+    DT__PS_SHM_PUSH_PULL = 15,
+    DT__PS_SHM_PULL = 16,
+    DT__PS_SHM_VALUES = 17,
 } dt__ps_type;
+
+/* SHM_ATTACH's fixed part: u64 pid, u64 fd, u64 segment bytes, 16-byte nonce; the tensor
+ * descriptions (a tensor list without data, in partition order) follow. */
+#define DT__PS_SHM_FIXED 40
+/* A variable's place in the segment's gradient and value areas: in partition order, each
+ * starting at a multiple of 16 floats (64 bytes). */
+static inline size_t dt__ps_shm_floats(int64_t numel) {
+    return ((size_t)numel + 15) / 16 * 16;
+}
 
 typedef struct dt__ps_hdr {
     uint32_t magic;

@@ -50,6 +50,12 @@ const char *dt__ps_type_name(int type) {
         [DT__PS_VALUES] = "VALUES",
         [DT__PS_ACK] = "ACK",
         [DT__PS_NOT_INITIALIZED] = "NOT_INITIALIZED",
+        [DT__PS_SHM_ATTACH] = "SHM_ATTACH",
+        [DT__PS_SHM_DECLINED] = "SHM_DECLINED",
+        [DT__PS_SHM_PUSH] = "SHM_PUSH",
+        [DT__PS_SHM_PUSH_PULL] = "SHM_PUSH_PULL",
+        [DT__PS_SHM_PULL] = "SHM_PULL",
+        [DT__PS_SHM_VALUES] = "SHM_VALUES",
     };
     if (type <= 0 || type >= (int)(sizeof names / sizeof names[0])) return "unknown";
     return names[type];
