@@ -92,8 +92,7 @@ static double raw_echo_us(size_t bytes, int iters) {
 
 /* --iters push_pull round trips, then --iters push + pull pairs, against a PS in a child
  * process: tensors over TCP (no_shm) or through the shared-memory lane. */
-static int roundtrips(dt_param *p, int64_t floats, int iters, int no_shm, double *pp,
-                      double *sep) {
+static int roundtrips(dt_param *p, int64_t floats, int iters, int no_shm, double *pp, double *sep) {
     dt_optim_conf oc = {.kind = DT_OPTIM_SGD, .learning_rate = 1e-3f};
     dt_optim_conf_defaults(&oc);
 
@@ -216,10 +215,10 @@ int main(int argc, char **argv) {
 
     printf("ps_roundtrip: %lld floats (%.1f MB), %d iterations, PS in a separate process\n",
            (long long)floats, bytes / 1e6, iters);
-    printf("push_pull round trip, TCP            %10.1f us  (%.2f GB/s both ways)\n",
-           pp_tcp * 1e6, 2.0 * bytes / pp_tcp / 1e9);
-    printf("push_pull round trip, shared memory  %10.1f us  (%.2f GB/s both ways)\n",
-           pp_shm * 1e6, 2.0 * bytes / pp_shm / 1e9);
+    printf("push_pull round trip, TCP            %10.1f us  (%.2f GB/s both ways)\n", pp_tcp * 1e6,
+           2.0 * bytes / pp_tcp / 1e9);
+    printf("push_pull round trip, shared memory  %10.1f us  (%.2f GB/s both ways)\n", pp_shm * 1e6,
+           2.0 * bytes / pp_shm / 1e9);
     printf("push + pull, TCP                     %10.1f us\n", sep_tcp * 1e6);
     printf("push + pull, shared memory           %10.1f us\n", sep_shm * 1e6);
     printf("memcpy x2 (%.1f MB)                   %10.1f us\n", bytes / 1e6, mc * 1e6);

@@ -2,8 +2,9 @@
 # ps_job_test.sh - parameter-server TrainJobs end to end on a small synthetic task (fast
 # enough for the sanitizer build): real masters, real replica processes, real sockets.
 #   two-ps   chief + worker + 2 PS + evaluator, asynchronous: succeeds, learns, both PS hold a
-#            partition and checkpointed it, the evaluator reported, the model was exported
-#   sync     2 workers (worker-0 is the chief) + 1 PS, synchronous rounds
+#            partition and checkpointed it, the evaluator reported, the model was exported;
+#            the trainers passed tensors through shared memory
+#   sync     2 workers (worker-0 is the chief) + 1 PS, synchronous rounds, over TCP
 #   scale    a running job scaled up to 3 workers (the new one trains) and down to 1
 # Sections via ONLY="two-ps sync scale"; KEEP=1 keeps $TMP.
 source "$(dirname "$0")/lib.sh"
@@ -74,14 +75,28 @@ assert "fc2/kernel" in names[0] or "fc2/kernel" in names[1]
 PYEOF
     ls job-two-ps/export/*/model.safetensors job-two-ps/export/*/spec.yaml >/dev/null 2>&1 &&
         pass "two-ps: model exported" || fail "two-ps: no export"
+    # every trainer shares the PS's host: its tensors go through shared memory
+    lanes=0
+    for i in 0 1; do
+        for who in chief-0 worker-0; do
+            grep -q "^ps-$i: $who (.*): tensors through shared memory" job-two-ps/logs/ps-$i.log &&
+                lanes=$((lanes + 1))
+        done
+    done
+    [ "$lanes" = 4 ] && pass "two-ps: both trainers passed tensors to both PS through shared memory" ||
+        fail "two-ps: $lanes of 4 shared-memory lanes: $(grep -h shared job-two-ps/logs/*.log | head -5)"
 fi
 
 if section sync; then
     # enough data that the second worker is up while rounds remain (it starts later)
-    spec sync "{worker: 2, ps: 1}" "{sync: true, syncTimeoutSeconds: 2, minibatchesPerShard: 4}" 30
+    # over TCP (sharedMemory: false); two-ps and scale use the shared-memory lane
+    spec sync "{worker: 2, ps: 1}" "{sync: true, syncTimeoutSeconds: 2, minibatchesPerShard: 4, sharedMemory: false}" 30
     expect_exit 0 sync -- "$DTRAIN" run sync.yaml --job-dir job-sync && pass "sync: job succeeded"
     grep -q synchronous job-sync/logs/ps-0.log && pass "sync: the PS ran synchronous rounds" ||
         fail "sync: ps log: $(head -3 job-sync/logs/ps-0.log)"
+    grep -q "declined shared memory\|through shared memory" job-sync/logs/*.log &&
+        fail "sync: sharedMemory false, yet: $(grep -h "shared memory" job-sync/logs/*.log | head -3)" ||
+        pass "sync: sharedMemory false kept every tensor on TCP"
     check_result sync '
 # worker-1 may be stopped (cleanPodPolicy) before it writes its own result: judge by the
 # chief's figures and the data's size, 30 epochs x 48 batches of 32 (1536 training samples)

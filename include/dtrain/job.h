@@ -97,6 +97,8 @@ typedef struct dt_ps_job_conf {
     int64_t checkpoint_secs; /* chief: also checkpoint every this many seconds (0: only by
                                 training.checkpoint.every_steps, and at each epoch's end) */
     int minibatches_per_shard; /* batches in one data shard from the master (default 16) */
+    int shared_memory;       /* 1 (default): a trainer on a PS's host passes tensors through
+                                shared memory; 0: always over TCP */
 } dt_ps_job_conf;
 
 /* How an all-reduce job's global batch follows its size. */

@@ -61,6 +61,8 @@ typedef struct dt_ps_server_conf {
     int64_t sync_timeout_ms;     /* sync: the longest a round waits (default 5000) */
     const char *ckpt_dir;        /* partition checkpoints (NULL: none kept) */
     int keep;                    /* checkpoints kept (<= 0: all) */
+    int no_shm;                  /* 1: decline clients' shared-memory segments (tensors
+                                    then come over TCP) */
     FILE *log;                   /* refusals and events (stderr when NULL) */
 } dt_ps_server_conf;
 

@@ -46,8 +46,8 @@ dt_err dt__shm_create(dt__shm *m, const char *name, size_t size) {
     if (fd < 0)
         return dt_err_set(DT_ERR_IO, "shared memory %s: memfd_create: %s", name, strerror(errno));
     if (ftruncate(fd, (off_t)size) != 0 || fcntl(fd, F_ADD_SEALS, SEALS) != 0) {
-        dt_err e = dt_err_set(DT_ERR_IO, "shared memory %s (%zu bytes): %s", name, size,
-                              strerror(errno));
+        dt_err e =
+            dt_err_set(DT_ERR_IO, "shared memory %s (%zu bytes): %s", name, size, strerror(errno));
         close(fd);
         return e;
     }
@@ -73,8 +73,10 @@ dt_err dt__shm_attach(dt__shm *m, int64_t pid, int64_t fd, size_t size,
     m->fd = -1;
     char path[64];
     if (pid <= 0 || fd < 0 || fd > INT32_MAX || size < DT__SHM_HDR)
-        return dt_err_set(DT_ERR_NOTFOUND, "shared memory: pid %" PRId64 ", fd %" PRId64
-                          ", %zu bytes do not describe a segment", pid, fd, size);
+        return dt_err_set(DT_ERR_NOTFOUND,
+                          "shared memory: pid %" PRId64 ", fd %" PRId64
+                          ", %zu bytes do not describe a segment",
+                          pid, fd, size);
     snprintf(path, sizeof path, "/proc/%" PRId64 "/fd/%" PRId64, pid, fd);
     int f = open(path, O_RDWR | O_CLOEXEC);
     if (f < 0)
@@ -88,8 +90,7 @@ dt_err dt__shm_attach(dt__shm *m, int64_t pid, int64_t fd, size_t size,
         goto fail;
     }
     if (seals < 0 || (seals & SEALS) != SEALS) {
-        e = dt_err_set(DT_ERR_NOTFOUND, "shared memory: %s is not sealed against resizing",
-                       path);
+        e = dt_err_set(DT_ERR_NOTFOUND, "shared memory: %s is not sealed against resizing", path);
         goto fail;
     }
     if ((uint64_t)st.st_size != (uint64_t)size) {
@@ -106,8 +107,10 @@ dt_err dt__shm_attach(dt__shm *m, int64_t pid, int64_t fd, size_t size,
     if (memcmp(h, MAGIC, sizeof MAGIC) || memcmp(h + 8, nonce, DT__SHM_NONCE) ||
         get_size(h + 8 + DT__SHM_NONCE) != size) {
         munmap(p, size);
-        e = dt_err_set(DT_ERR_NOTFOUND, "shared memory: %s is not the segment announced (its "
-                       "header differs)", path);
+        e = dt_err_set(DT_ERR_NOTFOUND,
+                       "shared memory: %s is not the segment announced (its "
+                       "header differs)",
+                       path);
         goto fail;
     }
     close(f);

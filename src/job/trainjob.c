@@ -12,7 +12,7 @@
  *   elasticPolicy: {minReplicas: N}: as a TFJob's (dtrain's extension)
  *   pytorchEnv:    true: also set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
  *   parameterServer: {sync, syncTimeoutSeconds, maxFrameMB, checkpointSeconds,
- *                  minibatchesPerShard}: the parameter-server strategy's settings (only with
+ *                  minibatchesPerShard, sharedMemory}: the parameter-server strategy's settings (only with
  *                  strategy parameter_server); job->ps gets its defaults even when absent
  *   allreduce:     {globalBatch, bucketMB, chunkKB, timeoutSeconds, rendezvousTimeoutSeconds,
  *                  checkpointSeconds, minibatchesPerShard}: the all-reduce strategy's
@@ -118,8 +118,13 @@ static dt_err check_trainers(const dt_job_spec *job, const dt__yval *spec) {
 }
 
 static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
-    static const char *const keys[] = {"sync",       "syncTimeoutSeconds", "maxFrameMB",
-                                       "checkpointSeconds", "minibatchesPerShard", NULL};
+    static const char *const keys[] = {"sync",
+                                       "syncTimeoutSeconds",
+                                       "maxFrameMB",
+                                       "checkpointSeconds",
+                                       "minibatchesPerShard",
+                                       "sharedMemory",
+                                       NULL};
     dt_ps_job_conf *ps = &job->ps;
     dt__yval m, v;
     dt_err e;
@@ -130,6 +135,7 @@ static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
     ps->max_frame = (int64_t)64 << 20;
     ps->checkpoint_secs = 0;
     ps->minibatches_per_shard = 16;
+    ps->shared_memory = 1;
     if (job->strategy == DT_STRATEGY_PARAMETER_SERVER && (e = check_trainers(job, spec))) return e;
     if (!dt__ymap_get(spec, "parameterServer", &m)) return DT_OK;
     if (job->strategy != DT_STRATEGY_PARAMETER_SERVER)
@@ -156,6 +162,8 @@ static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
     }
     if (dt__ymap_get(&m, "minibatchesPerShard", &v) &&
         (e = dt__yget_int(&v, 1, INT32_MAX, &ps->minibatches_per_shard)))
+        return e;
+    if (dt__ymap_get(&m, "sharedMemory", &v) && (e = dt__yget_bool(&v, &ps->shared_memory)))
         return e;
     return DT_OK;
 }

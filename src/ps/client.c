@@ -83,7 +83,7 @@ typedef struct pslink {
     size_t *lay;      /* per variable: float offset in the segment's areas (PS layout) */
     size_t lay_total; /* floats in one area */
     int shm_on;
-    int shm_off;      /* never again on this link: the segment could not be made, or declined */
+    int shm_off; /* never again on this link: the segment could not be made, or declined */
 } pslink;
 
 struct dt_ps_client {
@@ -191,10 +191,10 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
     if (!l->shm.base) {
         char name[32];
         snprintf(name, sizeof name, "dtrain-ps-%d", l->index);
-        if (dt__shm_create(&l->shm, name,
-                           DT__SHM_HDR + 2 * l->lay_total * sizeof(float)) != DT_OK) {
-            clog_(c, "ps-%d (%s): no shared memory (%s); tensors go over TCP", l->index,
-                  l->addr, dt_errmsg());
+        if (dt__shm_create(&l->shm, name, DT__SHM_HDR + 2 * l->lay_total * sizeof(float)) !=
+            DT_OK) {
+            clog_(c, "ps-%d (%s): no shared memory (%s); tensors go over TCP", l->index, l->addr,
+                  dt_errmsg());
             dt_err_clear();
             l->shm_off = 1;
             return OUT_OK;
@@ -221,8 +221,8 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
         if (dt__ps_read(&l->rd, text, (size_t)h.len, NULL) != 0)
             return fail_transport(l, "reading SHM_DECLINED");
         text[h.len] = '\0';
-        clog_(c, "ps-%d (%s) declined shared memory (%s); tensors go over TCP", l->index,
-              l->addr, text);
+        clog_(c, "ps-%d (%s) declined shared memory (%s); tensors go over TCP", l->index, l->addr,
+              text);
         l->shm_off = 1;
         dt__shm_free(&l->shm);
         return OUT_OK;
@@ -395,8 +395,8 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
         /* A PS without values (started, or restarted without a checkpoint): the chief's
          * client gives it its own; the others wait for someone to, then ask again. */
         if (type == DT__PS_INIT) {
-            *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): INIT answered NOT_INITIALIZED",
-                              l->index, l->addr);
+            *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): INIT answered NOT_INITIALIZED", l->index,
+                              l->addr);
             link_close(l);
             return OUT_FAIL;
         }
@@ -455,8 +455,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
                     continue;
                 }
                 if (o == OUT_OK && l->step)
-                    clog_(c, "ps-%d (%s) had no values: gave it this replica's", l->index,
-                          l->addr);
+                    clog_(c, "ps-%d (%s) had no values: gave it this replica's", l->index, l->addr);
                 l->state = o == OUT_OK ? LINK_PENDING : LINK_RETRY;
                 if (o != OUT_OK && fail_since < 0) fail_since = dt__ps_now_ms();
                 if (o != OUT_OK) continue;
@@ -646,8 +645,7 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
         l->iov = calloc((size_t)(2 * l->nvars + 2), sizeof *l->iov);
         l->lay = calloc((size_t)l->nvars + 1, sizeof *l->lay);
         l->work = calloc((size_t)(2 * l->nvars + 2), sizeof *l->work);
-        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay)
-            goto nomem;
+        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay) goto nomem;
         if ((err = dt__ps_reader_init(&l->rd, -1, READ_BUF))) goto fail;
         size_t mb = 4, maxm = 4;
         for (int i = 0, k = 0; i < n; i++) {

@@ -10,6 +10,7 @@
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
+#include "core/shm-impl.h"
 #include "ps/ps-impl.h"
 #include "ps/wire-impl.h"
 #include "testing/dt_test.h"
@@ -235,9 +236,13 @@ static void test_init_then_pull(void) {
     fclose(log);
 }
 
+/* Tensors' path in check_async_exact: the shared-memory lane, TCP because the client does
+ * not offer it, or TCP because the PS declines it. */
+enum lane { LANE_SHM, LANE_TCP_CLIENT, LANE_TCP_PS };
+
 /* nps servers over m; client c; local reference r with its own optimizer over the same
- * steps: every push_pull must give bit-identical values. */
-static void check_async_exact(dt_optim_kind kind, int nps) {
+ * steps: every push_pull must give bit-identical values, whichever lane carries them. */
+static void check_async_exact(dt_optim_kind kind, int nps, enum lane lane) {
     char lp[512];
     FILE *log = open_log("async.log", lp, sizeof lp);
     model w = {0}, r = {0};
@@ -252,11 +257,13 @@ static void check_async_exact(dt_optim_kind kind, int nps) {
     for (int i = 0; i < nps; i++) {
         dt_ps_server_conf sc = server_conf(i, nps, oc, log);
         sc.threads = i + 1; /* results must not depend on the thread count */
+        sc.no_shm = lane == LANE_TCP_PS;
         DT_CHECK_OK(dt_ps_server_start(&s[i], &sc, w.p, w.n));
     }
     addrs ad;
     addrs_of(&ad, s, nps);
     dt_ps_client_conf cc = client_conf(&ad, nps, "worker-0", log);
+    cc.no_shm = lane == LANE_TCP_CLIENT;
     DT_CHECK_OK(dt_ps_client_open(&c, &cc, w.p, w.n));
     DT_CHECK_OK(dt_optim_init(&ref, &oc, r.p, r.n));
     int taken = 0;
@@ -279,6 +286,25 @@ static void check_async_exact(dt_optim_kind kind, int nps) {
     }
     for (int i = 0; i < nps; i++)
         DT_CHECK(dt_ps_server_step(s[i]) == 4);
+    fflush(log);
+    if (lane == LANE_SHM)
+        DT_CHECK(log_has(lp, "worker-0 (127.0.0.1:") &&
+                 log_has(lp, "): tensors through shared memory ("));
+    if (lane == LANE_TCP_PS)
+        DT_CHECK(log_has(lp, "worker-0: ps-0 (127.0.0.1:") &&
+                 log_has(lp, ") declined shared memory (shared memory is off on this PS); "
+                             "tensors go over TCP"));
+    if (lane != LANE_SHM) {
+        char *data = NULL;
+        size_t len = 0;
+        FILE *f = fopen(lp, "r");
+        DT_CHECK(f);
+        data = calloc(1, 1 << 20);
+        len = data ? fread(data, 1, (1 << 20) - 1, f) : 0;
+        fclose(f);
+        DT_CHECK(len > 0 && !strstr(data, "tensors through shared memory"));
+        free(data);
+    }
     dt_ps_client_close(c);
     for (int i = 0; i < nps; i++)
         dt_ps_server_stop(s[i]);
@@ -289,16 +315,20 @@ static void check_async_exact(dt_optim_kind kind, int nps) {
 }
 
 static void test_async_sgd_exact(void) {
-    check_async_exact(DT_OPTIM_SGD, 1);
+    check_async_exact(DT_OPTIM_SGD, 1, LANE_SHM);
+    check_async_exact(DT_OPTIM_SGD, 1, LANE_TCP_CLIENT);
 }
 static void test_async_adam_exact(void) {
-    check_async_exact(DT_OPTIM_ADAM, 1);
+    check_async_exact(DT_OPTIM_ADAM, 1, LANE_SHM);
+    check_async_exact(DT_OPTIM_ADAM, 1, LANE_TCP_CLIENT);
+    check_async_exact(DT_OPTIM_ADAM, 1, LANE_TCP_PS);
 }
 static void test_two_ps_split(void) {
-    check_async_exact(DT_OPTIM_ADAM, 2);
+    check_async_exact(DT_OPTIM_ADAM, 2, LANE_SHM);
+    check_async_exact(DT_OPTIM_ADAM, 2, LANE_TCP_CLIENT);
 }
 static void test_more_ps_than_variables(void) {
-    check_async_exact(DT_OPTIM_MOMENTUM, 6); /* 4 variables over 6 PS: two hold nothing */
+    check_async_exact(DT_OPTIM_MOMENTUM, 6, LANE_SHM); /* 4 variables over 6 PS: two hold nothing */
 }
 
 /* ---- waiting for values ---- */
@@ -749,6 +779,163 @@ static void test_refusals(void) {
     fclose(log);
 }
 
+/* Reads one frame's header (and skips its payload). Returns its type, 0 on EOF. */
+static int raw_frame(int fd, dt__ps_hdr *hd) {
+    uint8_t h[DT__PS_HDR];
+    size_t got = 0;
+    while (got < sizeof h) {
+        ssize_t k = recv(fd, h + got, sizeof h - got, 0);
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    dt__ps_hdr_decode(h, hd);
+    uint8_t sink[4096];
+    for (uint64_t left = hd->len; left > 0;) {
+        ssize_t k = recv(fd, sink, left < sizeof sink ? left : sizeof sink, 0);
+        if (k <= 0) return 0;
+        left -= (uint64_t)k;
+    }
+    return hd->type;
+}
+
+/* An SHM_ATTACH frame: pid, fd, size, nonce, then the descriptions of (names, shapes). */
+static size_t build_attach(uint8_t *out, uint64_t pid, uint64_t fd, uint64_t size,
+                           const uint8_t *nonce, int count, const char *const *names,
+                           const dt_shape *shapes) {
+    size_t n = DT__PS_HDR;
+    dt__put64(out + n, pid);
+    dt__put64(out + n + 8, fd);
+    dt__put64(out + n + 16, size);
+    memcpy(out + n + 24, nonce, DT__SHM_NONCE);
+    n += DT__PS_SHM_FIXED;
+    dt__put32(out + n, (uint32_t)count);
+    n += 4;
+    for (int i = 0; i < count; i++)
+        n += dt__ps_meta_encode(out + n, names[i], &shapes[i]);
+    dt__ps_hdr_encode(out, DT__PS_SHM_ATTACH, 0, n - DT__PS_HDR);
+    return n;
+}
+
+/* The shared-memory lane's frames, sent by hand: a segment that cannot be reached or does
+ * not check out is declined and the connection goes on over TCP; descriptions that do not
+ * match the partition, a wrong size and lane frames out of turn are refused; the values
+ * stay untouched throughout. */
+static void test_shm_refusals(void) {
+    char lp[512];
+    FILE *log = open_log("shm.log", lp, sizeof lp);
+    model a = {0}, b = {0};
+    model_make(&a);
+    model_make(&b);
+    fill_values(&a, 5);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    int port = dt_ps_server_port(s);
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    dt_ps_client *ca = NULL;
+    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, a.p, a.n));
+    DT_CHECK_OK(dt_ps_client_init(ca, NULL));
+
+    const char *names[4] = {"fc1/kernel", "fc1/bias", "fc2/kernel", "fc2/bias"};
+    dt_shape shapes[4];
+    size_t floats = 0;
+    for (int i = 0; i < 4; i++) {
+        shapes[i] = a.p[i]->value.shape;
+        floats += dt__ps_shm_floats(numel(a.p[i]));
+    }
+    uint64_t size = DT__SHM_HDR + 2 * floats * 4;
+    dt__shm seg;
+    DT_CHECK_OK(dt__shm_create(&seg, "ps_test", size));
+    uint8_t bad_nonce[DT__SHM_NONCE];
+    memcpy(bad_nonce, seg.nonce, sizeof bad_nonce);
+    bad_nonce[0] ^= 0xff;
+    uint8_t frame[DT__PS_HDR];
+    char text[1100];
+    typedef struct shm_case {
+        const char *what, *log_text;
+        int kind; /* 0: declined, then a PULL over TCP works; 1: refused and closed */
+        size_t n;
+        uint8_t frame[1024];
+    } shm_case;
+    shm_case *cases = calloc(8, sizeof *cases);
+    DT_CHECK(cases);
+    int nc = 0;
+    dt_shape wrong[4] = {shapes[0], shapes[1], shapes[2], shapes[3]};
+    wrong[2] = dt_shape_make(2, (int64_t[]){4, 3});
+    const uint64_t me = (uint64_t)getpid(), sfd = (uint64_t)seg.fd;
+    cases[nc++] = (shm_case){
+        "no such fd", "shared memory declined: shared memory: cannot open /proc/", 0, 0, {0}};
+    cases[nc - 1].n =
+        build_attach(cases[nc - 1].frame, me, 9999, size, seg.nonce, 4, names, shapes);
+    cases[nc++] =
+        (shm_case){"wrong nonce",
+                   "is not the segment announced (its header differs); its tensors come over TCP",
+                   0,
+                   0,
+                   {0}};
+    cases[nc - 1].n = build_attach(cases[nc - 1].frame, me, sfd, size, bad_nonce, 4, names, shapes);
+    cases[nc++] = (shm_case){"wrong shape", "ps-0: shm attach from intruder (127.0.0.1:", 1, 0, {0}};
+    cases[nc - 1].n = build_attach(cases[nc - 1].frame, me, sfd, size, seg.nonce, 4, names, wrong);
+    cases[nc++] = (shm_case){
+        "wrong size", "SHM_ATTACH: a segment of 64 bytes, the partition needs", 1, 0, {0}};
+    cases[nc - 1].n = build_attach(cases[nc - 1].frame, me, sfd, 64, seg.nonce, 4, names, shapes);
+    cases[nc++] = (shm_case){"lane before attach",
+                             "SHM_PUSH_PULL before SHM_ATTACH: no shared memory on this connection",
+                             1,
+                             DT__PS_HDR,
+                             {0}};
+    dt__ps_hdr_encode(cases[nc - 1].frame, DT__PS_SHM_PUSH_PULL, 0, 0);
+    cases[nc++] =
+        (shm_case){"short attach", "SHM_ATTACH of 8 bytes (at least 44)", 1, DT__PS_HDR + 8, {0}};
+    dt__ps_hdr_encode(cases[nc - 1].frame, DT__PS_SHM_ATTACH, 0, 8);
+    cases[nc++] = (shm_case){"pull with a payload",
+                             "SHM_PULL with a payload of 4 bytes (must be empty)",
+                             1,
+                             DT__PS_HDR + 4,
+                             {0}};
+    dt__ps_hdr_encode(cases[nc - 1].frame, DT__PS_SHM_PULL, 0, 4);
+    for (int k = 0; k < nc; k++) {
+        int fd = raw_dial(port);
+        raw_hello(fd, "secret", 0, 1);
+        dt__ps_hdr hd;
+        DT_CHECK(raw_frame(fd, &hd) == DT__PS_OK);
+        raw_send(fd, cases[k].frame, cases[k].n);
+        if (cases[k].kind == 0) {
+            if (raw_frame(fd, &hd) != DT__PS_SHM_DECLINED)
+                DT_FAIL("%s: not answered SHM_DECLINED", cases[k].what);
+            /* the connection goes on: a PULL over TCP gets the values */
+            dt__ps_hdr_encode(frame, DT__PS_PULL, 0, 0);
+            raw_send(fd, frame, DT__PS_HDR);
+            if (raw_frame(fd, &hd) != DT__PS_VALUES)
+                DT_FAIL("%s: PULL after the decline not answered VALUES", cases[k].what);
+        } else {
+            int last = raw_until_closed(fd, text, sizeof text);
+            if (last != DT__PS_ERROR) DT_FAIL("%s: the last frame was %d", cases[k].what, last);
+        }
+        close(fd);
+        if (!log_has(lp, cases[k].log_text))
+            DT_FAIL("%s: the log lacks \"%s\"", cases[k].what, cases[k].log_text);
+        DT_CHECK_OK(dt_ps_client_pull(ca, NULL));
+    }
+    DT_CHECK(log_has(lp, "tensor fc2/kernel: shape [4, 3] does not match [3, 4]"));
+    /* nothing was applied, and the values are the initial ones */
+    DT_CHECK(dt_ps_server_step(s) == 0);
+    dt_ps_client *cb = NULL;
+    DT_CHECK_OK(dt_ps_client_open(&cb, &cc, b.p, b.n));
+    DT_CHECK_OK(dt_ps_client_pull(cb, NULL));
+    DT_CHECK(same_values(&a, &b));
+    dt_ps_client_close(cb);
+    free(cases);
+    dt__shm_free(&seg);
+    dt_ps_client_close(ca);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    model_free(&b);
+    fclose(log);
+}
+
 static void test_client_conf_errors(void) {
     model a = {0};
     model_make(&a);
@@ -911,5 +1098,5 @@ DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_
              DT_T(test_async_sgd_exact), DT_T(test_async_adam_exact), DT_T(test_two_ps_split),
              DT_T(test_more_ps_than_variables), DT_T(test_pull_waits_for_init),
              DT_T(test_sync_rounds), DT_T(test_sync_timeout_and_leave), DT_T(test_refusals),
-             DT_T(test_client_conf_errors), DT_T(test_save_restore),
+             DT_T(test_shm_refusals), DT_T(test_client_conf_errors), DT_T(test_save_restore),
              DT_T(test_client_survives_restart))

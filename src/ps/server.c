@@ -136,10 +136,10 @@ struct conn {
     char replica[64]; /* from HELLO; written under clock */
     char who[160];    /* "worker-1 (127.0.0.1:40000)" */
     dt__ps_reader rd;
-    float *grad;       /* this connection's pushed tensors (nvars layout) */
-    float *snap;       /* a copy of the values being sent (NULL until the first VALUES) */
-    dt__shm shm;       /* the client's segment, once attached (SHM_ATTACH) */
-    float *shm_grad;   /* its gradient area (PS layout), then its value area */
+    float *grad;     /* this connection's pushed tensors (nvars layout) */
+    float *snap;     /* a copy of the values being sent (NULL until the first VALUES) */
+    dt__shm shm;     /* the client's segment, once attached (SHM_ATTACH) */
+    float *shm_grad; /* its gradient area (PS layout), then its value area */
     float *shm_vals;
     char *seen;        /* per var, during one tensor list */
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
@@ -266,8 +266,8 @@ static int read_tensors(conn *c, const char *op, uint64_t len, int described_onl
             return refuse(c, left, "%s: tensor %" PRIu32 ": the name contains a NUL byte", what, t);
         int i = find_var(s, name, (int)t);
         if (described_only && i >= 0 && i != (int)t)
-            return refuse(c, left, "%s: tensor %s comes %" PRIu32 "th, its place is %d", what,
-                          name, t, i);
+            return refuse(c, left, "%s: tensor %s comes %" PRIu32 "th, its place is %d", what, name,
+                          t, i);
         if (i < 0)
             return refuse(c, left, "%s: tensor %s: no such variable in partition %d of %d", what,
                           name, s->conf.index, s->conf.nps);
@@ -336,8 +336,8 @@ static int send_values(conn *c) {
     c->iov[n++] = (struct iovec){s->meta, 4};
     for (int i = 0; i < s->nvars; i++) {
         c->iov[n++] = (struct iovec){s->meta + s->meta_off[i], s->meta_len[i]};
-        c->iov[n++] =
-            (struct iovec){(void *)(src + s->vars[i].off), (size_t)s->vars[i].numel * sizeof(float)};
+        c->iov[n++] = (struct iovec){(void *)(src + s->vars[i].off),
+                                     (size_t)s->vars[i].numel * sizeof(float)};
     }
     int rc = dt__ps_writev_all(c->fd, c->iov, n);
     if (!c->snap) pthread_rwlock_unlock(&s->vlock);
@@ -694,17 +694,20 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
     uint64_t pid = dt__get64(b), fd = dt__get64(b + 8), size = dt__get64(b + 16);
     uint64_t want = DT__SHM_HDR + 2 * (uint64_t)s->total * sizeof(float);
     if (size != want)
-        return refuse(c, 0, "SHM_ATTACH: a segment of %" PRIu64 " bytes, the partition needs %" PRIu64,
+        return refuse(c, 0,
+                      "SHM_ATTACH: a segment of %" PRIu64 " bytes, the partition needs %" PRIu64,
                       size, want);
     dt__shm_free(&c->shm);
     c->shm_grad = c->shm_vals = NULL;
     dt__shm m;
-    if (pid > INT64_MAX || fd > INT64_MAX ||
+    if (s->conf.no_shm || pid > INT64_MAX || fd > INT64_MAX ||
         dt__shm_attach(&m, (int64_t)pid, (int64_t)fd, (size_t)size, b + 24) != DT_OK) {
         char why[DT__PS_TEXT_MAX];
-        snprintf(why, sizeof why, "%s", pid > INT64_MAX || fd > INT64_MAX
-                                             ? "pid or fd out of range"
-                                             : dt_errmsg());
+        snprintf(why, sizeof why, "%s",
+                 s->conf.no_shm                      ? "shared memory is off on this PS"
+                 : pid > INT64_MAX || fd > INT64_MAX ? "pid or fd out of range"
+                                                     : dt_errmsg());
+        dt_err_clear();
         slog(s, "%s: shared memory declined: %s; its tensors come over TCP", c->who, why);
         return dt__ps_send_frame(c->fd, DT__PS_SHM_DECLINED, 0, why, strlen(why));
     }
@@ -826,8 +829,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         if (h->type == DT__PS_SHM_PULL) return shm_send_values(c);
         int64_t step = apply_push(c, c->shm_grad);
         if (step < 0) return -1;
-        if (h->type == DT__PS_SHM_PUSH)
-            return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
+        if (h->type == DT__PS_SHM_PUSH) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
         return shm_send_values(c);
     }
     default:

@@ -58,6 +58,7 @@ dt_err dt__role_ps(dt__role *r) {
                               .sync_timeout_ms = r->job->ps.sync_timeout_ms,
                               .ckpt_dir = dir,
                               .keep = r->spec->checkpoint_keep,
+                              .no_shm = !r->job->ps.shared_memory,
                               .log = r->log};
     /* The port may still be held for a moment (a connection of the PS this one replaces):
      * try for a few seconds before failing. */

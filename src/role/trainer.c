@@ -101,6 +101,7 @@ static dt_err setup(trainer *t) {
                             /* Every trainer gives a PS that lost its values (restarted without
                              * a checkpoint) the ones it pulled last; the first one wins. */
                             .offer_init = 1,
+                            .no_shm = !r->job->ps.shared_memory,
                             .log = r->log};
     if ((e = dt_ps_client_open(&t->ps, &pc, t->params, t->np))) return e;
     if (r->is_chief) {
