@@ -9,7 +9,8 @@
 #   (b) PyTorch DistributedDataParallel, gloo backend, 2 processes of one thread each
 #       (bench/torch_ddp.py; aggregate over both processes, barrier to barrier).
 # Targets: ps/independent >= 0.60, ps/ddp >= 3; allreduce/independent >= 0.80,
-# allreduce/ddp >= 4.
+# allreduce/ddp >= 4. The PS job also runs with parameterServer.sharedMemory: false (its
+# tensors over loopback TCP) to show what the shared-memory lane gives.
 #
 #   bash bench/ps_bench.sh [options]
 #     --coretype-auto   run everything with OPENBLAS_CORETYPE unset (OpenBLAS picks its
@@ -85,6 +86,9 @@ cat >>"$TMP/ps_job.yaml" <<'YAML'
   replicas: {worker: 2, ps: 1}
   strategy: parameter_server
 YAML
+# The PS job with its tensors over loopback TCP instead of the shared-memory lane.
+sed -e 's/^\(  name:\).*/\1 fashion-mnist-mlp-ps-tcp/' "$TMP/ps_job.yaml" >"$TMP/ps_tcp_job.yaml"
+echo '  parameterServer: {sharedMemory: false}' >>"$TMP/ps_tcp_job.yaml"
 # The all-reduce job: the same spec, 2 workers in a ring (globalBatch scale: 64 per worker).
 sed -e 's/^\(  name:\).*/\1 fashion-mnist-mlp-allreduce/' "$TMP/single.yaml" >"$TMP/allreduce_job.yaml"
 cat >>"$TMP/allreduce_job.yaml" <<'YAML'
@@ -183,6 +187,9 @@ EOF
 echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, 1 epoch =="
 run_job ps "$TMP/ps_job.yaml"
 ps=$job_rate
+echo "== dtrain PS job over TCP (parameterServer.sharedMemory: false), otherwise the same =="
+run_job ps_tcp "$TMP/ps_tcp_job.yaml"
+ps_tcp=$job_rate
 echo "== dtrain all-reduce job: 2 workers in a ring, batch 64 each, threads 1, 1 epoch =="
 run_job allreduce "$TMP/allreduce_job.yaml"
 ar=$job_rate
@@ -197,12 +204,16 @@ echo "== summary (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}) =="
 printf '  independent x2  %10s samples/s\n' "${indep:-n/a}"
 printf '  pytorch ddp     %10s samples/s\n' "${ddp:-n/a}"
 printf '  dtrain ps job   %10s samples/s\n' "${ps:-n/a}"
+printf '  dtrain ps job, TCP %7s samples/s\n' "${ps_tcp:-n/a}"
 printf '  dtrain allreduce %9s samples/s\n' "${ar:-n/a}"
 if [ -n "$ps" ] && [ -n "$indep" ]; then
     awk -v p="$ps" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio ps/independent = %.2f (target >= 0.60: %s)\n", r, (r >= 0.60 ? "met" : "NOT met") }'
 fi
 if [ -n "$ps" ] && [ -n "$ddp" ]; then
     awk -v p="$ps" -v d="$ddp" 'BEGIN { r = p / d; printf "  RESULT ratio ps/ddp = %.2f (target >= 3: %s)\n", r, (r >= 3 ? "met" : "NOT met") }'
+fi
+if [ -n "$ps_tcp" ] && [ -n "$indep" ]; then
+    awk -v p="$ps_tcp" -v i="$indep" -v s="${ps:-0}" 'BEGIN { printf "  (over TCP: ps/independent = %.2f; the shared-memory lane gives %.2fx)\n", p / i, s / p }'
 fi
 if [ -n "$ar" ] && [ -n "$indep" ]; then
     awk -v p="$ar" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio allreduce/independent = %.2f (target >= 0.80: %s)\n", r, (r >= 0.80 ? "met" : "NOT met") }'

@@ -1,6 +1,8 @@
 /*
  * ps.h - the parameter-server strategy's data plane: variables partitioned over PS
- * processes, pulled and pushed by workers over a binary TCP protocol (docs/WIRE.md).
+ * processes, pulled and pushed by workers over a binary TCP protocol (docs/WIRE.md). A
+ * client on a PS's host passes the tensors through a shared-memory segment instead, the
+ * socket carrying only the frames' headers (docs/WIRE.md, "Shared memory").
  *
  * Partition: every process of a job builds the same model from the spec, so every process
  * knows every variable's name and shape; dt_ps_partition assigns each variable to one PS by
