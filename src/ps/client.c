@@ -25,6 +25,13 @@
  *
  * Redoing a push after a lost reply may apply it twice (at-least-once; docs/WIRE.md).
  *
+ * The shared-memory lane: right after HELLO a link offers the PS its segment (made at the
+ * first connect, kept across reconnects; src/core/shm-impl.h) with SHM_ATTACH. Once the PS
+ * has attached it, a push copies each gradient into the segment at the PS's layout and
+ * sends a header-only frame, and a SHM_VALUES reply is copied out of the segment into
+ * params[i]->value - one memcpy each way instead of the kernel's socket copies. A link the
+ * PS declines stays on the tensor-list frames for good (logged once).
+ *
  * The params' values and grads must keep their data pointers between open and close (a
  * model's do: they live in its arena); the iovecs hold those pointers.
  */

@@ -42,6 +42,11 @@
  * current round (only possible for a second connection of the same replica name) waits
  * for the next round before contributing.
  *
+ * Shared memory: SHM_ATTACH checks the client's descriptions like a push's, then maps the
+ * client's sealed segment (conn.shm) or declines it with the reason. On such a connection
+ * the optimizer reads the gradients straight from the segment (no copy into c->grad) and
+ * replies copy the values into it under the read lock.
+ *
  * Checkpoints: SAVE writes ckpt_dir/ckpt-<step, 10 digits>.safetensors with the values by
  * name, the optimizer slots as "optimizer/<slot>", and metadata format "dtrain-ps",
  * version, step, partition, nps; then deletes all but the newest `keep`. Start restores
