@@ -201,11 +201,12 @@ if [ -x build/ps_roundtrip ]; then
 fi
 
 echo "== summary (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}) =="
-printf '  independent x2  %10s samples/s\n' "${indep:-n/a}"
-printf '  pytorch ddp     %10s samples/s\n' "${ddp:-n/a}"
-printf '  dtrain ps job   %10s samples/s\n' "${ps:-n/a}"
-printf '  dtrain ps job, TCP %7s samples/s\n' "${ps_tcp:-n/a}"
-printf '  dtrain allreduce %9s samples/s\n' "${ar:-n/a}"
+fmt() { if [ -n "$1" ]; then printf '%.1f' "$1"; else printf 'n/a'; fi; }
+printf '  independent x2      %10s samples/s\n' "$(fmt "$indep")"
+printf '  pytorch ddp         %10s samples/s\n' "$(fmt "$ddp")"
+printf '  dtrain ps job       %10s samples/s\n' "$(fmt "$ps")"
+printf '  dtrain ps job, TCP  %10s samples/s\n' "$(fmt "$ps_tcp")"
+printf '  dtrain allreduce    %10s samples/s\n' "$(fmt "$ar")"
 if [ -n "$ps" ] && [ -n "$indep" ]; then
     awk -v p="$ps" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio ps/independent = %.2f (target >= 0.60: %s)\n", r, (r >= 0.60 ? "met" : "NOT met") }'
 fi
