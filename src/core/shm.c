@@ -78,7 +78,17 @@ dt_err dt__shm_attach(dt__shm *m, int64_t pid, int64_t fd, size_t size,
                           ", %zu bytes do not describe a segment",
                           pid, fd, size);
     snprintf(path, sizeof path, "/proc/%" PRId64 "/fd/%" PRId64, pid, fd);
-    int f = open(path, O_RDWR | O_CLOEXEC);
+    /* Read the link before opening anything: the pid and fd come from a peer, and opening a
+     * FIFO, a device or a hung FUSE file of some other process must not even be tried. */
+    char target[64];
+    ssize_t tl = readlink(path, target, sizeof target - 1);
+    if (tl < 0)
+        return dt_err_set(DT_ERR_NOTFOUND, "shared memory: cannot open %s: %s (another host?)",
+                          path, strerror(errno));
+    target[tl] = '\0';
+    if (strncmp(target, "/memfd:", 7) != 0)
+        return dt_err_set(DT_ERR_NOTFOUND, "shared memory: %s is not a memory file", path);
+    int f = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (f < 0)
         return dt_err_set(DT_ERR_NOTFOUND, "shared memory: cannot open %s: %s (another host?)",
                           path, strerror(errno));

@@ -1,6 +1,7 @@
 /* shm_test.c - shared-memory segments: a real second process attaches, writes, and the
  * creator sees it; the checks that send the caller back to its socket. */
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "core/shm-impl.h"
@@ -59,13 +60,28 @@ static void test_attach_refusals_name_the_cause(void) {
                  "cannot open /proc/");
     DT_CHECK_ERR(dt__shm_attach(&a, 0, m.fd, m.size, m.nonce), DT_ERR_NOTFOUND,
                  "do not describe a segment");
-    /* an ordinary file is not a sealed segment */
+    /* an ordinary file, a pipe: not memory files, never opened */
     const char *path = dt_test_write_file("plain", "x", 1);
     int fd = open(path, O_RDONLY);
     DT_CHECK(fd >= 0);
     DT_CHECK_ERR(dt__shm_attach(&a, getpid(), fd, 1 + DT__SHM_HDR, m.nonce), DT_ERR_NOTFOUND,
-                 "not sealed");
+                 "is not a memory file");
     close(fd);
+    int pp[2];
+    DT_CHECK(pipe(pp) == 0);
+    DT_CHECK_ERR(dt__shm_attach(&a, getpid(), pp[0], m.size, m.nonce), DT_ERR_NOTFOUND,
+                 "is not a memory file");
+    close(pp[0]);
+    close(pp[1]);
+    /* a memfd its maker did not seal (or sealed only partly) */
+    int u = memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    DT_CHECK(u >= 0 && ftruncate(u, (off_t)m.size) == 0);
+    DT_CHECK_ERR(dt__shm_attach(&a, getpid(), u, m.size, m.nonce), DT_ERR_NOTFOUND,
+                 "not sealed against resizing");
+    DT_CHECK(fcntl(u, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+    DT_CHECK_ERR(dt__shm_attach(&a, getpid(), u, m.size, m.nonce), DT_ERR_NOTFOUND,
+                 "not sealed against resizing");
+    close(u);
     DT_CHECK(a.base == NULL);
     dt__shm_free(&a);
     dt__shm_free(&m);

@@ -25,8 +25,8 @@
  *
  * Redoing a push after a lost reply may apply it twice (at-least-once; docs/WIRE.md).
  *
- * The shared-memory lane: right after HELLO a link offers the PS its segment (made at the
- * first connect, kept across reconnects; src/core/shm-impl.h) with SHM_ATTACH. Once the PS
+ * The shared-memory lane: right after HELLO a link offers the PS its segment (a fresh one
+ * for every connection; src/core/shm-impl.h) with SHM_ATTACH. Once the PS
  * has attached it, a push copies each gradient into the segment at the PS's layout and
  * sends a header-only frame, and a SHM_VALUES reply is copied out of the segment into
  * params[i]->value - one memcpy each way instead of the kernel's socket copies. A link the
@@ -84,8 +84,8 @@ typedef struct pslink {
     int64_t step;
     int64_t wait_ms; /* NOT_INITIALIZED backoff */
     int64_t wait_until;
-    /* the shared-memory lane: a segment made at the first connect and kept for reconnects;
-     * shm_on while the current connection's PS has attached it */
+    /* the shared-memory lane: the current connection's segment (made at connect);
+     * shm_on while its PS has attached it */
     dt__shm shm;
     size_t *lay;      /* per variable: float offset in the segment's areas (PS layout) */
     size_t lay_total; /* floats in one area */
@@ -195,7 +195,10 @@ static int connected_to_itself(int fd) {
  * shm_on set when it attached; OUT_OK with the link on TCP for good when the segment cannot
  * be made or the PS declines it (another host, another pid namespace: logged once). */
 static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
-    if (!l->shm.base) {
+    /* A fresh segment for every connection: a thread of the PS still busy with the broken
+     * connection's request keeps only the old mapping, never touching the one in use. */
+    dt__shm_free(&l->shm);
+    {
         char name[32];
         snprintf(name, sizeof name, "dtrain-ps-%d", l->index);
         if (dt__shm_create(&l->shm, name, DT__SHM_HDR + 2 * l->lay_total * sizeof(float)) !=
@@ -228,6 +231,8 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
         if (dt__ps_read(&l->rd, text, (size_t)h.len, NULL) != 0)
             return fail_transport(l, "reading SHM_DECLINED");
         text[h.len] = '\0';
+        for (uint64_t i = 0; i < h.len; i++)
+            if ((unsigned char)text[i] < 0x20) text[i] = ' ';
         clog_(c, "ps-%d (%s) declined shared memory (%s); tensors go over TCP", l->index, l->addr,
               text);
         l->shm_off = 1;

@@ -859,7 +859,7 @@ static void test_shm_refusals(void) {
         size_t n;
         uint8_t frame[1024];
     } shm_case;
-    shm_case *cases = calloc(8, sizeof *cases);
+    shm_case *cases = calloc(10, sizeof *cases);
     DT_CHECK(cases);
     int nc = 0;
     dt_shape wrong[4] = {shapes[0], shapes[1], shapes[2], shapes[3]};
@@ -876,8 +876,15 @@ static void test_shm_refusals(void) {
                    0,
                    {0}};
     cases[nc - 1].n = build_attach(cases[nc - 1].frame, me, sfd, size, bad_nonce, 4, names, shapes);
-    cases[nc++] = (shm_case){"wrong shape", "ps-0: shm attach from intruder (127.0.0.1:", 1, 0, {0}};
+    cases[nc++] =
+        (shm_case){"wrong shape", "ps-0: shm attach from intruder (127.0.0.1:", 1, 0, {0}};
     cases[nc - 1].n = build_attach(cases[nc - 1].frame, me, sfd, size, seg.nonce, 4, names, wrong);
+    const char *order[4] = {names[1], names[0], names[2], names[3]};
+    dt_shape oshapes[4] = {shapes[1], shapes[0], shapes[2], shapes[3]};
+    cases[nc++] =
+        (shm_case){"out of order", "tensor fc1/bias comes 0th, its place is 1", 1, 0, {0}};
+    cases[nc - 1].n =
+        build_attach(cases[nc - 1].frame, me, sfd, size, seg.nonce, 4, order, oshapes);
     cases[nc++] = (shm_case){
         "wrong size", "SHM_ATTACH: a segment of 64 bytes, the partition needs", 1, 0, {0}};
     cases[nc - 1].n = build_attach(cases[nc - 1].frame, me, sfd, 64, seg.nonce, 4, names, shapes);
