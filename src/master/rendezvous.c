@@ -394,13 +394,20 @@ dt_err dt__rdzv_join(dt__master *m, const dt__rdzv_reg *reg, double now, json_t 
     const dt__replica *lost = NULL;
     if (reg->unreachable) {
         lost = dt__job_state_find(&m->st, reg->unreachable);
-        if (!lost)
+        /* A peer no longer in the table was scaled away while its ring ran: the reporter
+         * saw it leave. Nothing to leave out, and no reason to refuse the reporter (it would
+         * exit and lose its place in training). A name that was in no ring is refused. */
+        if (!lost && (reg->generation < z->generation ||
+                      (reg->generation == z->generation && member_rank(z, reg->unreachable) >= 0)))
+            dt__master_say(m, "rendezvous: %s lost %s, which is no longer in the job: no penalty",
+                           reg->replica, reg->unreachable);
+        else if (!lost)
             return dt_err_set(DT_ERR_ARG, "unreachable: job '%s' has no replica '%s'",
                               m->job->name, reg->unreachable);
-        if (!is_trainer(lost->type))
+        else if (!is_trainer(lost->type))
             return dt_err_set(DT_ERR_ARG,
                               "unreachable: %s is not a trainer: it is in no ring", lost->name);
-        if (lost == r)
+        else if (lost == r)
             return dt_err_set(DT_ERR_ARG, "unreachable: %s cannot report itself", r->name);
     }
     refresh(m, now);

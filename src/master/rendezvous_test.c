@@ -312,6 +312,28 @@ static void test_unreachable(void) {
     fake_free(&f);
 }
 
+/* A peer scaled away while its ring ran is gone from the table when the survivor reports
+ * it lost: the survivor is not refused (it would exit) and forms a ring alone. */
+static void test_lost_scaled_away(void) {
+    fake f;
+    DT_CHECK(!fake_init(&f, SPEC("{worker: 2}", ""), NULL));
+    int64_t g = -1;
+    DT_CHECK(joined(&f, "worker-0", 0, 0, NULL, 0, &g) == -1);
+    DT_CHECK(joined(&f, "worker-1", 0, 0, NULL, 0, &g) == 1 && g == 1);
+    dt__rdzv_replica_gone(&f.m, "worker-1", "is scaled away");
+    dt__job_state_remove(&f.m.st, (int)(dt__job_state_find(&f.m.st, "worker-1") - f.m.st.replicas));
+    DT_CHECK(joined(&f, "worker-0", 1, 40, "worker-1", 1, &g) == 0 && g == 2);
+    DT_CHECK(log_has(&f, "rendezvous: worker-0 lost worker-1, which is no longer in the job: "
+                         "no penalty"));
+    /* a name that was in no ring is still refused */
+    dt__rdzv_reg reg = {.replica = "worker-0", .address = "h:1", .generation = 2, .step = 41,
+                        .unreachable = "worker-9"};
+    json_t *ans;
+    DT_CHECK_ERR(dt__rdzv_join(&f.m, &reg, 2, &ans), DT_ERR_ARG,
+                 "unreachable: job 'rz' has no replica 'worker-9'");
+    fake_free(&f);
+}
+
 static void replay_one(void *ctx, json_t *ev) {
     const char *kind = json_string_value(json_object_get(ev, "ev"));
     if (kind && !strncmp(kind, "rdzv.", 5)) dt__rdzv_replay(ctx, ev);
@@ -385,4 +407,4 @@ static void test_jobs_without_rings(void) {
 }
 
 DT_TEST_MAIN(DT_T(test_form_when_all_wait), DT_T(test_timeout), DT_T(test_replica_gone),
-             DT_T(test_unreachable), DT_T(test_journal), DT_T(test_jobs_without_rings))
+             DT_T(test_unreachable), DT_T(test_lost_scaled_away), DT_T(test_journal), DT_T(test_jobs_without_rings))
