@@ -4,7 +4,9 @@
 #   two      2 workers + evaluator: succeeds, learns, both workers trained in one ring of 2,
 #            rank 0 checkpointed (with the optimizer's state), the chief exported the model
 #   fixed    globalBatch fixed, small buckets: scaled from 2 workers to 1, the survivor
-#            accumulates 2 micro-batches a step; succeeds and learns
+#            accumulates 2 micro-batches a step; then, alone, it is killed: restarted without
+#            TF_CONFIG (the job's only replica), it learns who it is all the same and trains
+#            on alone; succeeds and learns
 #   kill     a worker killed by SIGKILL in the middle of training: the survivor abandons the
 #            step in flight, the ring re-forms without it and again with it once restarted
 #            (each within the bound below), nothing hangs, the job succeeds
@@ -92,7 +94,7 @@ fi
 if section fixed; then
     # globalBatch fixed: 2 workers in the spec; scaled down to 1, the remaining worker
     # accumulates 2 micro-batches a step (the global batch stays 2 x 32)
-    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 2}" 200 2048
+    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 2}" 1500 2048
     expect_exit 0 fixed-start -- "$DTRAIN" run fixed.yaml --job-dir job-fixed --detach
     two_ring() { grep -q "rank [01] of 2.*1 micro-batches a step" job-fixed/logs/worker-0.log 2>/dev/null; }
     WAIT_POLLS=600 wait_for two_ring && pass "fixed: a ring of 2, one micro-batch a step" ||
@@ -101,6 +103,18 @@ if section fixed; then
     one_ring() { grep -q "rank 0 of 1.*2 micro-batches a step" job-fixed/logs/worker-0.log 2>/dev/null; }
     WAIT_POLLS=600 wait_for one_ring && pass "fixed: alone, worker-0 accumulates 2 micro-batches a step" ||
         fail "fixed: $(tail -3 job-fixed/logs/worker-0.log)"
+    # The job's only replica now: restarted, it gets no TF_CONFIG (as from the training
+    # operator) and still learns who it is (DTRAIN_REPLICA, DTRAIN_ADDRESS), trains alone and
+    # keeps the spec's global batch.
+    p=$(pid fixed worker-0); c=$([ -n "$p" ] && pgrep -P "$p" | head -1)
+    if [ -n "${c:-}" ]; then
+        kill -KILL "$c" && pass "fixed: worker-0 (pid $c) killed while alone"
+        alone_again() { awk '/^--- dtrain: worker-0 attempt/ { a = $5 } /rank 0 of 1.*2 micro-batches a step/ && a > 1 { f = 1 } END { exit !f }' job-fixed/logs/worker-0.log; }
+        WAIT_POLLS=600 wait_for alone_again && pass "fixed: restarted without TF_CONFIG, worker-0 trains alone with 2 micro-batches a step" ||
+            fail "fixed: restarted worker-0: $(tail -3 job-fixed/logs/worker-0.log)"
+    else
+        fail "fixed: worker-0 has no process"
+    fi
     done_job() { [ -f job-fixed/result.json ]; }
     WAIT_POLLS=3000 wait_for done_job || fail "fixed: the job did not finish"
     check_result fixed '

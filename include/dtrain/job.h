@@ -216,7 +216,8 @@ typedef struct dt_job_env_opts {
 
 /* The environment of replica (type, index): the container's own env first, then
  * TF_CONFIG (left out when the job has one replica in all, and for a PyTorchJob, as the
- * training operator does), the PyTorch variables when
+ * training operator does; the one replica of a job that is not a PyTorchJob gets
+ * DTRAIN_ADDRESS, its own "host:port", in its place), the PyTorch variables when
  * the job asks, DTRAIN_MASTER, DTRAIN_JOB_TOKEN and DTRAIN_REPLICA (e.g. "worker-1").
  * A variable dtrain sets replaces one of the same name given by the container.
  * *out (owned, *n entries) is freed with dt_job_env_free. */

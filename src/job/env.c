@@ -187,22 +187,29 @@ static const char *bind_host(const dt_job_env_opts *o) {
     return o->bind_host ? o->bind_host : "127.0.0.1";
 }
 
-/* The address of (t, i) in TF_CONFIG. */
-static dt_err put_address(sbuf *b, const dt_job_spec *job, const dt_job_env_opts *o,
-                          dt_replica_type t, int i) {
-    char addr[512];
+/* The address of (t, i): "host:port", as TF_CONFIG lists it. */
+static dt_err address_of(const dt_job_spec *job, const dt_job_env_opts *o, dt_replica_type t,
+                         int i, char *addr, size_t size) {
     if (o->kubernetes) {
         const char *ns = o->namespace ? o->namespace : job->namespace;
         int port = job->replicas[t].port ? job->replicas[t].port : DT__JOB_TF_PORT;
-        snprintf(addr, sizeof addr, "%s-%s-%d.%s.svc%s%s:%d", job->name, dt_replica_type_name(t), i,
-                 ns, o->cluster_domain ? "." : "", o->cluster_domain ? o->cluster_domain : "",
-                 port);
+        snprintf(addr, size, "%s-%s-%d.%s.svc%s%s:%d", job->name, dt_replica_type_name(t), i, ns,
+                 o->cluster_domain ? "." : "", o->cluster_domain ? o->cluster_domain : "", port);
     } else {
         int port = 0;
         dt_err e = local_port(job, o, t, i, &port);
         if (e) return e;
-        snprintf(addr, sizeof addr, "%s:%d", bind_host(o), port);
+        snprintf(addr, size, "%s:%d", bind_host(o), port);
     }
+    return DT_OK;
+}
+
+/* The address of (t, i) in TF_CONFIG. */
+static dt_err put_address(sbuf *b, const dt_job_spec *job, const dt_job_env_opts *o,
+                          dt_replica_type t, int i) {
+    char addr[512];
+    dt_err e = address_of(job, o, t, i, addr, sizeof addr);
+    if (e) return e;
     go_string(b, addr);
     return DT_OK;
 }
@@ -358,6 +365,12 @@ dt_err dt_job_env(const dt_job_spec *job, dt_replica_type type, int index,
         e = env_set(&l, "TF_CONFIG", tf);
         free(tf);
         if (e) goto nomem;
+    } else if (job->kind != DT_JOB_KIND_PYTORCHJOB) {
+        /* The only replica: no TF_CONFIG (the operator's rule), but it still learns where it
+         * is (a built-in trainer listens there, and peers added later reach it there). */
+        char addr[512];
+        if ((e = address_of(job, o, type, index, addr, sizeof addr))) goto fail;
+        if ((e = env_set(&l, "DTRAIN_ADDRESS", addr))) goto nomem;
     }
     if (job->pytorch_env && (e = pytorch_env(&l, job, o, type, index))) {
         if (e == DT_ERR_NOMEM) goto nomem;

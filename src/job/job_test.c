@@ -410,13 +410,26 @@ static void test_single_replica(void) {
     DT_CHECK(job->replicas[DT_REPLICA_TYPE_WORKER].nenv == 3);
     DT_CHECK_OK(dt_job_env(job, DT_REPLICA_TYPE_WORKER, 0,
                            &(dt_job_env_opts){.master_url = "http://127.0.0.1:9000"}, &env, &n));
-    /* no TF_CONFIG; the repeated A keeps its place with the last value */
-    DT_CHECK(n == 4);
+    /* no TF_CONFIG but the replica's own address (the placeholder port without ports); the
+     * repeated A keeps its place with the last value */
+    DT_CHECK(n == 5);
     DT_CHECK(!strcmp(env[0].name, "A") && !strcmp(env[0].value, "3"));
     DT_CHECK(!strcmp(env[1].name, "B") && !strcmp(env[1].value, "2"));
-    DT_CHECK(!strcmp(env[2].name, "DTRAIN_MASTER") &&
-             !strcmp(env[2].value, "http://127.0.0.1:9000"));
-    DT_CHECK(!strcmp(env[3].name, "DTRAIN_REPLICA") && !strcmp(env[3].value, "worker-0"));
+    DT_CHECK(!strcmp(env[2].name, "DTRAIN_ADDRESS") && !strcmp(env[2].value, "127.0.0.1:2222"));
+    DT_CHECK(!strcmp(env[3].name, "DTRAIN_MASTER") &&
+             !strcmp(env[3].value, "http://127.0.0.1:9000"));
+    DT_CHECK(!strcmp(env[4].name, "DTRAIN_REPLICA") && !strcmp(env[4].value, "worker-0"));
+    dt_job_env_free(env, n);
+    /* on Kubernetes: its service's name */
+    DT_CHECK_OK(dt_job_env(job, DT_REPLICA_TYPE_WORKER, 0, &(dt_job_env_opts){.kubernetes = 1},
+                           &env, &n));
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(env[i].name, "DTRAIN_ADDRESS")) {
+            found = 1;
+            DT_CHECK(strstr(env[i].value, "-worker-0.") && strstr(env[i].value, ".svc:2222"));
+        }
+    DT_CHECK(found);
     dt_job_env_free(env, n);
     dt_job_spec_free(job);
 }

@@ -457,7 +457,7 @@ static void teardown(trainer *t) {
  * trainers x batch over this ring's size (rounded, at least one). */
 static int micro_batches(const trainer *t) {
     if (!t->conf.fixed_global || t->rz.size <= 0) return 1;
-    int k = (t->r->ntrainers + t->rz.size / 2) / t->rz.size;
+    int k = (t->r->spec_trainers + t->rz.size / 2) / t->rz.size;
     return k > 0 ? k : 1;
 }
 

@@ -20,14 +20,15 @@ typedef struct dt__role {
     const dt_spec *spec;
     const char *job_dir;
     FILE *log;
-    dt_replica_type type; /* TF_CONFIG's task */
+    dt_replica_type type; /* TF_CONFIG's task (alone: DTRAIN_REPLICA) */
     int index;
     char name[48];        /* "worker-0" */
     int is_chief;         /* chief or master, else worker-0 when the cluster has neither */
     const char *token;    /* DTRAIN_JOB_TOKEN */
     char *ps_addrs[DT__ROLE_MAX_PS]; /* cluster.ps, owned */
     int nps;
-    int ntrainers;        /* chief/master + workers in TF_CONFIG's cluster */
+    int spec_trainers;    /* chief/master + workers the spec declares: the global batch and
+                           * the schedule are the spec's, whatever the replicas now */
     int self_port;        /* this replica's port in the cluster (0: not listed) */
     char self_host[256];  /* its host when a numeric address ("" otherwise: every interface) */
     char self_addr[300];  /* its "host:port" as TF_CONFIG lists it ("" when not listed) */

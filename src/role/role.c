@@ -1,10 +1,12 @@
 /*
  * role.c - who this replica is (TF_CONFIG), and what the roles share.
  *
- * Design: TF_CONFIG is the single source of identity, as for TensorFlow's own strategies;
- * the job spec gives the model, the data and the strategy's settings. Every role builds the
- * same model from the spec, which is how the PS and the workers agree on the variables'
- * names and shapes without exchanging them.
+ * Design: TF_CONFIG is the source of identity, as for TensorFlow's own strategies; a job's
+ * only replica gets none (as from the training operator) and is DTRAIN_REPLICA alone at
+ * DTRAIN_ADDRESS, which the master sets in its place. The job spec gives the model, the
+ * data and the strategy's settings. Every role builds the same model from the spec, which is
+ * how the PS and the workers agree on the variables' names and shapes without exchanging
+ * them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +31,20 @@ static int port_of(const char *addr) {
     errno = 0;
     long p = strtol(colon + 1, &end, 10);
     return (errno || *end || p <= 0 || p > 65535) ? 0 : (int)p;
+}
+
+/* This replica's own "host:port" (TF_CONFIG's entry for it, or DTRAIN_ADDRESS). */
+static void set_self(dt__role *r, const char *a) {
+    r->self_port = port_of(a);
+    snprintf(r->self_addr, sizeof r->self_addr, "%.299s", a);
+    /* Listen where it is said to be when that is an address (127.0.0.1 on one machine); a
+     * host name (a Kubernetes service) means every interface. */
+    const char *colon = strrchr(a, ':');
+    char host[256];
+    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - a) : 0, a);
+    unsigned char bin[16];
+    if (inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1)
+        snprintf(r->self_host, sizeof r->self_host, "%s", host);
 }
 
 /* Fill r's identity and cluster from the TF_CONFIG text. */
@@ -81,26 +97,50 @@ static dt_err parse_tf_config(dt__role *r, const char *text) {
     const char *chiefs[] = {"chief", "master"};
     for (int i = 0; i < 2; i++)
         if (json_array_size(json_object_get(cluster, chiefs[i])) > 0) has_chief = 1;
-    r->ntrainers = (int)json_array_size(json_object_get(cluster, "worker")) + has_chief;
     r->is_chief = r->type == DT_REPLICA_TYPE_CHIEF || r->type == DT_REPLICA_TYPE_MASTER ||
                   (!has_chief && r->type == DT_REPLICA_TYPE_WORKER && r->index == 0);
     json_t *mine = json_array_get(json_object_get(cluster, type), (size_t)r->index);
-    if (json_is_string(mine)) {
-        const char *a = json_string_value(mine);
-        r->self_port = port_of(a);
-        snprintf(r->self_addr, sizeof r->self_addr, "%.299s", a);
-        /* Listen where TF_CONFIG says this replica is when that is an address (127.0.0.1 on
-         * one machine); a host name (a Kubernetes service) means every interface. */
-        const char *colon = strrchr(a, ':');
-        char host[256];
-        snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - a) : 0, a);
-        unsigned char bin[16];
-        if (inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1)
-            snprintf(r->self_host, sizeof r->self_host, "%s", host);
-    }
+    if (json_is_string(mine)) set_self(r, json_string_value(mine));
 end:
     json_decref(root);
     return e;
+}
+
+/* A replica that is the job's only one gets no TF_CONFIG (as from the training operator):
+ * it is DTRAIN_REPLICA ("worker-0"), alone in its cluster, at DTRAIN_ADDRESS. */
+static dt_err identity_alone(dt__role *r, const char *name, const char *addr) {
+    const char *dash = strrchr(name, '-');
+    char type[32] = "", *end = "";
+    long index = -1;
+    if (dash && dash[1]) {
+        snprintf(type, sizeof type, "%.*s", (int)(dash - name), name);
+        errno = 0;
+        index = strtol(dash + 1, &end, 10);
+        if (errno) index = -1;
+    }
+    int t = dt_replica_type_parse(type);
+    if (t < 0 || *end || index < 0 || index > 100000)
+        return dt_err_set(DT_ERR_ARG, "DTRAIN_REPLICA: expected <type>-<index> (worker-0), got "
+                                      "'%.60s'", name);
+    if (!port_of(addr))
+        return dt_err_set(DT_ERR_ARG, "DTRAIN_ADDRESS: expected \"host:port\", got '%.60s'",
+                          addr);
+    r->type = (dt_replica_type)t;
+    r->index = (int)index;
+    r->is_chief = t == DT_REPLICA_TYPE_CHIEF || t == DT_REPLICA_TYPE_MASTER ||
+                  t == DT_REPLICA_TYPE_WORKER;
+    set_self(r, addr);
+    return DT_OK;
+}
+
+static int spec_trainers(const dt_job_spec *job) {
+    int n = 0;
+    for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++)
+        if (job->replicas[t].present &&
+            (t == DT_REPLICA_TYPE_CHIEF || t == DT_REPLICA_TYPE_MASTER ||
+             t == DT_REPLICA_TYPE_WORKER))
+            n += job->replicas[t].replicas;
+    return n > 0 ? n : 1;
 }
 
 dt_err dt__role_model(const dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train_out,
@@ -141,7 +181,7 @@ dt_optim_conf dt__role_optim(const dt__role *r, int64_t train_samples) {
         int64_t steps = s->epochs * ((train_samples + s->batch_size - 1) / s->batch_size);
         /* All-reduce: one step per batch of every trainer, as the spec's trainers count. */
         int per_round = (r->job->strategy == DT_STRATEGY_ALLREDUCE || r->job->ps.sync)
-                            ? r->ntrainers : 1;
+                            ? r->spec_trainers : 1;
         if (per_round > 1) steps = (steps + per_round - 1) / per_round;
         oc.schedule.total_steps = steps > 0 ? steps : 1;
     }
@@ -178,13 +218,17 @@ void dt__role_write_failure(const dt__role *r, dt_err e) {
 dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
     if (job->kind != DT_JOB_KIND_TRAINJOB || !job->train)
         return dt_err_set(DT_ERR_SPEC, "%s: dtrain's built-in roles run a TrainJob", job->path);
-    const char *tf = getenv("TF_CONFIG");
-    if (!tf || !*tf)
-        return dt_err_set(DT_ERR_ARG, "TF_CONFIG is not set: a role runs as a replica of a job "
-                                      "(dtrain run)");
+    const char *tf = getenv("TF_CONFIG"), *me = getenv("DTRAIN_REPLICA"),
+               *addr = getenv("DTRAIN_ADDRESS");
+    int alone = (!tf || !*tf) && me && *me && addr && *addr;
+    if ((!tf || !*tf) && !alone)
+        return dt_err_set(DT_ERR_ARG, "TF_CONFIG is not set (nor DTRAIN_REPLICA and "
+                                      "DTRAIN_ADDRESS, for a job's only replica): a role runs as "
+                                      "a replica of a job (dtrain run)");
     dt__role r = {.job = job, .spec = job->train, .job_dir = opts->job_dir,
-                  .log = opts->log ? opts->log : stderr, .token = getenv("DTRAIN_JOB_TOKEN")};
-    dt_err e = parse_tf_config(&r, tf);
+                  .log = opts->log ? opts->log : stderr, .token = getenv("DTRAIN_JOB_TOKEN"),
+                  .spec_trainers = spec_trainers(job)};
+    dt_err e = alone ? identity_alone(&r, me, addr) : parse_tf_config(&r, tf);
     if (e) goto end;
     int ps = job->strategy == DT_STRATEGY_PARAMETER_SERVER;
     if (ps && r.nps == 0) {
@@ -192,7 +236,6 @@ dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
                                    "at least one ps");
         goto end;
     }
-    const char *me = getenv("DTRAIN_REPLICA");
     if (me && *me)
         snprintf(r.name, sizeof r.name, "%.47s", me);
     else
