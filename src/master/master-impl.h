@@ -21,6 +21,7 @@
 
 #define DT__MAX_REPLICAS 1024
 
+typedef struct dt__ports dt__ports;
 typedef struct dt__journal dt__journal;
 typedef struct dt__rdzv dt__rdzv;
 
@@ -226,6 +227,24 @@ uint64_t dt__local_proc_start(pid_t pid);
 int dt__local_adopt(pid_t pid, uint64_t proc_start);
 /* The code a supervisor wrote to exit_path; -1 when there is none. */
 int dt__local_read_exit(const char *exit_path);
+
+/* ---- ports (ports.c): the ports of a job's processes, held for the master's life ---- */
+
+#define DT__PORTS_LOW 20000 /* no port below this is chosen */
+/* A set of held ports on host (a numeric address; NULL: 127.0.0.1), locked against other
+ * masters in lock_dir (NULL: /tmp/dtrain-ports). Freed (every lock dropped) with
+ * dt__ports_free (NULL: no-op). */
+dt_err dt__ports_init(dt__ports **out, const char *host, const char *lock_dir);
+void dt__ports_free(dt__ports *p);
+/* Choose a port that the kernel never hands out (outside ip_local_port_range and the
+ * reserved ports), that no other master holds and that can be bound now, and hold it. */
+dt_err dt__ports_take(dt__ports *p, int *port);
+/* Hold a port known already (a resumed master's): *busy when another master holds it (it
+ * is held here all the same, without the lock). */
+dt_err dt__ports_hold(dt__ports *p, int port, int *busy);
+void dt__ports_release(dt__ports *p, int port); /* not held: no-op */
+int dt__ports_held(const dt__ports *p, int port);
+int dt__ports_candidates(const dt__ports *p); /* ports that can be drawn (0: the kernel's) */
 
 /* ---- the journal (journal.c) ---- */
 dt_err dt__journal_open(dt__journal **out, const char *path);

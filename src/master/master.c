@@ -64,6 +64,9 @@ typedef struct loop {
     /* The replicas of this allreduce TrainJob run `dtrain role` and form rings through the
      * rendezvous (it was started with more than one replica; one alone runs `dtrain train`). */
     int ring_roles;
+    /* The ports of the job's processes on this host, the master's own included: held for
+     * the job's life so that nothing else, in this job or another, is given one (ports.c). */
+    dt__ports *ports;
 } loop;
 
 static const char *kind_name(const dt_job_spec *job) {
@@ -589,6 +592,8 @@ static void set_running(loop *L) {
 static void tick(loop *L) {
     double now = dt__wall_now();
     const dt_job_spec *job = L->m.job;
+    for (int i = 0; i < L->m.st.nreplicas; i++) /* scaled away and ended: its port goes */
+        if (L->m.st.replicas[i].gone) dt__ports_release(L->ports, L->m.st.replicas[i].port);
     if (dt__job_state_sweep(&L->m.st)) dt__master_touch(&L->m);
     if (L->m.stop_requested && !L->m.st.finished) {
         char reason[64];
@@ -679,45 +684,42 @@ static double next_deadline(const loop *L) {
 
 /* ---- set-up ---- */
 
-static int port_taken(const loop *L, int port) {
-    for (int i = 0; i < L->m.st.nreplicas; i++)
-        if (L->m.st.replicas[i].port == port) return 1;
-    return 0;
-}
-
-/* k free ports on the bind address into ports[], none of them a replica's already. */
-static dt_err grab_ports(loop *L, int k, int *ports) {
-    const char *host = L->m.opts.bind_addr;
-    int fds[DT__MAX_REPLICAS + 64];
-    int n = 0, tries = 0;
-    dt_err e = DT_OK;
-    for (int i = 0; i < k;) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET};
-        socklen_t al = sizeof a;
-        if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1 ||
-            bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
-            e = dt_err_set(DT_ERR_IO, "cannot allocate a port on %s: %s", host, strerror(errno));
-            if (fd >= 0) close(fd);
-            break;
+/* k new ports into ports[], held (ports.c); on failure none is held. */
+static dt_err take_ports(loop *L, int k, int *ports) {
+    for (int i = 0; i < k; i++) {
+        dt_err e = dt__ports_take(L->ports, &ports[i]);
+        if (e) {
+            while (i-- > 0) dt__ports_release(L->ports, ports[i]);
+            return e;
         }
-        fds[n++] = fd; /* kept open until all are chosen, so no port is handed out twice */
-        int port = ntohs(a.sin_port);
-        if (port_taken(L, port) && tries < 64 && n < (int)(sizeof fds / sizeof fds[0])) {
-            tries++; /* a replica's port that it does not listen on now: take another */
-            continue;
-        }
-        ports[i++] = port;
     }
-    for (int i = 0; i < n; i++) close(fds[i]);
-    return e;
+    return DT_OK;
 }
 
-static dt_err alloc_ports(loop *L) {
+static void release_ports(loop *L, const int *ports, int k) {
+    for (int i = 0; i < k; i++) dt__ports_release(L->ports, ports[i]);
+}
+
+/* A fresh start: the master's own port (unless given) and every replica's. */
+static dt_err alloc_ports(loop *L, int *http_port) {
     int ports[DT__MAX_REPLICAS];
-    dt_err e = grab_ports(L, L->m.st.nreplicas, ports);
-    for (int i = 0; !e && i < L->m.st.nreplicas; i++) L->m.st.replicas[i].port = ports[i];
+    dt_err e;
+    if (!*http_port && (e = dt__ports_take(L->ports, http_port))) return e;
+    if ((e = take_ports(L, L->m.st.nreplicas, ports))) return e;
+    for (int i = 0; i < L->m.st.nreplicas; i++) L->m.st.replicas[i].port = ports[i];
+    return DT_OK;
+}
+
+/* A resumed master holds again the ports its journal gives (its own and the replicas'). */
+static dt_err hold_ports(loop *L, int http_port) {
+    int busy;
+    dt_err e = dt__ports_hold(L->ports, http_port, &busy);
+    for (int i = 0; !e && i < L->m.st.nreplicas; i++) {
+        const dt__replica *r = &L->m.st.replicas[i];
+        if (!(e = dt__ports_hold(L->ports, r->port, &busy)) && busy)
+            say(L, "warning: port %d of %s is held by another dtrain job on this host: the two "
+                   "may clash", r->port, r->name);
+    }
     return e;
 }
 
@@ -791,6 +793,7 @@ static void remove_worker(loop *L, int i, int live) {
         return;
     }
     if (live) dt__ledger_release(L->m.ledger, r->name, "scaled away", dt__wall_now());
+    if (L->ports) dt__ports_release(L->ports, r->port);
     dt__job_state_remove(&L->m.st, i);
 }
 
@@ -842,12 +845,13 @@ dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) 
                               name);
     }
     int ports[DT__MAX_REPLICAS];
-    if (n > cur && (e = grab_ports(L, n - cur, ports))) return e;
+    if (n > cur && (e = take_ports(L, n - cur, ports))) return e;
     json_t *add = json_array(), *rem = json_array(), *pj = json_object();
     if (!add || !rem || !pj) {
         json_decref(add);
         json_decref(rem);
         json_decref(pj);
+        if (n > cur) release_ports(L, ports, n - cur);
         return dt_err_set(DT_ERR_NOMEM, "out of memory");
     }
     for (int k = cur; k < n; k++) {
@@ -1202,6 +1206,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = dt__job_state_init(&m->st, m->job))) goto end;
     if ((e = dt__ledger_init(&m->ledger, ledger_event, L))) goto end;
     if ((e = dt__rdzv_init(&m->rdzv))) goto end;
+    if ((e = dt__ports_init(&L->ports, m->opts.bind_addr, NULL))) goto end;
     if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
         goto end;
@@ -1218,6 +1223,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             goto end;
         }
         if (!http_port) http_port = rc.http_port;
+        if ((e = hold_ports(L, http_port))) goto end;
     } else {
         struct stat sb;
         if (stat(jpath, &sb) == 0 && sb.st_size > 0) {
@@ -1242,7 +1248,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             goto end;
         }
         if ((e = copy_spec(L, opts_in->spec_path))) goto end;
-        if ((e = alloc_ports(L))) goto end;
+        if ((e = alloc_ports(L, &http_port))) goto end;
     }
     if ((e = dt__journal_open(&m->journal, jpath))) goto end;
     if ((e = setup_signals(L))) goto end;
@@ -1390,6 +1396,7 @@ end:
     dt__job_state_free(&m->st);
     dt__ledger_free(m->ledger);
     dt__rdzv_free(m->rdzv);
+    dt__ports_free(L->ports);
     free(m->status_cache);
     if (L->sigfd >= 0) close(L->sigfd);
     if (L->epfd >= 0) close(L->epfd);
