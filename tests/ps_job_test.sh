@@ -6,7 +6,10 @@
 #            the trainers passed tensors through shared memory
 #   sync     2 workers (worker-0 is the chief) + 1 PS, synchronous rounds, over TCP
 #   scale    a running job scaled up to 3 workers (the new one trains) and down to 1
-# Sections via ONLY="two-ps sync scale"; KEEP=1 keeps $TMP.
+#   late     a worker stopped (SIGSTOP) past the heartbeat timeout, then continued: its
+#            shard was re-queued, its late report is refused (409); it drops that shard and
+#            trains on, without a restart, and the job succeeds
+# Sections via ONLY="two-ps sync scale late"; KEEP=1 keeps $TMP.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 export DTRAIN_HOME="$TMP/home"
@@ -123,5 +126,35 @@ if section scale; then
 assert r["status"] == "Succeeded", r["status"]
 assert reps["chief-0"]["result"]["eval"]["accuracy"] >= 0.6' &&
         pass "scale: the job succeeded after scaling up and down" || fail "scale: result.json"
+fi
+
+if section late; then
+    spec late "{chief: 1, worker: 1, ps: 1}" "{minibatchesPerShard: 2}" 1000000
+    expect_exit 0 late-start -- "$DTRAIN" run late.yaml --job-dir job-late --detach --heartbeat-timeout 1
+    training() { grep -q "epoch 2 done here" job-late/logs/worker-0.log 2>/dev/null; }
+    WAIT_POLLS=600 wait_for training || fail "late: worker-0 is not training: $(tail -3 job-late/logs/worker-0.log)"
+    p=$($PY -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["replicas"]:
+    if r["name"] == "worker-0" and r["pid"]: print(r["pid"])' job-late/status.json)
+    c=$([ -n "$p" ] && pgrep -P "$p" | head -1)
+    if [ -n "${c:-}" ]; then
+        kill -STOP "$c" && pass "late: worker-0 (pid $c) stopped"
+        requeued() { grep -q "re-queued: their replicas sent no heartbeat" job-late/master.log; }
+        WAIT_POLLS=600 wait_for requeued && pass "late: its shard was re-queued (no heartbeat)" ||
+            fail "late: no re-queue in master.log: $(tail -3 job-late/master.log)"
+        kill -CONT "$c"
+        dropped() { grep -q "(HTTP 409).*dropped (re-queued by the master), going on" job-late/logs/worker-0.log; }
+        WAIT_POLLS=600 wait_for dropped && pass "late: its late report refused, worker-0 dropped the shard" ||
+            fail "late: $(tail -3 job-late/logs/worker-0.log)"
+        more() { awk '/dropped \(re-queued/ { d = 1 } d && /epoch [0-9]+ done here/ { f = 1 } END { exit !f }' job-late/logs/worker-0.log; }
+        WAIT_POLLS=600 wait_for more && pass "late: worker-0 trains on" ||
+            fail "late: worker-0 did not go on: $(tail -3 job-late/logs/worker-0.log)"
+    else
+        fail "late: worker-0 has no process"
+    fi
+    expect_exit 0 late-stop -- "$DTRAIN" stop job-late
+    check_result late '
+assert reps["worker-0"]["restarts"] == 0, reps["worker-0"]' &&
+        pass "late: worker-0 was never restarted" || fail "late: result.json"
 fi
 finish

@@ -244,6 +244,17 @@ dt_err dt__role_trainer(dt__role *r) {
             break;
         }
         e = dt_shard_report_fetch(t.sc, DATASET, &sh, 1, NULL, &st);
+        if (e == DT_ERR_STATE) {
+            /* A late report, refused (HTTP 409): the master re-queued the shard while this
+             * process was silent (stopped, or cut off past the heartbeat timeout), and
+             * another trainer takes it. Drop it and go on with a new one. */
+            fprintf(r->log, "%s: %s: shard %lld of epoch %lld dropped (re-queued by the "
+                            "master), going on\n",
+                    r->name, dt_errmsg(), (long long)sh.id, (long long)sh.epoch);
+            fflush(r->log);
+            dt_err_clear();
+            e = dt_shard_fetch(t.sc, DATASET, &sh, &st);
+        }
     }
     if (e) goto end;
     t.t_train = dt__mono_s() - t0;
