@@ -82,6 +82,21 @@ err_write : {
 }
 }
 
+dt_err dt__check_regular(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return dt_err_set(DT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return dt_err_set(DT_ERR_IO, "%s: %s, not a regular file", path,
+                          S_ISDIR(sb.st_mode)    ? "a directory"
+                          : S_ISCHR(sb.st_mode)  ? "a character device"
+                          : S_ISBLK(sb.st_mode)  ? "a block device"
+                          : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                          : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                 : "not a file");
+    if (access(path, R_OK) != 0) return dt_err_set(DT_ERR_IO, "%s: %s", path, strerror(errno));
+    return DT_OK;
+}
+
 dt_err dt__read_file(const char *path, char **data, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return dt_err_set(DT_ERR_IO, "cannot open %s: %s", path, strerror(errno));

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file-impl.h"
 #include "data/data-impl.h"
 
 /* More fields than this in one row is not a CSV dtrain can use. */
@@ -287,6 +288,8 @@ dt_err dt_dataset_load_csv(dt_dataset **out, const char *path, const dt_csv_opts
     for (const char *w = " \t\r\v\f"; *w; w++)
         if (*w != r.delim) r.trim[strlen(r.trim)] = *w;
 
+    dt_err cerr = dt__check_regular(path);
+    if (cerr) return cerr;
     FILE *f = fopen(path, "rb");
     if (!f) return dt_err_set(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     dt_err err = DT_OK;

@@ -978,6 +978,27 @@ static void test_gather(void) {
     DT_CHECK(ok);
 }
 
+/* Not regular files: refused before a byte is read (/dev/zero once had the CSV reader grow
+ * to 2 GB; a FIFO would block it forever). */
+static void test_not_regular_files(void) {
+    const char *ip, *lp;
+    write_idx_fixture(0, &ip, &lp);
+    const char *fifo = tmp_path("a-fifo");
+    unlink(fifo);
+    DT_CHECK(mkfifo(fifo, 0600) == 0);
+    const char *paths[] = {"/dev/zero", "/dev/null", fifo, dt_test_tmpdir()};
+    const char *what[] = {"a character device", "a character device", "a FIFO", "a directory"};
+    for (int i = 0; i < 4; i++) {
+        dt_dataset *d = NULL;
+        DT_CHECK_ERR(dt_dataset_load_csv(&d, paths[i], NULL), DT_ERR_IO, paths[i]);
+        DT_CHECK(strstr(dt_errmsg(), what[i]) && strstr(dt_errmsg(), "not a regular file"));
+        DT_CHECK_ERR(dt_dataset_load_idx(&d, paths[i], lp), DT_ERR_IO, what[i]);
+        DT_CHECK_ERR(dt_dataset_load_idx(&d, ip, paths[i]), DT_ERR_IO, what[i]);
+        DT_CHECK(d == NULL);
+    }
+    unlink(fifo);
+}
+
 DT_TEST_MAIN(DT_T(test_idx_raw_roundtrip), DT_T(test_idx_gz_roundtrip), DT_T(test_idx_missing_file),
              DT_T(test_idx_wrong_magic), DT_T(test_idx_bad_dims), DT_T(test_idx_truncated_header),
              DT_T(test_idx_truncated_raw), DT_T(test_idx_truncated_gz), DT_T(test_idx_corrupt_gz),
@@ -988,4 +1009,5 @@ DT_TEST_MAIN(DT_T(test_idx_raw_roundtrip), DT_T(test_idx_gz_roundtrip), DT_T(tes
              DT_T(test_csv_long_line_and_nul), DT_T(test_synthetic_deterministic),
              DT_T(test_synthetic_balanced_and_learnable), DT_T(test_synthetic_bad_args),
              DT_T(test_split), DT_T(test_split_keeps_names_and_targets), DT_T(test_epoch_order),
-             DT_T(test_standardize_and_scale), DT_T(test_gather))
+             DT_T(test_standardize_and_scale), DT_T(test_gather),
+             DT_T(test_not_regular_files))

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "core/file-impl.h"
 #include "data/data-impl.h"
 
 /* The largest IDX payload accepted, in bytes (= elements): 16 GiB, far above any real set. */
@@ -96,6 +97,8 @@ static dt_err idx_open(idx_file *f, const char *path, const char *what, int ndim
     f->path = path;
     f->what = what;
     f->ndims = ndims;
+    dt_err cerr = dt__check_regular(path);
+    if (cerr) return cerr;
     errno = 0;
     f->gz = gzopen(path, "rb");
     if (!f->gz)
