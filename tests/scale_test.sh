@@ -5,7 +5,7 @@
 # 1-2 stopped, their data shard re-queued, the job keeps running), bad requests are refused
 # with clear errors, the master is SIGKILLed and resumed with the count kept, and the job
 # succeeds when the chief exits 0. Also: a finished job answers 409, a PyTorchJob 400, and a
-# parameter_server TrainJob's plan (built-in roles, OnFailure for every type).
+# parameter_server TrainJob's plan (built-in roles, ExitCode for every type).
 source "$(dirname "$0")/lib.sh"
 export DTRAIN_HOME="$TMP/home"
 STATE="$TMP/state"
@@ -79,7 +79,7 @@ replica_gone() { ! "$DTRAIN" status sc --json 2>/dev/null | grep -qF "\"name\": 
 no_replica_left() { ! pgrep -f "$W" >/dev/null; }
 mpid_of() { grep -o '"pid": [0-9]*' "runs/$1/master.json" | grep -o '[0-9]*'; }
 
-# ---- a parameter_server TrainJob: built-in roles, every type restarts OnFailure ----
+# ---- a parameter_server TrainJob: built-in roles, every type restarts by ExitCode ----
 cat >tj.yaml <<EOF
 apiVersion: dtrain/v1
 kind: TrainJob
@@ -94,8 +94,8 @@ EOF
 expect_exit 0 "trainjob plan" -- "$DTRAIN" plan tj.yaml
 grep -q "strategy parameter_server" "$TMP/out" && pass "trainjob plan: strategy parameter_server" ||
     fail "trainjob plan: $(head -3 "$TMP/out")"
-[ "$(grep -c 'restartPolicy: OnFailure' "$TMP/out")" -eq 6 ] &&
-    pass "trainjob plan: ps, chief, workers and evaluator restart OnFailure" ||
+[ "$(grep -c 'restartPolicy: ExitCode' "$TMP/out")" -eq 6 ] &&
+    pass "trainjob plan: ps, chief, workers and evaluator restart by ExitCode" ||
     fail "trainjob plan: $(grep restartPolicy "$TMP/out")"
 grep -q "command: (dtrain's built-in ps role)" "$TMP/out" && pass "trainjob plan: built-in ps role" ||
     fail "trainjob plan: $(grep command "$TMP/out")"

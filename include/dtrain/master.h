@@ -46,7 +46,8 @@ typedef struct dt_master_opts {
     FILE *out;               /* progress lines / the table; NULL: silent */
     int ready_fd;            /* > 0: write one byte there once every replica is launched,
                                 'R', or 'F' when the job failed while launching (used by
-                                `dtrain run --detach`), then close it; <= 0: none */
+                                `dtrain run --detach`), then close it (left open, the
+                                caller's, when dt_master_run fails before); <= 0: none */
 } dt_master_opts;
 
 /* Run the job to its end. Returns DT_OK when the job ran (whatever its outcome, given in

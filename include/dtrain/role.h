@@ -28,11 +28,15 @@ extern "C" {
 typedef struct dt_role_opts {
     const char *job_dir; /* the job's directory (checkpoints/, export/, replicas/<name>/) */
     FILE *log;           /* progress lines (stderr when NULL) */
+    int permanent;       /* out: the failure is one no restart can mend (the spec, the data
+                            or the environment is wrong), not one a restart may (a peer
+                            lost, I/O, a crash) */
 } dt_role_opts;
 
 /* Play the role TF_CONFIG names in job (a TrainJob). Returns when a trainer has finished
- * its data, or when a ps or evaluator is stopped by SIGTERM or SIGINT. */
-dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts);
+ * its data, or when a ps or evaluator is stopped by SIGTERM or SIGINT; on failure sets
+ * opts->permanent as above. */
+dt_err dt_role_run(const dt_job_spec *job, dt_role_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -78,6 +78,7 @@ typedef struct dt_spec {
     int shuffle;        /* default 1 */
 
     dt_shape input;        /* per-sample input shape; ndim 0 = taken from the data */
+    int input_line;        /* where model.input is in the spec (0: not given) */
     dt_layer_conf *layers; /* owned */
     int nlayers;
     dt_loss_kind loss;

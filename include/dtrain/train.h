@@ -41,6 +41,12 @@ typedef struct dt_train_result {
 
 dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts, dt_train_result *res);
 
+/* What a trainer does before its first step that no restart can mend, done and undone:
+ * load the spec's data (every file a regular readable one of the right format), take the
+ * input shape, build the model, check the labels against its outputs. The error names the
+ * spec's file and line. A job's master calls it before it launches anything. */
+dt_err dt_train_check(const dt_spec *spec);
+
 #ifdef __cplusplus
 }
 #endif

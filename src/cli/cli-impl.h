@@ -9,6 +9,9 @@ enum {
     DT_EXIT_OK = 0,
     DT_EXIT_FAILED = 1, /* the job or operation failed */
     DT_EXIT_USAGE = 2,  /* bad command line or malformed spec */
+    /* `dtrain role`: a failure a restart may mend (a peer lost, I/O). The lowest code the
+     * training operator's ExitCode restart policy retries (1-127 are permanent there). */
+    DT_EXIT_RETRY = 128,
 };
 
 typedef struct dt__cli_cmd {

@@ -3,8 +3,10 @@
  * a TrainJob (ps, worker, chief or evaluator, as TF_CONFIG says). The job's master runs it
  * for every replica of a parameter-server TrainJob; it is not meant to be typed by hand.
  *
- * Exit codes: 0 done (or stopped, for a ps and an evaluator), 1 failed, 2 bad command line,
- * malformed spec or missing environment.
+ * Exit codes: 0 done (or stopped, for a ps and an evaluator); 2 a failure no restart can
+ * mend (bad command line, spec, data or environment); 128 one a restart may mend (a peer
+ * lost, I/O). The master's default restart policy for these replicas, ExitCode, restarts on
+ * 128 and up (and on crashes, 128 + the signal) and fails the job on 1-127.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -25,7 +27,8 @@ static const char usage[] =
     "  --job-dir DIR     the job's directory (checkpoints/, export/, replicas/)\n"
     "  -h, --help        show this help\n"
     "\n"
-    "Exit status: 0 done, 1 failed, 2 bad arguments, malformed spec or environment.\n";
+    "Exit status: 0 done; 2 a failure no restart can mend (bad arguments, spec, data or\n"
+    "environment); 128 a failure a restart may mend (a peer lost, I/O).\n";
 
 static int run(int argc, char **argv) {
     enum { OPT_JOB_DIR = 256 };
@@ -65,8 +68,7 @@ static int run(int argc, char **argv) {
     dt_job_spec_free(job);
     if (e) {
         fprintf(stderr, "dtrain role: %s\n", dt_errmsg());
-        return (e == DT_ERR_SPEC || e == DT_ERR_SHAPE || e == DT_ERR_ARG) ? DT_EXIT_USAGE
-                                                                          : DT_EXIT_FAILED;
+        return opts.permanent ? DT_EXIT_USAGE : DT_EXIT_RETRY;
     }
     return DT_EXIT_OK;
 }

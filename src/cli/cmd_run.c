@@ -106,6 +106,7 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
         dt_job_outcome outcome = DT_JOB_OUTCOME_FAILED;
         dt_err e = dt_master_run(job, mo, &outcome);
         if (e) fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        close(p[1]); /* after the reason is in the log: the parent shows it at EOF */
         _exit(e ? exit_for(e) : outcome == DT_JOB_OUTCOME_SUCCEEDED ? 0 : 1);
     }
     close(p[1]);

@@ -319,9 +319,9 @@ static void test_trainjob(void) {
     DT_CHECK(job->backoff_limit == 2 && !job->pytorch_env);
     const dt_replica_spec *c = &job->replicas[DT_REPLICA_TYPE_CHIEF];
     const dt_replica_spec *w = &job->replicas[DT_REPLICA_TYPE_WORKER];
-    DT_CHECK(c->present && c->replicas == 1 && c->restart == DT_RESTART_POLICY_ON_FAILURE);
+    DT_CHECK(c->present && c->replicas == 1 && c->restart == DT_RESTART_POLICY_EXIT_CODE);
     DT_CHECK(job->replicas[DT_REPLICA_TYPE_PS].replicas == 1);
-    DT_CHECK(w->replicas == 2 && w->restart == DT_RESTART_POLICY_EXIT_CODE);
+    DT_CHECK(w->replicas == 2 && w->restart == DT_RESTART_POLICY_ON_FAILURE);
     DT_CHECK(w->nenv == 1 && !strcmp(w->env[0].value, "1"));
     DT_CHECK(!c->argv && !w->argv && c->argc == 0);
     DT_CHECK_OK(dt_job_spec_check_local(job));
@@ -355,7 +355,7 @@ static void test_trainjob_defaults(void) {
     DT_CHECK(job);
     DT_CHECK(dt_job_spec_total_replicas(job) == 1);
     DT_CHECK(job->replicas[DT_REPLICA_TYPE_WORKER].present);
-    DT_CHECK(job->replicas[DT_REPLICA_TYPE_WORKER].restart == DT_RESTART_POLICY_ON_FAILURE);
+    DT_CHECK(job->replicas[DT_REPLICA_TYPE_WORKER].restart == DT_RESTART_POLICY_EXIT_CODE);
     DT_CHECK(job->strategy == DT_STRATEGY_ALLREDUCE);
     DT_CHECK(!strcmp(job->namespace, "default"));
     char *tf = tf_config_of(job, DT_REPLICA_TYPE_WORKER, 0, NULL);

@@ -37,7 +37,7 @@ static dt_err parse_replicas(dt_job_spec *job, const dt__yval *spec) {
         dt_replica_spec *rs = &job->replicas[DT_REPLICA_TYPE_WORKER];
         rs->present = 1;
         rs->replicas = 1;
-        rs->restart = DT_RESTART_POLICY_ON_FAILURE;
+        rs->restart = DT_RESTART_POLICY_EXIT_CODE;
         rs->line = spec->decl_line;
         return DT_OK;
     }
@@ -57,7 +57,7 @@ static dt_err parse_replicas(dt_job_spec *job, const dt__yval *spec) {
                                  dt__job_show_key(key, buf, sizeof buf));
         dt_replica_spec *rs = &job->replicas[t];
         if ((e = dt__job_declare_type(job, (dt_replica_type)t, &val, key_line, key))) return e;
-        rs->restart = DT_RESTART_POLICY_ON_FAILURE;
+        rs->restart = DT_RESTART_POLICY_EXIT_CODE;
         if (dt__yval_is_map(&val)) {
             if ((e = dt__ymap_check_keys(&val, keys, "a replica spec")) ||
                 (dt__ymap_get(&val, "replicas", &v) &&

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "dtrain/train.h"
 #include "master/master-impl.h"
 #include "master/registry-impl.h"
 #include "net/http-impl.h"
@@ -415,10 +416,38 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
 /* r failed for good (state Failed, exit_code its code): the job fails; under elasticPolicy
  * a lost worker fails it only when fewer than minReplicas workers are left, and the job may
  * even be done (the other workers may all have succeeded). */
+/* The last line a replica wrote to its log (its own account of why it ended), or "". */
+static void last_words(loop *L, const dt__replica *r, char *out, size_t size) {
+    char path[4200], buf[2048];
+    out[0] = 0;
+    path_in(L, path, sizeof path, "logs/%s.log", r->name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    off_t end = lseek(fd, 0, SEEK_END);
+    off_t from = end > (off_t)sizeof buf - 1 ? end - (off_t)(sizeof buf - 1) : 0;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, from);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = 0;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : buf;
+    if (!strncmp(line, "--- dtrain: ", 12)) return; /* the attempt's header: it said nothing */
+    for (char *c = line; *c; c++) /* one line of ASCII in a condition message and JSON */
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = (unsigned char)*c < 0x20 ? ' ' : '?';
+    size_t len = strlen(line);
+    if (len >= size) len = size - 1;
+    memcpy(out, line, len);
+    out[len] = 0;
+}
+
 static void failed_for_good(loop *L, const dt__replica *r) {
     const dt_job_spec *job = L->m.job;
     dt_restart_policy policy = job->replicas[r->type].restart;
     int code = r->exit_code;
+    char words[320], why[340] = "";
+    last_words(L, r, words, sizeof words);
+    if (words[0]) snprintf(why, sizeof why, ": %s", words);
     int backoff = dt__policy_on_exit(policy, code) == DT__EXIT_RESTART;
     if (r->type == DT_REPLICA_TYPE_WORKER && job->elastic_min_replicas > 0) {
         char how[64];
@@ -439,20 +468,20 @@ static void failed_for_good(loop *L, const dt__replica *r) {
         }
         finish(L, DT_JOB_OUTCOME_FAILED, backoff ? "BackoffLimitExceeded" : "Failed",
                "%s %s has failed because %d of %d workers remain, fewer than "
-               "elasticPolicy.minReplicas %d (%s exited with code %d, %s).",
+               "elasticPolicy.minReplicas %d (%s exited with code %d, %s)%s",
                kind_name(job), job->name, left, total, job->elastic_min_replicas, r->name, code,
-               how);
+               how, words[0] ? why : ".");
     } else if (backoff) {
         finish(L, DT_JOB_OUTCOME_FAILED, "BackoffLimitExceeded",
                "%s %s has failed because it has reached the specified backoff limit "
-               "(%lld restarts; %s exited with code %d)",
-               kind_name(job), job->name, (long long)job->backoff_limit, r->name, code);
+               "(%lld restarts; %s exited with code %d)%s",
+               kind_name(job), job->name, (long long)job->backoff_limit, r->name, code, why);
     } else {
         finish(L, DT_JOB_OUTCOME_FAILED, "Failed",
                "%s %s has failed because 1 %s replica(s) failed (%s exited with code %d, "
-               "restartPolicy %s).",
+               "restartPolicy %s)%s",
                kind_name(job), job->name, type_key(r->type), r->name, code,
-               dt_restart_policy_name(policy));
+               dt_restart_policy_name(policy), words[0] ? why : ".");
     }
 }
 
@@ -518,7 +547,14 @@ static void exited(loop *L, dt__replica *r, int code) {
     }
     journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "exit", "replica", r->name, "attempt",
                          r->attempt, "code", code, "state", dt__replica_state_name(r->state)));
-    say(L, "%s exited with code %d: %s", r->name, code, dt__replica_state_name(r->state));
+    if (code != 0 && r->state == DT__REPLICA_RESTARTING) {
+        char words[320];
+        last_words(L, r, words, sizeof words);
+        say(L, "%s exited with code %d: %s%s%s%s", r->name, code, dt__replica_state_name(r->state),
+            words[0] ? " (" : "", words, words[0] ? ")" : "");
+    } else {
+        say(L, "%s exited with code %d: %s", r->name, code, dt__replica_state_name(r->state));
+    }
     if (L->m.st.finished) return;
 
     char msg[256];
@@ -734,7 +770,7 @@ static void set_worker_count(loop *L, int n) {
     dt_replica_spec *w = &L->jobv.replicas[DT_REPLICA_TYPE_WORKER];
     if (!w->present) { /* a TrainJob without workers so far: dtrain's role defaults */
         w->present = 1;
-        w->restart = DT_RESTART_POLICY_ON_FAILURE;
+        w->restart = DT_RESTART_POLICY_EXIT_CODE;
     }
     w->replicas = n;
 }
@@ -1191,6 +1227,12 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     L->ring_roles = job->kind == DT_JOB_KIND_TRAINJOB && job->strategy == DT_STRATEGY_ALLREDUCE &&
                     dt_job_spec_total_replicas(job) > 1;
     if (job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job))) goto end;
+    /* A TrainJob's data and model are checked before anything is created or launched: a
+     * job that could never train fails here, naming the spec's file and line, and not in
+     * a loop of restarts. */
+    if (!opts_in->resume && job->kind == DT_JOB_KIND_TRAINJOB && job->train &&
+        (e = dt_train_check(job->train)))
+        goto end;
     if ((e = dt__mkdirs(opts_in->job_dir))) goto end;
     if (!realpath(opts_in->job_dir, m->dir)) {
         e = dt_err_set(DT_ERR_IO, "%s: %s", opts_in->job_dir, strerror(errno));
@@ -1388,7 +1430,6 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     }
 
 end:
-    if (m->opts.ready_fd > 0) close(m->opts.ready_fd);
     dt__http_server_free(m->http);
     dt__journal_close(m->journal);
     for (int i = 0; i < m->st.nreplicas; i++)

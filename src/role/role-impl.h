@@ -34,11 +34,12 @@ typedef struct dt__role {
     char self_addr[300];  /* its "host:port" as TF_CONFIG lists it ("" when not listed) */
     char ckpt_dir[4096];  /* JOB_DIR/checkpoints: the whole model's checkpoints */
     char own_dir[4096];   /* JOB_DIR/replicas/<name>: this replica's result.json */
+    int permanent;        /* set with a failure no restart can mend (bad data or model) */
 } dt__role;
 
 /* Load the spec's data and build its model for batches of `batch` (pool may be NULL):
- * *train and *eval may be NULL when not wanted. */
-dt_err dt__role_model(const dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train,
+ * *train and *eval may be NULL when not wanted. A failure is permanent (r->permanent). */
+dt_err dt__role_model(dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train,
                       dt_dataset **eval, dt_model **model);
 /* The model's parameters as an array (caller frees). */
 dt_param **dt__role_params(dt_model *m, int *n);

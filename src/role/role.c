@@ -143,7 +143,7 @@ static int spec_trainers(const dt_job_spec *job) {
     return n > 0 ? n : 1;
 }
 
-dt_err dt__role_model(const dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train_out,
+dt_err dt__role_model(dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train_out,
                       dt_dataset **eval_out, dt_model **model) {
     dt_dataset *train = NULL, *eval = NULL;
     dt_shape input;
@@ -156,6 +156,7 @@ dt_err dt__role_model(const dt__role *r, int64_t batch, dt_pool *pool, dt_datase
     if (e) {
         dt_model_free(*model);
         *model = NULL;
+        r->permanent = 1;
         return e;
     }
     if (train_out) *train_out = train;
@@ -215,23 +216,32 @@ void dt__role_write_failure(const dt__role *r, dt_err e) {
     dt_err_set(e, "%s", msg);
 }
 
-dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
-    if (job->kind != DT_JOB_KIND_TRAINJOB || !job->train)
+dt_err dt_role_run(const dt_job_spec *job, dt_role_opts *opts) {
+    opts->permanent = 0;
+    if (job->kind != DT_JOB_KIND_TRAINJOB || !job->train) {
+        opts->permanent = 1;
         return dt_err_set(DT_ERR_SPEC, "%s: dtrain's built-in roles run a TrainJob", job->path);
+    }
     const char *tf = getenv("TF_CONFIG"), *me = getenv("DTRAIN_REPLICA"),
                *addr = getenv("DTRAIN_ADDRESS");
     int alone = (!tf || !*tf) && me && *me && addr && *addr;
-    if ((!tf || !*tf) && !alone)
+    if ((!tf || !*tf) && !alone) {
+        opts->permanent = 1;
         return dt_err_set(DT_ERR_ARG, "TF_CONFIG is not set (nor DTRAIN_REPLICA and "
                                       "DTRAIN_ADDRESS, for a job's only replica): a role runs as "
                                       "a replica of a job (dtrain run)");
+    }
     dt__role r = {.job = job, .spec = job->train, .job_dir = opts->job_dir,
                   .log = opts->log ? opts->log : stderr, .token = getenv("DTRAIN_JOB_TOKEN"),
                   .spec_trainers = spec_trainers(job)};
     dt_err e = alone ? identity_alone(&r, me, addr) : parse_tf_config(&r, tf);
-    if (e) goto end;
+    if (e) {
+        r.permanent = 1; /* its environment is wrong: a restart gets the same */
+        goto end;
+    }
     int ps = job->strategy == DT_STRATEGY_PARAMETER_SERVER;
     if (ps && r.nps == 0) {
+        r.permanent = 1;
         e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: cluster.ps: the parameter_server strategy needs "
                                    "at least one ps");
         goto end;
@@ -244,14 +254,21 @@ dt_err dt_role_run(const dt_job_spec *job, const dt_role_opts *opts) {
     snprintf(r.own_dir, sizeof r.own_dir, "%s/replicas/%s", opts->job_dir, r.name);
     switch (r.type) {
     case DT_REPLICA_TYPE_PS:
-        e = ps ? dt__role_ps(&r)
-               : dt_err_set(DT_ERR_ARG, "TF_CONFIG: task.type: ps in a job whose strategy is %s",
-                            dt_strategy_name(job->strategy));
+        if (ps) {
+            e = dt__role_ps(&r);
+        } else {
+            r.permanent = 1;
+            e = dt_err_set(DT_ERR_ARG, "TF_CONFIG: task.type: ps in a job whose strategy is %s",
+                           dt_strategy_name(job->strategy));
+        }
         break;
     case DT_REPLICA_TYPE_EVALUATOR: e = dt__role_evaluator(&r); break;
     default: e = ps ? dt__role_trainer(&r) : dt__role_allreduce(&r); break;
     }
 end:
+    /* A spec, shape or data format error is as permanent wherever it arises. */
+    if (e && (r.permanent || e == DT_ERR_SPEC || e == DT_ERR_SHAPE || e == DT_ERR_FORMAT))
+        opts->permanent = 1;
     role_free(&r);
     return e;
 }

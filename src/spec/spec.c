@@ -483,6 +483,7 @@ static dt_err parse_model(dt_spec *sp, const dt__yval *spec) {
         int n;
         if ((e = dt__yget_i64_list(&v, 1, DT_MAX_DIMS, 1, MAX_DIM, dims, &n))) return e;
         sp->input = dt_shape_make(n, dims);
+        sp->input_line = v.decl_line;
     }
     if ((e = dt__ymap_require(&m, "layers", &v))) return e;
     if (!dt__yval_is_seq(&v) || dt__yseq_size(&v) == 0) {

@@ -69,8 +69,8 @@ dt_err dt__train_input_shape(const dt_spec *s, const dt_dataset *train, dt_shape
     if (s->input.ndim > 0) {
         if (dt_shape_numel(&s->input) != dt_dataset_row(train))
             return dt_err_set(DT_ERR_SHAPE,
-                              "%s: spec.model.input: %s does not match the data's samples %s",
-                              s->path, dt_shape_str(&s->input, a, sizeof a),
+                              "%s:%d: spec.model.input: %s does not match the data's samples %s",
+                              s->path, s->input_line, dt_shape_str(&s->input, a, sizeof a),
                               dt_shape_str(&train->sample, b, sizeof b));
         *input = s->input; /* same size, the spec's layout (e.g. 784 as 28x28x1) */
     }
@@ -132,6 +132,20 @@ dt_err dt__train_evaluate(dt_model *model, const dt_dataset *d, int64_t batch,
 static dt_err save_checkpoint(struct run *r) {
     return dt_checkpoint_dir_save(r->ckpt_dir, r->spec->checkpoint_keep, r->model, r->optim,
                                   &r->state);
+}
+
+dt_err dt_train_check(const dt_spec *s) {
+    dt_dataset *train = NULL, *eval = NULL;
+    dt_model *model = NULL;
+    dt_shape input;
+    dt_err e = dt__train_load_data(s, s->seed, &train, &eval);
+    if (!e) e = dt__train_input_shape(s, train, &input);
+    if (!e) e = dt__train_build_model(s, &input, 1, NULL, &model);
+    if (!e) e = dt__train_check_labels(s, train, eval, model);
+    dt_model_free(model);
+    dt_dataset_free(train);
+    dt_dataset_free(eval);
+    return e;
 }
 
 static dt_err setup(struct run *r, uint64_t seed) {
