@@ -193,6 +193,20 @@ wait_for finished resumed || fail "resumed: did not finish"
 verify resumed "master killed twice and resumed"
 fi
 
+# ---- a shard fetched and never reported by a worker that still beats: its lease passes
+# its deadline, it is handed out again, and the epoch ends (it used to hold it forever) ----
+if section forgotten; then
+job forgotten Never 2 "" "" --sleep-ms 20 --heartbeat-ms 200 --forget-at 3 # both C workers
+"$DTRAIN" run forgotten.yaml --stop-grace 2 --lease-timeout 2 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -eq 0 ] && pass "forgotten: exit 0" || fail "forgotten: exit $rc: $(tail -5 "$TMP/err")"
+[ "$(cat runs/forgotten/logs/worker-*.log | grep -c "forgets shard")" -eq 2 ] &&
+    pass "forgotten: each worker forgot a shard" || fail "forgotten: $(tail -3 runs/forgotten/logs/worker-0.log)"
+grep -q '"ev":"shard.expire"' runs/forgotten/journal.jsonl &&
+    pass "forgotten: their leases passed the deadline (journaled shard.expire)" || fail "forgotten: no shard.expire"
+verify forgotten "forgotten leases" --requeued 2
+fi
+
 # ---- bad requests: 4xx with a JSON error, the ledger unchanged ----
 if section bad; then
 cat >bad.yaml <<YAML

@@ -33,6 +33,8 @@ typedef enum dt_job_outcome {
     DT_JOB_OUTCOME_STOPPED, /* stopped by request (API, SIGINT, SIGTERM) */
 } dt_job_outcome;
 
+#define DT_MASTER_LEASE_FLOOR_S 300 /* the least adaptive lease deadline, seconds */
+
 typedef struct dt_master_opts {
     const char *job_dir;     /* required */
     const char *spec_path;   /* the spec file to copy into job_dir (NULL on resume) */
@@ -42,6 +44,9 @@ typedef struct dt_master_opts {
     int resume;              /* pick up the job journaled in job_dir */
     int stop_grace_ms;       /* SIGTERM → SIGKILL delay (default 5000) */
     int heartbeat_timeout_ms; /* a replica silent this long loses its shards (default 30000) */
+    int lease_timeout_ms;    /* a shard held this long without a report is re-queued, even
+                                from a replica that beats; 0: 10 x the mean shard time, at
+                                least DT_MASTER_LEASE_FLOOR_S */
     int live_table;          /* redraw a table of replicas on `out` (a terminal) */
     FILE *out;               /* progress lines / the table; NULL: silent */
     int ready_fd;            /* > 0: write one byte there once every replica is launched,

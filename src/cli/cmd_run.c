@@ -44,6 +44,10 @@ static const char usage[] =
     "  --heartbeat-timeout SECS\n"
     "                      a replica silent this long loses the data shards it holds\n"
     "                      (default 30; kept by --resume unless given again)\n"
+    "  --lease-timeout SECS\n"
+    "                      a data shard held this long without a report is handed out\n"
+    "                      again, even from a replica that sends heartbeats (default 10 x\n"
+    "                      the mean shard time, at least 300; kept by --resume)\n"
     "  -h, --help          show this help\n"
     "\n"
     "While attached, Ctrl-C stops the job: every replica gets SIGTERM, then SIGKILL.\n"
@@ -133,7 +137,8 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
 }
 
 static int run(int argc, char **argv) {
-    enum { OPT_JOB_DIR = 256, OPT_RESUME, OPT_DETACH, OPT_BIND, OPT_PORT, OPT_GRACE, OPT_HEARTBEAT };
+    enum { OPT_JOB_DIR = 256, OPT_RESUME, OPT_DETACH, OPT_BIND, OPT_PORT, OPT_GRACE, OPT_HEARTBEAT,
+           OPT_LEASE };
     static const struct option longopts[] = {
         {"job-dir", required_argument, NULL, OPT_JOB_DIR},
         {"resume", required_argument, NULL, OPT_RESUME},
@@ -142,6 +147,7 @@ static int run(int argc, char **argv) {
         {"port", required_argument, NULL, OPT_PORT},
         {"stop-grace", required_argument, NULL, OPT_GRACE},
         {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
+        {"lease-timeout", required_argument, NULL, OPT_LEASE},
         {NULL, 0, NULL, 0},
     };
     const dt__cli_cmd *cmd = &dt__cmd_run;
@@ -183,6 +189,13 @@ static int run(int argc, char **argv) {
                                            "--heartbeat-timeout: expected 1..86400 seconds, got '%s'",
                                            optarg);
             mo.heartbeat_timeout_ms = (int)v * 1000;
+            break;
+        case OPT_LEASE:
+            if (dt__cli_parse_i64(optarg, 1, 86400, &v))
+                return dt__cli_usage_error(cmd,
+                                           "--lease-timeout: expected 1..86400 seconds, got '%s'",
+                                           optarg);
+            mo.lease_timeout_ms = (int)v * 1000;
             break;
         case ':':
             return dt__cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);

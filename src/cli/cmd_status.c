@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -46,6 +47,34 @@ static void print_data(json_t *data) {
                ep ? num(ep, "samples_done") : 0, num(d, "dataset_size"), num(d, "requeued"),
                num(d, "failures"), num(d, "late_reports_refused"));
         if (json_is_string(json_object_get(d, "reason"))) printf("  %s\n", str(d, "reason"));
+        /* An earlier epoch still open (a shard of it in flight or re-queued) is shown too:
+         * the latest may be done while an old one waits for one shard. */
+        for (size_t k = 0; k + 1 < n; k++) {
+            json_t *e = json_array_get(epochs, k);
+            if (num(e, "shards_done") < num(d, "shards_per_epoch"))
+                printf("  epoch %lld still open: shards %lld/%lld\n", num(e, "epoch") + 1,
+                       num(e, "shards_done"), num(d, "shards_per_epoch"));
+        }
+        json_t *fly = json_object_get(d, "in_flight_shards");
+        if (num(d, "in_flight") > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            double now = (double)ts.tv_sec + ts.tv_nsec / 1e9, oldest = now;
+            json_t *o = NULL, *f;
+            size_t k;
+            json_array_foreach(fly, k, f) {
+                double since = json_number_value(json_object_get(f, "since"));
+                if (since < oldest) oldest = since, o = f;
+            }
+            json_t *dl = json_object_get(d, "lease_deadline");
+            char deadline[48] = "none";
+            if (json_is_number(dl)) snprintf(deadline, sizeof deadline, "%.0f s", json_number_value(dl));
+            printf("  in flight %lld", num(d, "in_flight"));
+            if (o)
+                printf(", oldest shard %lld of epoch %lld held %.1f s by %s", num(o, "id"),
+                       num(o, "epoch") + 1, now - oldest, str(o, "replica"));
+            printf(" (lease deadline %s, expired %lld)\n", deadline, num(d, "leases_expired"));
+        }
         const char *rname;
         json_t *r;
         json_object_foreach(json_object_get(d, "replicas"), rname, r) {

@@ -644,6 +644,10 @@ static void tick(loop *L) {
                 L->m.opts.heartbeat_timeout_ms / 1000.0);
             dt__master_touch(&L->m);
         }
+        if ((n = dt__ledger_expire_leases(L->m.ledger, now))) {
+            say(L, "%d shard(s) re-queued: held past their lease deadline without a report", n);
+            dt__master_touch(&L->m);
+        }
         L->expire_at = now + 0.5;
         char why[256];
         if (dt__ledger_failed(L->m.ledger, why, sizeof why))
@@ -979,6 +983,9 @@ static void replay_event(void *vctx, json_t *ev) {
         json_int_t hb = json_integer_value(json_object_get(ev, "heartbeatTimeoutMs"));
         if (L->m.opts.heartbeat_timeout_ms <= 0 && hb > 0 && hb <= 86400000)
             L->m.opts.heartbeat_timeout_ms = (int)hb;
+        json_int_t lt = json_integer_value(json_object_get(ev, "leaseTimeoutMs"));
+        if (L->m.opts.lease_timeout_ms <= 0 && lt > 0 && lt <= 86400000)
+            L->m.opts.lease_timeout_ms = (int)lt;
         json_t *ports = json_object_get(ev, "ports");
         for (int i = 0; i < L->m.st.nreplicas; i++)
             L->m.st.replicas[i].port =
@@ -1301,6 +1308,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
 
     /* Given, journaled (a resume keeps the first run's), or the default. */
     if (m->opts.heartbeat_timeout_ms <= 0) m->opts.heartbeat_timeout_ms = 30000;
+    dt__ledger_set_leases(m->ledger, m->opts.lease_timeout_ms / 1000.0, DT_MASTER_LEASE_FLOOR_S);
     double now = dt__wall_now();
     if (!m->opts.resume) {
         m->st.start_time = now;
@@ -1308,10 +1316,11 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         for (int i = 0; i < m->st.nreplicas; i++)
             json_object_set_new(ports, m->st.replicas[i].name,
                                 json_integer(m->st.replicas[i].port));
-        journal(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:o}", "ev", "start", "token",
-                             m->token, "cwd", L->cwd, "spec", L->spec_src, "url", m->url,
+        journal(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "ev", "start",
+                             "token", m->token, "cwd", L->cwd, "spec", L->spec_src, "url", m->url,
                              "httpPort", dt__http_server_port(m->http), "heartbeatTimeoutMs",
-                             m->opts.heartbeat_timeout_ms, "ports", ports));
+                             m->opts.heartbeat_timeout_ms, "leaseTimeoutMs",
+                             m->opts.lease_timeout_ms, "ports", ports));
         char reason[64], msg[256];
         snprintf(reason, sizeof reason, "%sCreated", kind_name(job));
         snprintf(msg, sizeof msg, "%s %s is created.", kind_name(job), job->name);

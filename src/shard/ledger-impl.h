@@ -119,6 +119,14 @@ int dt__ledger_release(dt__ledger *l, const char *replica, const char *why, doub
  * timeout seconds; returns how many shards. */
 int dt__ledger_expire(dt__ledger *l, double now, double timeout);
 
+/* Lease deadlines (progress, not liveness): a shard held longer than its deadline is
+ * re-queued even while its holder sends heartbeats. fixed > 0: that many seconds; else
+ * 10 x the mean time a shard of the dataset took from fetch to accepted report (once 3 are
+ * done), at least floor_s. Both 0 (the default): no deadline. */
+void dt__ledger_set_leases(dt__ledger *l, double fixed, double floor_s);
+/* Re-queue every shard held past its deadline (journaled "shard.expire"); returns how many. */
+int dt__ledger_expire_leases(dt__ledger *l, double now);
+
 /* Has a dataset failed (a shard over max_failures)? Fills why. */
 int dt__ledger_failed(const dt__ledger *l, char *why, size_t len);
 /* Are all registered datasets done (and at least one registered)? */

@@ -62,6 +62,16 @@
  * to todo (failed reports and releases), "late_reports_refused" the reports refused with
  * DT_ERR_STATE because the replica did not hold the shard under that lease.
  *
+ * Lease deadlines (progress, not liveness). A replica's heartbeat keeps every shard it
+ * holds; a shard it fetched and then lost track of (a bug in a user's loop, a thread that
+ * hangs while another beats) would hold its epoch open forever. So each lease also has a
+ * deadline: a shard held longer than it is re-queued on its own (dt__ledger_expire_leases,
+ * journaled as "shard.expire"), and a late report of it is refused as for a release. The
+ * deadline is the one given, or 10 x the mean time from fetch to accepted report of the
+ * dataset's shards so far (from 3 of them on), and never less than the floor given.
+ *   {"ev":"shard.expire","dataset":s,"replica":s,"epoch":i,"id":i,"lease":i,"held":f,
+ *    "deadline":f,"time":f}
+ *
  * Not thread-safe: owned by the master's event-loop thread.
  */
 #include <inttypes.h>
@@ -78,7 +88,7 @@
 #define LD_SHARD_ORDER_SALT 0x7368617264736571ULL /* "shardseq" */
 
 enum { LD_TODO = 0, LD_DOING, LD_DONE };
-enum { LD_REQ_NONE = 0, LD_REQ_RELEASED, LD_REQ_FAILED };
+enum { LD_REQ_NONE = 0, LD_REQ_RELEASED, LD_REQ_FAILED, LD_REQ_EXPIRED };
 enum { LD_RUNNING = 0, LD_DS_DONE, LD_FAILED };
 
 typedef struct ld_shard {
@@ -125,7 +135,9 @@ typedef struct ld_dataset {
     int64_t first_open; /* every epoch below it is done */
     ld_rstat *rstats;   /* replicas that were handed a shard of this dataset */
     int nrstats, cap_rstats;
-    int64_t failures, requeued, late_refused;
+    int64_t failures, requeued, late_refused, expired;
+    double done_secs;   /* sum over accepted shards of report time - fetch time */
+    int64_t done_timed; /* how many shards done_secs sums */
     int state;
     char why[768];
 } ld_dataset;
@@ -151,6 +163,7 @@ struct dt__ledger {
     ld_replica *replicas;
     int nreplicas, cap_replicas;
     uint64_t next_lease;
+    double lease_fixed, lease_floor; /* dt__ledger_set_leases */
 };
 
 /* ---- small helpers ---- */
@@ -580,6 +593,11 @@ static dt_err refuse(const dt__ledger *l, ld_dataset *d, const char *replica, in
     if (s->requeue_why == LD_REQ_FAILED)
         snprintf(hist, sizeof hist, "it was re-queued at %.3f after a failed report by %s, ",
                  s->requeued_at, prev);
+    else if (s->requeue_why == LD_REQ_EXPIRED)
+        snprintf(hist, sizeof hist,
+                 "it was re-queued at %.3f when its lease held by %s passed its deadline "
+                 "without a report, ",
+                 s->requeued_at, prev);
     else if (s->requeue_why == LD_REQ_RELEASED)
         snprintf(hist, sizeof hist, "it was re-queued at %.3f when %s was released%s%s%s, ",
                  s->requeued_at, prev, rel ? " (" : "", rel ? rel->why : "", rel ? ")" : "");
@@ -660,6 +678,10 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
     rs->report = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .ok = ok != 0};
     int64_t len = shard_end(d, id) - shard_start(d, id);
     if (ok) {
+        if (now >= s->since) {
+            d->done_secs += now - s->since;
+            d->done_timed++;
+        }
         s->state = LD_DONE;
         ep->shards_done++;
         ep->samples_done += len;
@@ -760,6 +782,57 @@ int dt__ledger_expire(dt__ledger *l, double now, double timeout) {
     return count;
 }
 
+/* The lease deadline of d's shards now (see the design notes). */
+static double lease_deadline(const ld_dataset *d, double fixed, double floor_s) {
+    if (fixed > 0) return fixed;
+    if (floor_s <= 0) return INFINITY; /* no deadlines */
+    double t = d->done_timed >= 3 ? 10.0 * d->done_secs / (double)d->done_timed : 0;
+    return t > floor_s ? t : floor_s;
+}
+
+/* Re-queue shard (e, id) of d, held past its deadline. */
+static void expire_one(dt__ledger *l, ld_dataset *d, int64_t e, int64_t id, double deadline,
+                       double now, int journal) {
+    ld_epoch *ep = &d->epochs[e];
+    ld_shard *s = &ep->shards[id];
+    int r = s->holder;
+    uint64_t lease = s->lease;
+    double held = now - s->since;
+    requeue(d, ep, id, LD_REQ_EXPIRED, now);
+    l->replicas[r].ndoing--;
+    d->expired++;
+    if (journal && l->journal)
+        emit(l, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f}", "ev", "shard.expire",
+                          "dataset", d->conf.name, "replica", l->replicas[r].name, "epoch",
+                          (json_int_t)e, "id", (json_int_t)id, "lease", (json_int_t)lease, "held",
+                          held, "deadline", deadline, "time", now));
+}
+
+void dt__ledger_set_leases(dt__ledger *l, double fixed, double floor_s) {
+    l->lease_fixed = fixed > 0 ? fixed : 0;
+    l->lease_floor = floor_s > 0 ? floor_s : 0;
+}
+
+int dt__ledger_expire_leases(dt__ledger *l, double now) {
+    int count = 0;
+    for (int i = 0; i < l->ndatasets; i++) {
+        ld_dataset *d = l->datasets[i];
+        if (d->state != LD_RUNNING) continue;
+        double deadline = lease_deadline(d, l->lease_fixed, l->lease_floor);
+        for (int64_t e = d->first_open; e < d->nopened; e++) {
+            ld_epoch *ep = &d->epochs[e];
+            if (ep->done) continue;
+            for (int64_t id = 0; id < d->nshards; id++) {
+                const ld_shard *s = &ep->shards[id];
+                if (s->state != LD_DOING || !(now - s->since > deadline)) continue;
+                expire_one(l, d, e, id, deadline, now, 1);
+                count++;
+            }
+        }
+    }
+    return count;
+}
+
 /* ---- state ---- */
 
 int dt__ledger_failed(const dt__ledger *l, char *why, size_t len) {
@@ -789,6 +862,28 @@ static json_t *dataset_progress(const dt__ledger *l, const ld_dataset *d) {
                   "late_reports_refused", (json_int_t)d->late_refused);
     if (!j) return NULL;
     if (d->state == LD_FAILED) json_object_set_new(j, "reason", json_text(d->why));
+    /* Shards in flight (the first 64 found, oldest epoch first) and the lease deadline. */
+    json_t *flying = json_array();
+    int64_t nflying = 0;
+    for (int64_t e = d->first_open; e < d->nopened && flying; e++) {
+        const ld_epoch *ep = &d->epochs[e];
+        if (ep->done) continue;
+        for (int64_t id = 0; id < d->nshards; id++) {
+            const ld_shard *s = &ep->shards[id];
+            if (s->state != LD_DOING) continue;
+            if (nflying++ < 64)
+                json_array_append_new(flying,
+                                      json_pack("{s:s, s:I, s:I, s:I, s:f}", "replica",
+                                                l->replicas[s->holder].name, "epoch", (json_int_t)e,
+                                                "id", (json_int_t)id, "lease", (json_int_t)s->lease,
+                                                "since", s->since));
+        }
+    }
+    json_object_set_new(j, "in_flight", json_integer((json_int_t)nflying));
+    json_object_set_new(j, "in_flight_shards", flying ? flying : json_array());
+    double deadline = lease_deadline(d, l->lease_fixed, l->lease_floor);
+    json_object_set_new(j, "lease_deadline", isfinite(deadline) ? json_real(deadline) : json_null());
+    json_object_set_new(j, "leases_expired", json_integer((json_int_t)d->expired));
     for (int64_t e = 0; e < d->nopened; e++) {
         const ld_epoch *ep = &d->epochs[e];
         json_array_append_new(epochs, json_pack("{s:I, s:I, s:I, s:I, s:I}", "epoch", (json_int_t)e,
@@ -973,6 +1068,32 @@ static dt_err replay_release(dt__ledger *l, const json_t *j, const char *ev) {
     return DT_OK;
 }
 
+static dt_err replay_expire(dt__ledger *l, const json_t *j, const char *ev) {
+    const char *name = "", *replica = "";
+    int64_t e = 0, id = 0, lease = 0;
+    double now = 0, deadline = 0;
+    dt_err err;
+    if ((err = ev_str(j, ev, "dataset", &name)) || (err = ev_str(j, ev, "replica", &replica)) ||
+        (err = ev_int(j, ev, "epoch", 0, &e)) || (err = ev_int(j, ev, "id", 0, &id)) ||
+        (err = ev_int(j, ev, "lease", 1, &lease)) || (err = ev_time(j, ev, &now)))
+        return err;
+    ld_dataset *d = find_dataset(l, name);
+    int r = find_replica(l, replica);
+    const ld_shard *s = d && e >= d->first_open && e < d->nopened && !d->epochs[e].done &&
+                                id < d->nshards
+                            ? &d->epochs[e].shards[id]
+                            : NULL;
+    if (!s || r < 0 || s->state != LD_DOING || s->holder != r || s->lease != (uint64_t)lease)
+        return dt_err_set(DT_ERR_FORMAT,
+                          "ledger event %s: shard %" PRId64 " of epoch %" PRId64 " of %s under "
+                          "lease %" PRId64 " is not held by %s in the replayed ledger",
+                          ev, id, e, name, lease, replica);
+    json_t *dl = json_object_get(j, "deadline");
+    if (json_is_number(dl)) deadline = json_number_value(dl);
+    expire_one(l, d, e, id, deadline, now, 0);
+    return DT_OK;
+}
+
 dt_err dt__ledger_replay(dt__ledger *l, const json_t *event) {
     static const struct {
         const char *ev;
@@ -982,6 +1103,7 @@ dt_err dt__ledger_replay(dt__ledger *l, const json_t *event) {
         {.ev = "shard.fetch", .fn = replay_fetch},
         {.ev = "shard.report", .fn = replay_report},
         {.ev = "shard.release", .fn = replay_release},
+        {.ev = "shard.expire", .fn = replay_expire},
     };
     if (!json_is_object(event))
         return dt_err_set(DT_ERR_FORMAT, "ledger event: expected a JSON object");

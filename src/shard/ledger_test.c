@@ -456,6 +456,61 @@ static void test_heartbeat_expiry(void) {
     json_decref(events);
 }
 
+/* A shard held past its lease deadline is re-queued although its holder beats (a fetch
+ * it lost track of); the late report names why; replay rebuilds the same ledger. */
+static void test_lease_deadline(void) {
+    json_t *events = json_array();
+    dt__ledger *l;
+    DT_CHECK_OK(dt__ledger_init(&l, collect, events));
+    dt__dataset_conf c = conf_of("training", 10, 2, 1, 1, 0, 0, 0); /* 5 shards */
+    DT_CHECK_OK(dt__ledger_register(l, &c));
+    dt__fetch_status st;
+    dt__shard a, b, a2;
+    DT_CHECK(dt__ledger_expire_leases(l, 1e9) == 0); /* no deadline set: none */
+    dt__ledger_set_leases(l, 5, 0);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 1, 0, &st, &a)); /* forgotten */
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-0", 2, 1, &st, &b));
+    DT_CHECK(prog_int(l, "training", "in_flight") == 2);
+    dt__ledger_heartbeat(l, "worker-0", 5.5);
+    DT_CHECK(dt__ledger_expire(l, 5.5, 30) == 0);   /* alive */
+    DT_CHECK(dt__ledger_expire_leases(l, 5) == 0);  /* held 5 s: not past 5 s */
+    DT_CHECK(dt__ledger_expire_leases(l, 5.5) == 1); /* a: held 5.5 s */
+    json_t *ev = json_array_get(events, json_array_size(events) - 1);
+    DT_CHECK(!strcmp(json_string_value(json_object_get(ev, "ev")), "shard.expire"));
+    DT_CHECK(json_integer_value(json_object_get(ev, "id")) == a.id);
+    DT_CHECK(prog_int(l, "training", "in_flight") == 1);
+    DT_CHECK(prog_int(l, "training", "leases_expired") == 1);
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", b.epoch, b.id, b.lease, 1, "", 6));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 3, 6, &st, &a2));
+    DT_CHECK(a2.id == a.id && a2.lease != a.lease); /* first in line again, a new lease */
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "worker-0", a.epoch, a.id, a.lease, 1, "", 7),
+                 DT_ERR_STATE, "passed its deadline without a report");
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-1", a2.epoch, a2.id, a2.lease, 1, "", 7));
+    /* replay: the same ledger, and an expire of a shard not held is malformed */
+    dt__ledger *r;
+    DT_CHECK_OK(dt__ledger_init(&r, NULL, NULL));
+    dt__ledger_set_leases(r, 5, 0); /* a setting of the master, not an event */
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) DT_CHECK_OK(dt__ledger_replay(r, e));
+    DT_CHECK(progress_equal(l, r));
+    json_t *again = json_deep_copy(json_array_get(events, 3));
+    DT_CHECK(!strcmp(json_string_value(json_object_get(again, "ev")), "shard.expire"));
+    DT_CHECK_ERR(dt__ledger_replay(r, again), DT_ERR_FORMAT, "is not held by worker-0");
+    json_decref(again);
+    dt__ledger_free(r);
+    /* adaptive: 10 x the mean shard time (1 s here: 10 s), at least the floor */
+    dt__ledger_set_leases(l, 0, 2);
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 4, 10, &st, &a));
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-1", a.epoch, a.id, a.lease, 1, "", 11));
+    DT_CHECK_OK(dt__ledger_fetch(l, "training", "worker-1", 5, 11, &st, &b));
+    /* done so far: 5 s (b: 1 -> 6), 1 s (a2: 6 -> 7), 1 s (a: 10 -> 11): 10 x 7/3 s */
+    DT_CHECK(dt__ledger_expire_leases(l, 11 + 23) == 0);
+    DT_CHECK(dt__ledger_expire_leases(l, 11 + 23.5) == 1);
+    dt__ledger_free(l);
+    json_decref(events);
+}
+
 static void test_max_failures(void) {
     json_t *events = json_array();
     dt__ledger *l;
@@ -1093,7 +1148,7 @@ static void test_ten_million(void) {
 DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shuffle_permutation),
              DT_T(test_shuffle_shards), DT_T(test_epochs_wait_end), DT_T(test_requeue_front),
              DT_T(test_late_report_refused), DT_T(test_late_report_names_its_release),
-             DT_T(test_done_epoch_report_refused), DT_T(test_heartbeat_expiry),
+             DT_T(test_done_epoch_report_refused), DT_T(test_heartbeat_expiry), DT_T(test_lease_deadline),
              DT_T(test_max_failures), DT_T(test_event_message_sanitized), DT_T(test_register),
              DT_T(test_huge_counts), DT_T(test_unknown_dataset), DT_T(test_random_property),
              DT_T(test_replay_equivalence), DT_T(test_replay_every_prefix),

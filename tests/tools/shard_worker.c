@@ -6,7 +6,7 @@
  *
  *   shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M
  *                [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS] [--out FILE]
- *                [--fail-once-at K] [--heartbeat-ms MS] [--separate]
+ *                [--fail-once-at K] [--forget-at K] [--heartbeat-ms MS] [--separate]
  *
  * Each shard's report goes with the fetch of the next (dt_shard_report_fetch: one request
  * per shard); --separate sends them as two requests (dt_shard_report, dt_shard_fetch).
@@ -18,7 +18,9 @@
  * appended with one write(2) on an O_APPEND descriptor, so that the lines of several
  * workers sharing the file never mix. "refused": the master refused the report as late
  * (the shard was re-queued meanwhile; the worker goes on). "failed": --fail-once-at K made
- * the K-th shard this process fetched (1-based) be reported failed, once.
+ * the K-th shard this process fetched (1-based) be reported failed, once. --forget-at K
+ * makes it lose track of the K-th shard: never reported nor logged, while the process goes
+ * on fetching and beating (a user's loop with a bug; its lease must pass its deadline).
  *
  * Exit status: 0 at END, 1 on any other error (message on stderr), 2 bad arguments.
  */
@@ -35,7 +37,8 @@
 static const char usage[] =
     "usage: shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M\n"
     "                    [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS]\n"
-    "                    [--out FILE] [--fail-once-at K] [--heartbeat-ms MS] [--separate]\n";
+    "                    [--out FILE] [--fail-once-at K] [--forget-at K] [--heartbeat-ms MS]\n"
+    "                    [--separate]\n";
 
 static int bad_args(const char *fmt, const char *arg) {
     fprintf(stderr, "shard_worker: ");
@@ -85,7 +88,7 @@ int main(int argc, char **argv) {
     dt_dataset_spec d;
     dt_dataset_spec_init(&d);
     d.name = NULL;
-    long long sleep_ms = 0, fail_at = 0, heartbeat_ms = 0;
+    long long sleep_ms = 0, fail_at = 0, forget_at = 0, heartbeat_ms = 0;
     int separate = 0; /* report, then fetch: two requests per shard */
     const char *out = NULL;
     int have_size = 0;
@@ -130,6 +133,8 @@ int main(int argc, char **argv) {
             sleep_ms = x;
         } else if (!strcmp(a, "--fail-once-at")) {
             fail_at = x;
+        } else if (!strcmp(a, "--forget-at")) {
+            forget_at = x;
         } else if (!strcmp(a, "--heartbeat-ms")) {
             heartbeat_ms = x;
         } else {
@@ -154,6 +159,12 @@ int main(int argc, char **argv) {
     if (!e) e = dt_shard_fetch(c, d.name, &s, &st);
     while (!e && st == DT_SHARD_FETCH_SHARD) {
         fetched++;
+        if (fetched == forget_at) {
+            fprintf(stderr, "shard_worker: forgets shard %lld of epoch %lld (lease %llu)\n",
+                    (long long)s.id, (long long)s.epoch, (unsigned long long)s.lease);
+            e = dt_shard_fetch(c, d.name, &s, &st);
+            continue;
+        }
         nap_ms(sleep_ms);
         int ok = fetched != fail_at;
         const char *outcome = ok ? "ok" : "failed";
