@@ -5,7 +5,9 @@
 # stopped with SIGSTOP past the heartbeat timeout and continued (its late report is
 # refused), and the master itself is killed and resumed. After each, every shard of every
 # epoch was accepted exactly once, the accepted shards cover every index of every epoch, and
-# the job succeeded (tests/data/shard/verify.py). Also the 4xx answers of the routes.
+# the job succeeded (tests/data/shard/verify.py). Also: a shard forgotten by a worker that
+# still beats (its lease passes its deadline), the job dir's disk full mid-run (needs root:
+# a small tmpfs), and the 4xx answers of the routes.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 DATA="$SRC/tests/data/shard"
@@ -14,7 +16,7 @@ export DT_TOOLS_DIR=${DT_TOOLS_DIR:?DT_TOOLS_DIR must point at the built test to
 export DTRAIN_HOME="$TMP/home"
 cd "$TMP"
 # Every worker of this test has $TMP (its --out file) on its command line.
-cleanup() { pkill -KILL -f "$TMP/" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$TMP"; } # KEEP=1: keep $TMP
+cleanup() { pkill -KILL -f "$TMP/" 2>/dev/null; umount -l "$TMP/small" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$TMP"; } # KEEP=1: keep $TMP
 trap cleanup EXIT
 # section NAME: run this part? (all of them unless ONLY lists some: ONLY="killed stopped")
 section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
@@ -205,6 +207,55 @@ rc=$?
 grep -q '"ev":"shard.expire"' runs/forgotten/journal.jsonl &&
     pass "forgotten: their leases passed the deadline (journaled shard.expire)" || fail "forgotten: no shard.expire"
 verify forgotten "forgotten leases" --requeued 2
+fi
+
+# ---- the job dir's disk fills up mid-run: the master acknowledges nothing it cannot
+# journal (503, the workers retry), is killed while the disk is full and resumed once there
+# is room: every shard still accepted exactly once (it used to answer without journaling,
+# and a resumed master handed out again what it had acknowledged) ----
+if section diskfull; then
+SMALL="$TMP/small"
+mkdir -p "$SMALL"
+if mount -t tmpfs -o size=4m tmpfs "$SMALL"; then
+    job diskfull Never 3 "worker-1" "" --sleep-ms 30
+    expect_exit 0 "diskfull: detach" -- "$DTRAIN" run diskfull.yaml --job-dir "$SMALL/job" --detach --stop-grace 2
+    wait_for progressed diskfull 6 || fail "diskfull: no progress"
+    # api GET PATH: the master's answer (token from master.json)
+    api() {
+        $PY - "$SMALL/job/master.json" "$1" <<'PYEOF'
+import json, sys, urllib.request
+m = json.load(open(sys.argv[1]))
+req = urllib.request.Request(m["url"] + sys.argv[2], headers={"Authorization": "Bearer " + m["token"]})
+print(urllib.request.urlopen(req, timeout=10).read().decode())
+PYEOF
+    }
+    head -c 8m /dev/zero >"$SMALL/filler" 2>/dev/null # fills the disk (ENOSPC at the end)
+    full() { api /v1/jobs/diskfull 2>/dev/null | grep -q '"journal": *{"ok": *false'; }
+    WAIT_POLLS=600 wait_for full && pass "diskfull: the master says it cannot write its journal" ||
+        fail "diskfull: the status does not show the journal's failure: $(api /v1/jobs/diskfull | head -c 300)"
+    n1=$(grep -c '"ev":"shard.report"' "$SMALL/job/journal.jsonl")
+    mpid=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$SMALL/job/master.json")
+    kill -KILL "$mpid"
+    gone() { ! kill -0 "$mpid" 2>/dev/null; }
+    wait_for gone || fail "diskfull: the master did not die"
+    rm -f "$SMALL/filler"
+    pass "diskfull: master killed while the disk was full ($n1 reports journaled), room made"
+    expect_exit 0 "diskfull: resume" -- "$DTRAIN" run --resume "$SMALL/job" --detach
+    done_small() { [ -f "$SMALL/job/result.json" ]; }
+    WAIT_POLLS=1200 wait_for done_small || fail "diskfull: did not finish"
+    if $PY "$DATA/verify.py" "$SMALL/job" training $SIZE $SHARD $EPOCHS "$TMP/out-diskfull.txt" \
+        >"$TMP/verify" 2>&1; then
+        pass "diskfull: $(cat "$TMP/verify")"
+    else
+        fail "diskfull: $(head -c 1500 "$TMP/verify")"
+    fi
+    grep -q '"status": "Succeeded"' "$SMALL/job/result.json" && pass "diskfull: job succeeded" ||
+        fail "diskfull: $(grep -m3 '"message"' "$SMALL/job/result.json")"
+    "$DTRAIN" stop "$SMALL/job" >/dev/null 2>&1
+    umount "$SMALL" || umount -l "$SMALL"
+else
+    fail "diskfull: cannot mount a tmpfs (root?)"
+fi
 fi
 
 # ---- bad requests: 4xx with a JSON error, the ledger unchanged ----

@@ -66,8 +66,8 @@ class MasterClient:
 
     def request(self, method, path, body=None, retry_seconds=60.0):
         """Send one request; returns the decoded JSON answer. Retries a lost connection
-        (a master restarting) with backoff, 50 ms doubling to 2 s, for retry_seconds in
-        all; raises DtrainError on a 4xx/5xx answer (status set) or when they are over.
+        (a master restarting) and a 503 (a master that cannot write its journal) with
+        backoff, 50 ms doubling to 2 s, for retry_seconds in all; raises DtrainError on a 4xx/5xx answer (status set) or when they are over.
         A retry resends the same body: the master answers a repeated fetch (same request
         id) or report as it answered the first."""
         data = None if body is None else json.dumps(body).encode()
@@ -97,6 +97,12 @@ class MasterClient:
                 answer = json.loads(text) if text else {}
             except ValueError:
                 answer = {"error": text.decode(errors="replace")}
+            if status == 503 and time.monotonic() + delay <= deadline:
+                # The master cannot write its journal (a full disk): it records nothing
+                # until it can, and answers this same request as the first would have been.
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
             if status >= 400:
                 raise DtrainError("%s %s: HTTP %d: %s" % (method, path, status,
                                                          answer.get("error", answer)), status)

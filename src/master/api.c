@@ -13,6 +13,11 @@
  *
  * Every route but healthz needs the job's token (the server checks it). A :job that is
  * not this master's job is a 404, so a client that reached the wrong master learns so.
+ *
+ * A route that changes the job's state says yes only to what is in the journal: while the
+ * journal cannot be written (a full disk), it answers 503 before it changes anything, and
+ * 503 after a change whose event could not be written (the event waits in the journal's
+ * backlog; the client's retry, the same request, is answered once it is written).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +51,17 @@ static dt__replica *replica(dt__master *m, const dt__http_req *req, dt__http_res
     return r;
 }
 
+/* Before a change: 1 when the journal is writable, else a 503 answer and 0. After one:
+ * the same, so that the change is acknowledged only once it is journaled. */
+static int journaled(dt__master *m, dt__http_resp *resp) {
+    if (dt__journal_ok(m->journal)) return 1;
+    dt__http_resp_error(resp, 503,
+                        "the master cannot write its journal (%s): nothing is changed or "
+                        "acknowledged until it can; retry",
+                        dt__journal_why(m->journal));
+    return 0;
+}
+
 static void healthz(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     (void)req;
@@ -63,6 +79,10 @@ static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
             json_array_append_new(reps, dt__replica_json(&m->st.replicas[i], m->dir));
         json_object_set_new(j, "replicas", reps);
         json_object_set_new(j, "data", dt__ledger_progress(m->ledger));
+        json_t *jr = json_pack("{s:b}", "ok", !m->journal_broken);
+        if (jr && m->journal_broken)
+            json_object_set_new(jr, "error", json_string(dt__journal_why(m->journal)));
+        json_object_set_new(j, "journal", jr);
         char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(j);
         if (!text) {
@@ -153,9 +173,9 @@ static void post_report(void *ctx, const dt__http_req *req, dt__http_resp *resp)
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
     dt__replica *r = replica(m, req, resp);
-    if (!r) return;
+    if (!r || !journaled(m, resp)) return;
     if (dt__master_record_report(m, r, json_incref(req->json))) {
-        dt__http_resp_error(resp, 500, "%s", dt_errmsg());
+        if (journaled(m, resp)) dt__http_resp_error(resp, 500, "%s", dt_errmsg());
         return;
     }
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
@@ -188,10 +208,16 @@ static void post_scale(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
     }
     int64_t n = 0;
     if (!int_field(req->json, resp, "workers", 0, DT__MAX_REPLICAS, 1, &n)) return;
+    if (!journaled(m, resp)) return;
     json_t *added = NULL, *removed = NULL;
     dt_err e = dt__master_scale(m, (int)n, &added, &removed);
     if (e) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    if (!journaled(m, resp)) {
+        json_decref(added);
+        json_decref(removed);
         return;
     }
     dt__http_resp_json(resp, 200, json_pack("{s:i, s:o, s:o}", "workers", (int)n, "added", added,
@@ -279,12 +305,14 @@ static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp
         return;
     c.seed = (uint64_t)seed;
     c.max_failures = (int)maxf;
+    if (!journaled(m, resp)) return;
     dt_err e = dt__ledger_register(m->ledger, &c);
     if (e) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
     dt__master_touch(m);
+    if (!journaled(m, resp)) return;
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "registered", 1));
 }
 
@@ -331,6 +359,7 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
         dt__http_resp_error(resp, 400, "report: expected an object {epoch, id, lease, ok, message}");
         return;
     }
+    if (!journaled(m, resp)) return;
     if (report && !apply_report(m, req, report, r, resp)) return;
     dt__fetch_status st;
     dt__shard sh;
@@ -340,6 +369,7 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
+    if (!journaled(m, resp)) return; /* the retry (same request id) gets the same shard */
     if (st == DT__FETCH_WAIT) {
         dt__http_resp_json(resp, 200, json_pack("{s:s}", "status", "wait"));
         return;
@@ -365,7 +395,8 @@ static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp 
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
     dt__replica *r = body_replica(m, req, resp);
-    if (r && apply_report(m, req, req->json, r, resp))
+    if (r && journaled(m, resp) && apply_report(m, req, req->json, r, resp) &&
+        journaled(m, resp))
         dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
 }
 
@@ -440,9 +471,14 @@ static void post_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *r
         return;
     }
     reg.unreachable = json_string_value(un);
+    if (!journaled(m, resp)) return;
     json_t *answer;
     if ((e = dt__rdzv_join(m, &reg, dt__wall_now(), &answer))) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    if (!journaled(m, resp)) {
+        json_decref(answer);
         return;
     }
     dt__http_resp_json(resp, 200, answer);

@@ -10,6 +10,15 @@
  * keeps it when the master process dies. dt__journal_sync (fdatasync) is called at the
  * points that must survive a machine crash too (the job's start and end). A master killed
  * in the middle of a write leaves at most one torn last line, which replay skips.
+ *
+ * A write that fails (ENOSPC, EIO) or is short leaves nothing behind: the file is cut back
+ * to where the line began, so that no torn line ever sits in the middle of the journal.
+ * The line is kept in memory instead (the backlog, in order, up to BACKLOG_MAX bytes) and
+ * written before any later one, as soon as a write succeeds again. While anything is in
+ * the backlog the journal is not ok (dt__journal_ok): the master then acknowledges nothing
+ * that changes its state (the API answers 503 and clients retry), so nothing it has said
+ * yes to can be missing from the journal if it dies. Past BACKLOG_MAX, lines are lost and
+ * the journal stays not ok for good (dt__journal_lost).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,10 +30,19 @@
 #include "core/file-impl.h"
 #include "master/master-impl.h"
 
+#define BACKLOG_MAX (64u << 20)
+
+
 struct dt__journal {
     int fd;
     char path[4096];
+    char *backlog; /* whole lines not yet written, in order */
+    size_t nbacklog, cap;
+    int lost;              /* a line was dropped: the backlog overflowed */
+    char why[256];         /* the last write's failure */
 };
+
+static int flush_backlog(dt__journal *j);
 
 dt_err dt__journal_open(dt__journal **out, const char *path) {
     dt__journal *j = calloc(1, sizeof *j);
@@ -54,33 +72,86 @@ dt_err dt__journal_open(dt__journal **out, const char *path) {
 
 void dt__journal_close(dt__journal *j) {
     if (!j) return;
+    flush_backlog(j);
     close(j->fd);
+    free(j->backlog);
     free(j);
+}
+
+/* Write len bytes as one append, or nothing: a failed or short write is cut back. */
+static int write_all_or_nothing(dt__journal *j, const char *p, size_t len) {
+    off_t start = lseek(j->fd, 0, SEEK_END);
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(j->fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            snprintf(j->why, sizeof j->why, "%s", w < 0 ? strerror(errno) : "short write");
+            if (start >= 0 && ftruncate(j->fd, start) != 0) {
+                /* cannot even cut it: the torn tail is what replay skips, if it is last */
+            }
+            return -1;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    return 0;
+}
+
+static int flush_backlog(dt__journal *j) {
+    if (!j->nbacklog) return 0;
+    if (write_all_or_nothing(j, j->backlog, j->nbacklog)) return -1;
+    j->nbacklog = 0;
+    return 0;
+}
+
+static void keep(dt__journal *j, const char *line, size_t n) {
+    if (j->nbacklog + n > BACKLOG_MAX) {
+        j->lost = 1;
+        return;
+    }
+    if (j->nbacklog + n > j->cap) {
+        size_t cap = j->cap ? j->cap : 65536;
+        while (cap < j->nbacklog + n) cap *= 2;
+        char *b = realloc(j->backlog, cap);
+        if (!b) {
+            j->lost = 1;
+            return;
+        }
+        j->backlog = b;
+        j->cap = cap;
+    }
+    memcpy(j->backlog + j->nbacklog, line, n);
+    j->nbacklog += n;
 }
 
 dt_err dt__journal_append(dt__journal *j, json_t *event) {
     char *line = json_dumps(event, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(event);
-    if (!line) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    if (!line) {
+        j->lost = 1;
+        return dt_err_set(DT_ERR_NOMEM, "%s: an event was lost: out of memory", j->path);
+    }
     size_t n = strlen(line);
     line[n] = '\n'; /* json_dumps's NUL becomes the newline: one write per line */
-    const char *p = line;
-    size_t left = n + 1;
-    while (left) {
-        ssize_t w = write(j->fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int err = errno;
-            free(line);
-            return dt_err_set(DT_ERR_IO, "%s: cannot append to the journal: %s", j->path,
-                              strerror(err));
-        }
-        p += w;
-        left -= (size_t)w;
+    if (flush_backlog(j) == 0 && write_all_or_nothing(j, line, n + 1) == 0) {
+        free(line);
+        return DT_OK;
     }
+    keep(j, line, n + 1);
     free(line);
-    return DT_OK;
+    return dt_err_set(DT_ERR_IO, "%s: cannot append to the journal: %s (%zu bytes waiting%s)",
+                      j->path, j->why, j->nbacklog, j->lost ? "; events were lost" : "");
 }
+
+int dt__journal_ok(dt__journal *j) {
+    if (!j) return 1;
+    return flush_backlog(j) == 0 && !j->lost;
+}
+
+int dt__journal_lost(const dt__journal *j) { return j && j->lost; }
+
+const char *dt__journal_why(const dt__journal *j) { return j && j->why[0] ? j->why : "unknown"; }
 
 dt_err dt__journal_sync(dt__journal *j) {
     if (fdatasync(j->fd) != 0)

@@ -102,6 +102,7 @@ typedef struct dt__master {
     dt__rdzv *rdzv;     /* the rendezvous of an all-reduce job's rings */
     int stop_requested;
     char stop_reason[128];
+    int journal_broken; /* an append failed and the backlog is not written yet (said once) */
     int dirty;        /* status.json is out of date */
     uint64_t version; /* bumped by every change of the job's state */
     /* The last status body served, while version has not moved: the status route is
@@ -117,6 +118,10 @@ static inline void dt__master_touch(dt__master *m) {
     m->dirty = 1;
     m->version++;
 }
+
+/* Append ev (stolen; "time" added) to the journal. A failed write is said once, and the
+ * event waits in the journal's backlog (dt__journal_ok); DT_ERR_IO then. */
+dt_err dt__master_journal(dt__master *m, json_t *ev);
 
 /* Scale the job's workers to `workers` (POST .../scale): adds worker-K.. (new ports,
  * launched with a TF_CONFIG listing the current workers) or stops the highest-index ones
@@ -249,8 +254,14 @@ int dt__ports_candidates(const dt__ports *p); /* ports that can be drawn (0: the
 /* ---- the journal (journal.c) ---- */
 dt_err dt__journal_open(dt__journal **out, const char *path);
 void dt__journal_close(dt__journal *j);
-/* Append one event (a JSON object; the reference is stolen) as a line. */
+/* Append one event (a JSON object; the reference is stolen) as a line. A failed write
+ * leaves the file as it was and keeps the line for later (dt__journal_ok); DT_ERR_IO. */
 dt_err dt__journal_append(dt__journal *j, json_t *event);
+/* Is everything appended so far written (the backlog of failed writes empty: it tries to
+ * write it now) and nothing lost? While not, the master acknowledges no change. NULL: 1. */
+int dt__journal_ok(dt__journal *j);
+int dt__journal_lost(const dt__journal *j); /* a line was dropped (the backlog overflowed) */
+const char *dt__journal_why(const dt__journal *j); /* the last write's failure */
 /* Make everything appended so far durable. */
 dt_err dt__journal_sync(dt__journal *j);
 /* Read every event of the journal at path; calls fn(ctx, event) per line in order. A torn

@@ -101,12 +101,24 @@ void dt__master_say(dt__master *m, const char *fmt, ...) {
 }
 #define say(L, ...) dt__master_say(&(L)->m, __VA_ARGS__)
 
-static void journal(loop *L, json_t *ev) {
-    if (!ev) return;
+dt_err dt__master_journal(dt__master *m, json_t *ev) {
+    if (!ev) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    if (!m->journal) {
+        json_decref(ev);
+        return DT_OK;
+    }
     json_object_set_new(ev, "time", json_real(dt__wall_now()));
-    if (dt__journal_append(L->m.journal, ev))
-        say(L, "warning: %s", dt_errmsg());
+    dt_err e = dt__journal_append(m->journal, ev);
+    if (e && !m->journal_broken) {
+        m->journal_broken = 1;
+        dt__master_touch(m);
+        dt__master_say(m, "error: %s: changes are refused (HTTP 503) until it can be written",
+                       dt_errmsg());
+    }
+    return e;
 }
+
+static void journal(loop *L, json_t *ev) { dt__master_journal(&L->m, ev); }
 
 /* The ledger's events go to the same journal, in order with the master's own. */
 static void ledger_event(void *ctx, json_t *ev) { journal(ctx, ev); }
@@ -405,10 +417,8 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
     json_decref(r->report);
     r->report = report;
     json_t *ev = json_pack("{s:s, s:s, s:O}", "ev", "report", "replica", r->name, "report", report);
-    if (!ev) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    json_object_set_new(ev, "time", json_real(dt__wall_now()));
     dt__master_touch(m);
-    return dt__journal_append(m->journal, ev);
+    return dt__master_journal(m, ev);
 }
 
 /* ---- replica exits and the policies ---- */
@@ -637,6 +647,16 @@ static void tick(loop *L) {
         finish(L, DT_JOB_OUTCOME_STOPPED, reason, "%s %s was stopped: %s.", kind_name(job),
                job->name, L->m.stop_reason);
     }
+    if (L->m.journal_broken && dt__journal_ok(L->m.journal)) {
+        L->m.journal_broken = 0;
+        dt__master_touch(&L->m);
+        say(L, "the journal is written again: changes are accepted");
+    }
+    if (!L->m.st.finished && dt__journal_lost(L->m.journal))
+        finish(L, DT_JOB_OUTCOME_FAILED, "JournalLost",
+               "%s %s has failed: its journal could not be written for too long (%s) and "
+               "events were lost; it could not be resumed faithfully.",
+               kind_name(job), job->name, dt__journal_why(L->m.journal));
     if (!L->m.st.finished && now >= L->expire_at) {
         int n = dt__ledger_expire(L->m.ledger, now, L->m.opts.heartbeat_timeout_ms / 1000.0);
         if (n) {

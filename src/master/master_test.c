@@ -239,5 +239,19 @@ static void test_journal(void) {
     DT_CHECK_ERR(dt__journal_replay(path, collect, &s), DT_ERR_FORMAT, "journal.jsonl:4:");
 }
 
+/* A journal that cannot be written (/dev/full: every write is ENOSPC) keeps its events in
+ * the backlog, says so, and is not ok: the master acknowledges nothing meanwhile. */
+static void test_journal_full(void) {
+    dt__journal *j = NULL;
+    DT_CHECK_OK(dt__journal_open(&j, "/dev/full"));
+    DT_CHECK(dt__journal_ok(j));
+    DT_CHECK_ERR(dt__journal_append(j, json_pack("{s:s}", "ev", "x")), DT_ERR_IO,
+                 "No space left on device");
+    DT_CHECK(strstr(dt_errmsg(), "bytes waiting"));
+    DT_CHECK(!dt__journal_ok(j) && !dt__journal_lost(j));
+    DT_CHECK(!strcmp(dt__journal_why(j), "No space left on device"));
+    dt__journal_close(j);
+}
+
 DT_TEST_MAIN(DT_T(test_restart_policies), DT_T(test_success_rules), DT_T(test_elastic_rules),
-             DT_T(test_conditions), DT_T(test_journal))
+             DT_T(test_conditions), DT_T(test_journal), DT_T(test_journal_full))

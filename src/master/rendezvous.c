@@ -109,15 +109,7 @@ static int eligible(const dt__replica *r) {
     return is_trainer(r->type) && r->state == DT__REPLICA_RUNNING && !r->removing && !r->stopping;
 }
 
-static void journal(dt__master *m, json_t *ev) {
-    if (!ev) return;
-    if (!m->journal) {
-        json_decref(ev);
-        return;
-    }
-    json_object_set_new(ev, "time", json_real(dt__wall_now()));
-    if (dt__journal_append(m->journal, ev)) dt__master_say(m, "warning: %s", dt_errmsg());
-}
+static void journal(dt__master *m, json_t *ev) { dt__master_journal(m, ev); }
 
 static int find_waiter(const dt__rdzv *z, const char *name) {
     for (int i = 0; i < z->nw; i++)
