@@ -7,13 +7,17 @@
 #   permanent  the data turns bad while the job runs and a role restarts into it: the role
 #              exits 2 (no restart can mend it), the default ExitCode policy fails the job
 #              instead of restarting it forever, and the role's reason is in the status
-# Sections via ONLY="never permanent"; KEEP=1 keeps $TMP.
+#   ckptfull   the checkpoints' disk fills up: the chief says why its checkpoint failed and
+#              tries again with backoff, training on, and is not restarted; once there is
+#              room the next checkpoint is written (needs root: a small tmpfs)
+# Sections via ONLY="never permanent ckptfull"; KEEP=1 keeps $TMP.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 export DTRAIN_HOME="$TMP/home"
 cd "$TMP"
 cleanup() {
     for d in "$TMP"/job-*; do [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" >/dev/null 2>&1; done
+    umount -l "$TMP/job-ckpt/checkpoints" 2>/dev/null
     [ -n "${KEEP:-}" ] && echo "kept $TMP" || rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -99,5 +103,29 @@ assert "a directory, not a regular file" in msg, msg' &&
         pass "permanent: restarted once, then the job failed with the role's reason in its status" ||
         fail "permanent: $(grep -h '"message"' job-perm/status.json | tail -2)"
     rmdir iris.data && mv iris.moved iris.data
+fi
+if section ckptfull; then
+    spec ckpt "$TMP/iris.data" 4 100000
+    mkdir -p job-ckpt/checkpoints
+    if mount -t tmpfs -o size=1m tmpfs job-ckpt/checkpoints; then
+        expect_exit 0 ckpt-start -- "$DTRAIN" run ckpt.yaml --job-dir job-ckpt --detach
+        log=job-ckpt/logs/chief-0.log
+        written() { ls job-ckpt/checkpoints/ckpt-*.safetensors >/dev/null 2>&1; }
+        WAIT_POLLS=600 wait_for written || fail "ckptfull: no checkpoint: $(tail -3 $log)"
+        head -c 2m /dev/zero >job-ckpt/checkpoints/filler 2>/dev/null # the disk is full
+        failed() { grep -q "checkpoint at step [0-9]* failed: .*No space left on device.*training goes on" $log; }
+        WAIT_POLLS=600 wait_for failed && pass "ckptfull: the chief says its checkpoint failed, and why" ||
+            fail "ckptfull: $(tail -3 $log)"
+        rm -f job-ckpt/checkpoints/filler
+        again() { awk '/checkpoint at step [0-9]+ failed/ { f = 1 } f && /checkpoint at step [0-9]+ written/ { w = 1 } END { exit !w }' $log; }
+        WAIT_POLLS=1200 wait_for again && pass "ckptfull: with room again, the next try wrote it" ||
+            fail "ckptfull: $(tail -3 $log)"
+        [ "$(grep -c -- '--- dtrain: chief-0 attempt' $log)" -eq 1 ] &&
+            pass "ckptfull: the chief was never restarted" || fail "ckptfull: $(grep -- '--- dtrain' $log)"
+        expect_exit 0 ckpt-stop -- "$DTRAIN" stop job-ckpt
+        umount job-ckpt/checkpoints || umount -l job-ckpt/checkpoints
+    else
+        fail "ckptfull: cannot mount a tmpfs (root?)"
+    fi
 fi
 finish
