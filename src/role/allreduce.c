@@ -119,6 +119,7 @@ typedef struct trainer {
 
     int64_t step, epoch, last_ckpt_step;
     double last_ckpt_time;
+    dt__ckpt_retry ckpt_retry; /* a failed checkpoint's next try */
     int64_t samples, batches, abandoned, generations;
     double loss_sum, last_epoch_loss;
     int64_t loss_n;
@@ -275,7 +276,17 @@ static dt_err checkpoint(trainer *t) {
     return DT_OK;
 }
 
+static dt_err checkpoint_cb(void *t) { return checkpoint(t); }
+
+/* Rank 0's checkpoint; when it fails (a full disk), the cause is said, the next try put off
+ * and training goes on (role.c). */
+static void checkpoint_or_defer(trainer *t) {
+    dt__ckpt_retry_after(&t->ckpt_retry, t->r, t->step, checkpoint(t));
+}
+
 static int checkpoint_due(const trainer *t) {
+    int retry = dt__ckpt_retry_due(&t->ckpt_retry);
+    if (retry >= 0) return retry;
     int64_t every = t->r->spec->checkpoint_every_steps;
     if (every > 0 && t->step / every > t->last_ckpt_step / every) return 1;
     return t->conf.checkpoint_secs > 0 && dt__mono_s() - t->last_ckpt_time >= t->conf.checkpoint_secs;
@@ -551,9 +562,9 @@ static dt_err epoch_turn(trainer *t) {
     }
     t->loss_sum = 0;
     t->loss_n = 0;
-    dt_err e = t->rz.rank == 0 && t->step > t->last_ckpt_step ? checkpoint(t) : DT_OK;
+    if (t->rz.rank == 0 && t->step > t->last_ckpt_step) checkpoint_or_defer(t);
     t->epoch = t->sh.epoch;
-    return e;
+    return DT_OK;
 }
 
 /* One step. *ring_failed = 1 when the ring failed (the step is abandoned, nothing changed
@@ -640,7 +651,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     t->batches += nb_total > 0;
     t->loss_sum += loss_sum;
     t->loss_n += nb_total;
-    if (t->rz.rank == 0 && checkpoint_due(t)) return checkpoint(t);
+    if (t->rz.rank == 0 && checkpoint_due(t)) checkpoint_or_defer(t);
     return DT_OK;
 }
 
@@ -681,7 +692,8 @@ dt_err dt__role_allreduce(dt__role *r) {
     /* The final state, for the evaluator and for a chief restarted after this point. */
     /* rank 0 writes it; so does the chief (the same bits), which the master's end of the job
      * may not let a rank 0 still writing finish */
-    if ((t.rz.rank == 0 || r->is_chief) && (e = checkpoint(&t))) goto end;
+    if ((t.rz.rank == 0 || r->is_chief) && (e = dt__role_final_checkpoint(r, checkpoint_cb, &t)))
+        goto end;
     if (t.have_shard) {
         dt_shard_report(t.sc, DATASET, &t.sh, 1, NULL);
         t.have_shard = 0;

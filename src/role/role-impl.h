@@ -59,6 +59,20 @@ dt_err dt__role_chief_finish(const dt__role *r, dt_model *model, const dt_datase
                              const dt_dataset *eval, int64_t batch, const dt__batch_bufs *b,
                              int64_t step, int64_t epoch, double t_train, json_t *res);
 
+/* A checkpoint that fails (a full disk) stops no trainer: the cause is logged and the next
+ * try put off, 1 s doubling to 60 s, while training goes on. retry_at > 0: the last one
+ * failed. dt__ckpt_retry_due says whether the put-off try is due (1), not yet (0), or
+ * nothing is put off (-1: the trainer's own schedule decides). */
+typedef struct dt__ckpt_retry {
+    double retry_at, backoff;
+} dt__ckpt_retry;
+int dt__ckpt_retry_due(const dt__ckpt_retry *c);
+/* After a checkpoint at step with result e: logs a failure (and a success after one). */
+void dt__ckpt_retry_after(dt__ckpt_retry *c, const dt__role *r, int64_t step, dt_err e);
+/* The final checkpoint, the job's result: save(ctx) tried until it succeeds, with the same
+ * backoff, for up to 10 minutes. */
+dt_err dt__role_final_checkpoint(const dt__role *r, dt_err (*save)(void *ctx), void *ctx);
+
 dt_err dt__role_ps(dt__role *r);
 dt_err dt__role_allreduce(dt__role *r);
 dt_err dt__role_trainer(dt__role *r);

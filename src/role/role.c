@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/optim.h"
 #include "dtrain/threadpool.h"
@@ -214,6 +215,48 @@ void dt__role_write_failure(const dt__role *r, dt_err e) {
     dt__role_write_result(r, json_pack("{s:s, s:s, s:s}", "status", "Failed", "role",
                                        r->is_chief ? "chief" : "worker", "message", msg));
     dt_err_set(e, "%s", msg);
+}
+
+/* ---- checkpoints that fail ---- */
+
+#define CKPT_BACKOFF_MAX_S 60.0
+#define FINAL_CKPT_TRIES_S 600.0
+
+int dt__ckpt_retry_due(const dt__ckpt_retry *c) {
+    return c->retry_at > 0 ? dt__mono_s() >= c->retry_at : -1;
+}
+
+void dt__ckpt_retry_after(dt__ckpt_retry *c, const dt__role *r, int64_t step, dt_err e) {
+    if (!e) {
+        if (c->retry_at > 0)
+            fprintf(r->log, "%s: checkpoint at step %lld written\n", r->name, (long long)step);
+        c->retry_at = c->backoff = 0;
+        return;
+    }
+    c->backoff = c->backoff > 0 ? c->backoff * 2 : 1;
+    if (c->backoff > CKPT_BACKOFF_MAX_S) c->backoff = CKPT_BACKOFF_MAX_S;
+    c->retry_at = dt__mono_s() + c->backoff;
+    fprintf(r->log, "%s: checkpoint at step %lld failed: %s; training goes on, next try in "
+                    "%.0f s\n",
+            r->name, (long long)step, dt_errmsg(), c->backoff);
+    fflush(r->log);
+    dt_err_clear();
+}
+
+dt_err dt__role_final_checkpoint(const dt__role *r, dt_err (*save)(void *ctx), void *ctx) {
+    double t0 = dt__mono_s(), backoff = 1;
+    dt_err e;
+    while ((e = save(ctx))) {
+        if (dt__mono_s() - t0 > FINAL_CKPT_TRIES_S)
+            return dt_err_wrap(e, "the final checkpoint, tried for %.0f s", FINAL_CKPT_TRIES_S);
+        fprintf(r->log, "%s: the final checkpoint failed: %s; next try in %.0f s\n", r->name,
+                dt_errmsg(), backoff);
+        fflush(r->log);
+        dt_err_clear();
+        dt__sleep_ms(backoff * 1000);
+        backoff = backoff * 2 < CKPT_BACKOFF_MAX_S ? backoff * 2 : CKPT_BACKOFF_MAX_S;
+    }
+    return DT_OK;
 }
 
 dt_err dt_role_run(const dt_job_spec *job, dt_role_opts *opts) {

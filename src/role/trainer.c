@@ -13,8 +13,8 @@
  * steps, every parameterServer.checkpointSeconds and when an epoch ends, and at the end
  * evaluates the final model, exports it and writes the job's training figures. A
  * checkpoint that fails (a full disk) stops nothing: the chief says why and tries again
- * after a backoff (1 s doubling to 60 s), training on meanwhile; the final one is retried
- * the same way for up to FINAL_CKPT_TRIES_S before the chief gives up.
+ * after a backoff, training on meanwhile; the final one is retried for a while before the
+ * chief gives up (dt__ckpt_retry, role.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -33,8 +33,6 @@
 #include "train/train-impl.h"
 
 #define DATASET "training"
-#define CKPT_BACKOFF_MAX_S 60.0
-#define FINAL_CKPT_TRIES_S 600.0
 
 typedef struct trainer {
     dt__role *r;
@@ -52,8 +50,7 @@ typedef struct trainer {
     int64_t epoch;     /* the epoch of the shard in hand */
     int64_t last_ckpt_step;
     double last_ckpt_time;
-    double ckpt_retry_at;       /* > 0: the last checkpoint failed; try again from then */
-    double ckpt_backoff;        /* seconds before the next try after a failure */
+    dt__ckpt_retry ckpt_retry;  /* a failed checkpoint's next try */
     int64_t samples, batches;   /* this process's own */
     double loss_sum;            /* over the current epoch's batches */
     int64_t loss_n;
@@ -165,29 +162,17 @@ static dt_err checkpoint(trainer *t) {
     return DT_OK;
 }
 
-/* A checkpoint, or when it fails, the cause said and the next try put off (doubling). */
+/* A checkpoint; when it fails, the cause is said and the next try put off. */
 static void checkpoint_or_defer(trainer *t) {
-    if (checkpoint(t) == DT_OK) {
-        if (t->ckpt_retry_at > 0)
-            fprintf(t->r->log, "%s: checkpoint at step %lld written\n", t->r->name,
-                    (long long)t->step);
-        t->ckpt_retry_at = 0;
-        t->ckpt_backoff = 0;
-        return;
-    }
-    t->ckpt_backoff = t->ckpt_backoff > 0 ? t->ckpt_backoff * 2 : 1;
-    if (t->ckpt_backoff > CKPT_BACKOFF_MAX_S) t->ckpt_backoff = CKPT_BACKOFF_MAX_S;
-    t->ckpt_retry_at = dt__mono_s() + t->ckpt_backoff;
-    fprintf(t->r->log, "%s: checkpoint at step %lld failed: %s; training goes on, next try in "
-                       "%.0f s\n",
-            t->r->name, (long long)t->step, dt_errmsg(), t->ckpt_backoff);
-    fflush(t->r->log);
-    dt_err_clear();
+    dt__ckpt_retry_after(&t->ckpt_retry, t->r, t->step, checkpoint(t));
 }
+
+static dt_err checkpoint_cb(void *t) { return checkpoint(t); }
 
 static int checkpoint_due(const trainer *t) {
     const dt__role *r = t->r;
-    if (t->ckpt_retry_at > 0) return dt__mono_s() >= t->ckpt_retry_at;
+    int retry = dt__ckpt_retry_due(&t->ckpt_retry);
+    if (retry >= 0) return retry;
     int64_t every = r->spec->checkpoint_every_steps;
     if (every > 0 && t->step / every > t->last_ckpt_step / every) return 1;
     return r->job->ps.checkpoint_secs > 0 &&
@@ -240,19 +225,7 @@ static dt_err finish(trainer *t, json_t *res) {
     dt_err e = dt_ps_client_pull(t->ps, &t->step);
     if (e) return e;
     t->epoch = r->spec->epochs;
-    /* The final checkpoint is the job's result: tried until it is written, with backoff,
-     * for a while (a full disk may be freed), then the chief gives up. */
-    double t0 = dt__mono_s(), backoff = 1;
-    while ((e = checkpoint(t))) {
-        if (dt__mono_s() - t0 > FINAL_CKPT_TRIES_S)
-            return dt_err_wrap(e, "the final checkpoint, tried for %.0f s", FINAL_CKPT_TRIES_S);
-        fprintf(r->log, "%s: the final checkpoint failed: %s; next try in %.0f s\n", r->name,
-                dt_errmsg(), backoff);
-        fflush(r->log);
-        dt_err_clear();
-        dt__sleep_ms(backoff * 1000);
-        backoff = backoff * 2 < CKPT_BACKOFF_MAX_S ? backoff * 2 : CKPT_BACKOFF_MAX_S;
-    }
+    if ((e = dt__role_final_checkpoint(r, checkpoint_cb, t))) return e;
     json_object_set_new(json_object_get(res, "train"), "steps", json_integer(t->step));
     return dt__role_chief_finish(r, t->model, t->train, t->eval, t->batch, &t->b, t->step,
                                  t->epoch, t->t_train, res);
