@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
           zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist procps iproute2
-          python3 curl)
+          python3 curl faketime)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -6,8 +6,9 @@
 # refused), and the master itself is killed and resumed. After each, every shard of every
 # epoch was accepted exactly once, the accepted shards cover every index of every epoch, and
 # the job succeeded (tests/data/shard/verify.py). Also: a shard forgotten by a worker that
-# still beats (its lease passes its deadline), the job dir's disk full mid-run (needs root:
-# a small tmpfs), and the 4xx answers of the routes.
+# still beats (its lease passes its deadline), the system clock stepped under the master
+# (libfaketime), the job dir's disk full mid-run (needs root: a small tmpfs), and the 4xx
+# answers of the routes.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 DATA="$SRC/tests/data/shard"
@@ -207,6 +208,38 @@ rc=$?
 grep -q '"ev":"shard.expire"' runs/forgotten/journal.jsonl &&
     pass "forgotten: their leases passed the deadline (journaled shard.expire)" || fail "forgotten: no shard.expire"
 verify forgotten "forgotten leases" --requeued 2
+fi
+
+# ---- the system clock steps an hour forward, then back, under a running master (libfaketime
+# in the master's process): no heartbeat timeout and no lease deadline fires for it, no
+# SIGKILL is put off; every shard once (a step used to expire every lease at once) ----
+if section clockstep; then
+FAKELIB=$(dpkg -L libfaketime 2>/dev/null | grep '/libfaketimeMT\.so\.1$' | head -1)
+if [ -n "$FAKELIB" ]; then
+    job clockstep Never 3 "" "" --sleep-ms 30 --heartbeat-ms 200
+    # the fake clock is the master's alone: its replicas do not inherit the library
+    sed -i 's|command: \["bash", |command: ["env", "-u", "LD_PRELOAD", "bash", |' clockstep.yaml
+    echo "+0" >"$TMP/clock"
+    LD_PRELOAD="$FAKELIB" FAKETIME_TIMESTAMP_FILE="$TMP/clock" FAKETIME_NO_CACHE=1 \
+        FAKETIME_DONT_FAKE_MONOTONIC=1 \
+        "$DTRAIN" run clockstep.yaml --detach --stop-grace 2 --heartbeat-timeout 5 --lease-timeout 30 \
+        >"$TMP/out" 2>"$TMP/err" || fail "clockstep: $(tail -3 "$TMP/err")"
+    wait_for progressed clockstep 6 || fail "clockstep: no progress"
+    echo "+3600" >"$TMP/clock" # an hour forward
+    n0=$(wc -l <"$TMP/out-clockstep.txt")
+    wait_for progressed clockstep $((n0 + 6)) || fail "clockstep: no progress after the step forward"
+    echo "-3600" >"$TMP/clock" # and back, past the start
+    n1=$(wc -l <"$TMP/out-clockstep.txt")
+    wait_for progressed clockstep $((n1 + 6)) || fail "clockstep: no progress after the step back"
+    echo "+0" >"$TMP/clock"
+    WAIT_POLLS=1200 wait_for finished clockstep || fail "clockstep: did not finish"
+    grep -q '"ev":"shard.release"\|"ev":"shard.expire"' runs/clockstep/journal.jsonl &&
+        fail "clockstep: shards were re-queued: $(grep -m2 'shard.release\|shard.expire' runs/clockstep/journal.jsonl)" ||
+        pass "clockstep: the steps re-queued nothing"
+    verify clockstep "clock stepped +1 h and -1 h"
+else
+    fail "clockstep: no libfaketime (Debian package faketime)"
+fi
 fi
 
 # ---- the job dir's disk fills up mid-run: the master acknowledges nothing it cannot

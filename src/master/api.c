@@ -18,6 +18,9 @@
  * journal cannot be written (a full disk), it answers 503 before it changes anything, and
  * 503 after a change whose event could not be written (the event waits in the journal's
  * backlog; the client's retry, the same request, is answered once it is written).
+ *
+ * The shard ledger and the rendezvous are given the monotonic clock (dt__mono_s): their
+ * deadlines must not move with the system clock (ledger-impl.h, "Times").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +31,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "core/clock-impl.h"
 #include "master/master-impl.h"
 #include "net/http-impl.h"
 
@@ -337,7 +341,7 @@ static int apply_report(dt__master *m, const dt__http_req *req, const json_t *ob
     }
     const char *msg = json_string_value(jmsg);
     dt_err e = dt__ledger_report(m->ledger, dt__http_req_param(req, "dataset"), r->name, epoch, id,
-                                 (uint64_t)lease, ok, msg ? msg : "", dt__wall_now());
+                                 (uint64_t)lease, ok, msg ? msg : "", dt__mono_s());
     if (e) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return 0;
@@ -364,7 +368,7 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
     dt__fetch_status st;
     dt__shard sh;
     dt_err e = dt__ledger_fetch(m->ledger, dt__http_req_param(req, "dataset"), r->name,
-                                (uint64_t)request, dt__wall_now(), &st, &sh);
+                                (uint64_t)request, dt__mono_s(), &st, &sh);
     if (e) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
@@ -405,7 +409,7 @@ static void post_heartbeat(void *ctx, const dt__http_req *req, dt__http_resp *re
     if (!this_job(m, req, resp)) return;
     dt__replica *r = replica(m, req, resp);
     if (!r) return;
-    dt__ledger_heartbeat(m->ledger, r->name, dt__wall_now());
+    dt__ledger_heartbeat(m->ledger, r->name, dt__mono_s());
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "ok", 1));
 }
 
@@ -473,7 +477,7 @@ static void post_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *r
     reg.unreachable = json_string_value(un);
     if (!journaled(m, resp)) return;
     json_t *answer;
-    if ((e = dt__rdzv_join(m, &reg, dt__wall_now(), &answer))) {
+    if ((e = dt__rdzv_join(m, &reg, dt__mono_s(), &answer))) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
@@ -499,7 +503,7 @@ static void get_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *re
         return;
     }
     json_t *answer;
-    if ((e = dt__rdzv_status(m, generation, dt__wall_now(), &answer))) {
+    if ((e = dt__rdzv_status(m, generation, dt__mono_s(), &answer))) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/train.h"
 #include "master/master-impl.h"
@@ -59,7 +60,11 @@ typedef struct loop {
     char self_exe[4096];
     char cwd[4096];      /* where replicas run unless their spec says otherwise */
     char spec_src[4096]; /* the spec as given (absolute), for built-in roles */
+    /* Timers are on the monotonic clock (mono()), so that a step of the system clock moves
+     * no restart, kill, lease or heartbeat deadline; wall time (dt__wall_now) goes only into
+     * the journal, the status and the results. */
     double status_written, table_drawn;
+    double start_mono; /* the job's start (st.start_time, a wall time) on mono() */
     double expire_at; /* next check of shard holders' heartbeats */
     int table_lines;
     /* The replicas of this allreduce TrainJob run `dtrain role` and form rings through the
@@ -69,6 +74,8 @@ typedef struct loop {
      * the job's life so that nothing else, in this job or another, is given one (ports.c). */
     dt__ports *ports;
 } loop;
+
+static double mono(void) { return dt__mono_s(); }
 
 static const char *kind_name(const dt_job_spec *job) {
     static const char *const k[] = {[DT_JOB_KIND_TFJOB] = "TFJob",
@@ -162,7 +169,7 @@ static void write_status(loop *L) {
     write_json_file(L, "status.json", j);
     json_decref(j);
     L->m.dirty = 0;
-    L->status_written = dt__wall_now();
+    L->status_written = mono();
 }
 
 static void draw_table(loop *L) {
@@ -190,7 +197,7 @@ static void draw_table(loop *L) {
     }
     fflush(out);
     L->table_lines = lines;
-    L->table_drawn = now;
+    L->table_drawn = mono();
 }
 
 /* ---- launching ---- */
@@ -363,7 +370,7 @@ static void stop_one(loop *L, dt__replica *r) {
     dt__rdzv_replica_gone(&L->m, r->name, r->removing ? "is scaled away" : "is being stopped");
     dt__local_signal(r->pid, SIGTERM);
     r->stopping = 1;
-    r->kill_at = dt__wall_now() + L->m.opts.stop_grace_ms / 1000.0;
+    r->kill_at = mono() + L->m.opts.stop_grace_ms / 1000.0;
     dt__master_touch(&L->m);
 }
 
@@ -508,7 +515,7 @@ static void settle_resumed(loop *L) {
 }
 
 static void exited(loop *L, dt__replica *r, int code) {
-    double now = dt__wall_now();
+    double now = dt__wall_now(), t = mono();
     r->exit_code = code;
     r->end_time = now;
     r->pid = 0;
@@ -520,7 +527,7 @@ static void exited(loop *L, dt__replica *r, int code) {
     dt__master_touch(&L->m);
     char why[64];
     snprintf(why, sizeof why, "%s exited with code %d", r->name, code);
-    int requeued = dt__ledger_release(L->m.ledger, r->name, why, now);
+    int requeued = dt__ledger_release(L->m.ledger, r->name, why, t);
     if (requeued) say(L, "%s: %d shard(s) re-queued", why, requeued);
     snprintf(why, sizeof why, "exited with code %d", code);
     dt__rdzv_replica_gone(&L->m, r->name, why);
@@ -550,7 +557,7 @@ static void exited(loop *L, dt__replica *r, int code) {
             } else {
                 r->state = DT__REPLICA_RESTARTING;
                 double delay = 0.1 * pow(2.0, r->restarts < 7 ? r->restarts : 7);
-                r->restart_at = now + (delay > 10 ? 10 : delay);
+                r->restart_at = t + (delay > 10 ? 10 : delay);
             }
             break;
         }
@@ -636,8 +643,9 @@ static void set_running(loop *L) {
 
 /* Timers: relaunches due, the deadline, the stop grace. */
 static void tick(loop *L) {
-    double now = dt__wall_now();
+    double now = mono();
     const dt_job_spec *job = L->m.job;
+    dt__ledger_set_clock(L->m.ledger, dt__wall_now() - now); /* for the times it shows */
     for (int i = 0; i < L->m.st.nreplicas; i++) /* scaled away and ended: its port goes */
         if (L->m.st.replicas[i].gone) dt__ports_release(L->ports, L->m.st.replicas[i].port);
     if (dt__job_state_sweep(&L->m.st)) dt__master_touch(&L->m);
@@ -674,7 +682,7 @@ static void tick(loop *L) {
             finish(L, DT_JOB_OUTCOME_FAILED, "ShardFailed", "%s", why);
     }
     if (!L->m.st.finished && job->active_deadline_seconds >= 0 && L->m.st.start_time > 0 &&
-        now - L->m.st.start_time >= (double)job->active_deadline_seconds)
+        now - L->start_mono >= (double)job->active_deadline_seconds)
         finish(L, DT_JOB_OUTCOME_FAILED, "DeadlineExceeded",
                "%s %s has failed because it was active longer than specified deadline (%llds).",
                kind_name(job), job->name, (long long)job->active_deadline_seconds);
@@ -727,7 +735,7 @@ static double next_deadline(const loop *L) {
     }
     const dt_job_spec *job = L->m.job;
     if (!L->m.st.finished && job->active_deadline_seconds >= 0 && L->m.st.start_time > 0) {
-        double d = L->m.st.start_time + (double)job->active_deadline_seconds;
+        double d = L->start_mono + (double)job->active_deadline_seconds;
         if (d < t) t = d;
     }
     if (!L->m.st.finished && L->expire_at < t) t = L->expire_at;
@@ -852,7 +860,7 @@ static void remove_worker(loop *L, int i, int live) {
         if (live) stop_one(L, r);
         return;
     }
-    if (live) dt__ledger_release(L->m.ledger, r->name, "scaled away", dt__wall_now());
+    if (live) dt__ledger_release(L->m.ledger, r->name, "scaled away", mono());
     if (L->ports) dt__ports_release(L->ports, r->port);
     dt__job_state_remove(&L->m.st, i);
 }
@@ -1329,7 +1337,12 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     /* Given, journaled (a resume keeps the first run's), or the default. */
     if (m->opts.heartbeat_timeout_ms <= 0) m->opts.heartbeat_timeout_ms = 30000;
     dt__ledger_set_leases(m->ledger, m->opts.lease_timeout_ms / 1000.0, DT_MASTER_LEASE_FLOOR_S);
-    double now = dt__wall_now();
+    double now = dt__wall_now(), tnow = mono();
+    /* The job's start on the monotonic clock: now, or as long ago as the journal says. */
+    L->start_mono = tnow - (m->opts.resume && m->st.start_time > 0 ? now - m->st.start_time : 0);
+    /* The replayed ledger's times are the journal's wall times: onto the monotonic clock. */
+    dt__ledger_rebase(m->ledger, tnow - now);
+    dt__ledger_set_clock(m->ledger, now - tnow);
     if (!m->opts.resume) {
         m->st.start_time = now;
         json_t *ports = json_object();
@@ -1364,7 +1377,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
                 if (r->removing) stop_one(L, r); /* scaled away before the master died */
                 /* Its heartbeats went nowhere while no master ran: the timeout starts now,
                  * not at its last journaled fetch or report. */
-                dt__ledger_heartbeat(m->ledger, r->name, now);
+                dt__ledger_heartbeat(m->ledger, r->name, tnow);
             }
         }
         say(L, "job %s resumed from %s, API %s", job->name, m->dir, m->url);
@@ -1373,7 +1386,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             m->st.total_restarts += r->restarts;
             /* Shards held by a replica that ended while no master watched go back. */
             if (r->state != DT__REPLICA_RUNNING)
-                dt__ledger_release(m->ledger, r->name, "ended before the master resumed", now);
+                dt__ledger_release(m->ledger, r->name, "ended before the master resumed", tnow);
         }
         /* Finished before it died: the clean-up it may not have completed. */
         if (m->st.finished &&
@@ -1419,7 +1432,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         int http_ms = dt__http_server_timeout_ms(m->http);
         int timeout = -1;
         if (isfinite(t)) {
-            double ms = (t - dt__wall_now()) * 1000.0;
+            double ms = (t - mono()) * 1000.0;
             timeout = ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ceil(ms);
         }
         if (http_ms >= 0 && (timeout < 0 || http_ms < timeout)) timeout = http_ms;
@@ -1446,7 +1459,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             }
         }
         if (http_ready || http_ms == 0) dt__http_server_run(m->http);
-        double now2 = dt__wall_now();
+        double now2 = mono();
         if (m->dirty && now2 - L->status_written >= STATUS_INTERVAL) write_status(L);
         if (m->opts.live_table && now2 - L->table_drawn >= TABLE_INTERVAL) draw_table(L);
     }

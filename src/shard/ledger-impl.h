@@ -119,6 +119,15 @@ int dt__ledger_release(dt__ledger *l, const char *replica, const char *why, doub
  * timeout seconds; returns how many shards. */
 int dt__ledger_expire(dt__ledger *l, double now, double timeout);
 
+/* Times. Every `now` given to the ledger is on one timeline, which decides heartbeat
+ * expiry and lease deadlines: the master's monotonic clock, so that a step of the system
+ * clock expires nothing. The events it journals carry the master's wall time instead, and
+ * a replay rebuilds the ledger on that timeline: dt__ledger_rebase(l, mono - wall) after a
+ * replay moves every time onto the monotonic one. dt__ledger_set_clock(l, wall - mono)
+ * gives the offset for the times the ledger shows (progress, refusal messages). */
+void dt__ledger_rebase(dt__ledger *l, double delta);
+void dt__ledger_set_clock(dt__ledger *l, double wall_offset);
+
 /* Lease deadlines (progress, not liveness): a shard held longer than its deadline is
  * re-queued even while its holder sends heartbeats. fixed > 0: that many seconds; else
  * 10 x the mean time a shard of the dataset took from fetch to accepted report (once 3 are

@@ -164,6 +164,7 @@ struct dt__ledger {
     int nreplicas, cap_replicas;
     uint64_t next_lease;
     double lease_fixed, lease_floor; /* dt__ledger_set_leases */
+    double wall_offset; /* wall time - the `now` timeline, for what is shown (dt__ledger_set_clock) */
 };
 
 /* ---- small helpers ---- */
@@ -592,15 +593,16 @@ static dt_err refuse(const dt__ledger *l, ld_dataset *d, const char *replica, in
     }
     if (s->requeue_why == LD_REQ_FAILED)
         snprintf(hist, sizeof hist, "it was re-queued at %.3f after a failed report by %s, ",
-                 s->requeued_at, prev);
+                 s->requeued_at + l->wall_offset, prev);
     else if (s->requeue_why == LD_REQ_EXPIRED)
         snprintf(hist, sizeof hist,
                  "it was re-queued at %.3f when its lease held by %s passed its deadline "
                  "without a report, ",
-                 s->requeued_at, prev);
+                 s->requeued_at + l->wall_offset, prev);
     else if (s->requeue_why == LD_REQ_RELEASED)
         snprintf(hist, sizeof hist, "it was re-queued at %.3f when %s was released%s%s%s, ",
-                 s->requeued_at, prev, rel ? " (" : "", rel ? rel->why : "", rel ? ")" : "");
+                 s->requeued_at + l->wall_offset, prev, rel ? " (" : "", rel ? rel->why : "",
+                 rel ? ")" : "");
     const char *holder = s->holder >= 0 ? l->replicas[s->holder].name : "?";
     if (s->state == LD_DONE)
         snprintf(cur, sizeof cur, "done by %s", holder);
@@ -808,6 +810,26 @@ static void expire_one(dt__ledger *l, ld_dataset *d, int64_t e, int64_t id, doub
                           held, "deadline", deadline, "time", now));
 }
 
+void dt__ledger_set_clock(dt__ledger *l, double wall_offset) { l->wall_offset = wall_offset; }
+
+void dt__ledger_rebase(dt__ledger *l, double delta) {
+    for (int r = 0; r < l->nreplicas; r++) {
+        l->replicas[r].last_seen += delta;
+        for (int k = 0; k < l->replicas[r].nreleases; k++) l->replicas[r].releases[k].at += delta;
+    }
+    for (int i = 0; i < l->ndatasets; i++) {
+        ld_dataset *d = l->datasets[i];
+        for (int64_t e = d->first_open; e < d->nopened; e++) {
+            ld_epoch *ep = &d->epochs[e];
+            if (ep->done) continue;
+            for (int64_t id = 0; id < d->nshards; id++) {
+                ep->shards[id].since += delta;
+                ep->shards[id].requeued_at += delta;
+            }
+        }
+    }
+}
+
 void dt__ledger_set_leases(dt__ledger *l, double fixed, double floor_s) {
     l->lease_fixed = fixed > 0 ? fixed : 0;
     l->lease_floor = floor_s > 0 ? floor_s : 0;
@@ -876,7 +898,7 @@ static json_t *dataset_progress(const dt__ledger *l, const ld_dataset *d) {
                                       json_pack("{s:s, s:I, s:I, s:I, s:f}", "replica",
                                                 l->replicas[s->holder].name, "epoch", (json_int_t)e,
                                                 "id", (json_int_t)id, "lease", (json_int_t)s->lease,
-                                                "since", s->since));
+                                                "since", s->since + l->wall_offset));
         }
     }
     json_object_set_new(j, "in_flight", json_integer((json_int_t)nflying));
