@@ -59,9 +59,9 @@ static int run(int argc, char **argv) {
     if (!job_dir) return dt__cli_usage_error(cmd, "--job-dir is required");
     dt_job_spec *job = NULL;
     dt_err e = dt_job_spec_load(&job, argv[optind]);
-    if (e) {
+    if (e) { /* unreadable or malformed: a restart reads the same */
         fprintf(stderr, "dtrain role: %s\n", dt_errmsg());
-        return e == DT_ERR_IO ? DT_EXIT_FAILED : DT_EXIT_USAGE;
+        return DT_EXIT_USAGE;
     }
     dt_role_opts opts = {.job_dir = job_dir, .log = stderr};
     e = dt_role_run(job, &opts);

@@ -355,7 +355,7 @@ static void test_trainjob_defaults(void) {
     DT_CHECK(job);
     DT_CHECK(dt_job_spec_total_replicas(job) == 1);
     DT_CHECK(job->replicas[DT_REPLICA_TYPE_WORKER].present);
-    DT_CHECK(job->replicas[DT_REPLICA_TYPE_WORKER].restart == DT_RESTART_POLICY_EXIT_CODE);
+    DT_CHECK(job->replicas[DT_REPLICA_TYPE_WORKER].restart == DT_RESTART_POLICY_ON_FAILURE); /* dtrain train: OnFailure */
     DT_CHECK(job->strategy == DT_STRATEGY_ALLREDUCE);
     DT_CHECK(!strcmp(job->namespace, "default"));
     char *tf = tf_config_of(job, DT_REPLICA_TYPE_WORKER, 0, NULL);

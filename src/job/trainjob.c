@@ -29,15 +29,19 @@
 #include "job/job-impl.h"
 #include "spec/spec-impl.h"
 
+/* Restart policies by default: ExitCode for dtrain's built-in roles (`dtrain role` exits 2
+ * for a failure no restart mends, 128 for one a restart may), OnFailure for the one replica
+ * of a job of one, which runs `dtrain train` (its exit codes say nothing of that). */
 static dt_err parse_replicas(dt_job_spec *job, const dt__yval *spec) {
     static const char *const keys[] = {"replicas", "restartPolicy", "env", NULL};
     dt__yval m, v;
     dt_err e;
+    int explicit_policy[DT_REPLICA_TYPE__COUNT] = {0};
     if (!dt__ymap_get(spec, "replicas", &m)) {
         dt_replica_spec *rs = &job->replicas[DT_REPLICA_TYPE_WORKER];
         rs->present = 1;
         rs->replicas = 1;
-        rs->restart = DT_RESTART_POLICY_EXIT_CODE;
+        rs->restart = DT_RESTART_POLICY_ON_FAILURE;
         rs->line = spec->decl_line;
         return DT_OK;
     }
@@ -65,6 +69,7 @@ static dt_err parse_replicas(dt_job_spec *job, const dt__yval *spec) {
                 (e = dt__job_parse_restart(&val, &rs->restart)) ||
                 (dt__ymap_get(&val, "env", &v) && (e = dt__job_parse_env(&v, rs, job))))
                 return e;
+            explicit_policy[t] = dt__ymap_get(&val, "restartPolicy", &v);
         } else if (dt__yval_is_scalar(&val)) {
             if ((e = dt__job_parse_count(&val, (dt_replica_type)t, &rs->replicas))) return e;
         } else {
@@ -75,7 +80,12 @@ static dt_err parse_replicas(dt_job_spec *job, const dt__yval *spec) {
                             dt__yval_describe(&val, got, sizeof got));
         }
     }
-    return dt__job_check_total(job, &m);
+    if ((e = dt__job_check_total(job, &m))) return e;
+    if (dt_job_spec_total_replicas(job) == 1)
+        for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++)
+            if (job->replicas[t].present && job->replicas[t].replicas == 1 && !explicit_policy[t])
+                job->replicas[t].restart = DT_RESTART_POLICY_ON_FAILURE;
+    return DT_OK;
 }
 
 static dt_err parse_strategy(dt_job_spec *job, const dt__yval *spec) {

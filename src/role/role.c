@@ -144,6 +144,22 @@ static int spec_trainers(const dt_job_spec *job) {
     return n > 0 ? n : 1;
 }
 
+/* Is one of the spec's data files missing, unreadable or not a regular file? */
+static int data_files_bad(const dt_spec *s) {
+    const dt_data_source *srcs[2] = {&s->train, s->has_eval ? &s->eval : NULL};
+    for (int i = 0; i < 2; i++) {
+        const dt_data_source *d = srcs[i];
+        if (!d) continue;
+        const char *paths[2] = {d->format == DT_DATA_IDX ? d->images : d->path,
+                                d->format == DT_DATA_IDX ? d->labels : NULL};
+        for (int k = 0; k < 2; k++) {
+            if (d->format == DT_DATA_SYNTHETIC || !paths[k]) continue;
+            if (dt__check_regular(paths[k])) return 1;
+        }
+    }
+    return 0;
+}
+
 dt_err dt__role_model(dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **train_out,
                       dt_dataset **eval_out, dt_model **model) {
     dt_dataset *train = NULL, *eval = NULL;
@@ -157,8 +173,13 @@ dt_err dt__role_model(dt__role *r, int64_t batch, dt_pool *pool, dt_dataset **tr
     if (e) {
         dt_model_free(*model);
         *model = NULL;
-        r->permanent = 1;
-        return e;
+        /* No restart mends a bad spec, shape or data file, nor a data file that is missing or
+         * not a regular one; out of memory or a passing I/O error it may. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dt_errmsg());
+        r->permanent = e == DT_ERR_SPEC || e == DT_ERR_SHAPE || e == DT_ERR_FORMAT ||
+                       e == DT_ERR_ARG || data_files_bad(r->spec);
+        return dt_err_set(e, "%s", msg); /* the check above replaced the message */
     }
     if (train_out) *train_out = train;
     if (eval_out) *eval_out = eval;
@@ -309,9 +330,9 @@ dt_err dt_role_run(const dt_job_spec *job, dt_role_opts *opts) {
     default: e = ps ? dt__role_trainer(&r) : dt__role_allreduce(&r); break;
     }
 end:
-    /* A spec, shape or data format error is as permanent wherever it arises. */
-    if (e && (r.permanent || e == DT_ERR_SPEC || e == DT_ERR_SHAPE || e == DT_ERR_FORMAT))
-        opts->permanent = 1;
+    /* A spec or shape error is as permanent wherever it arises (a format error is not: on
+     * the wire it may be a peer that restarts). */
+    if (e && (r.permanent || e == DT_ERR_SPEC || e == DT_ERR_SHAPE)) opts->permanent = 1;
     role_free(&r);
     return e;
 }

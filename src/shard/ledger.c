@@ -68,7 +68,9 @@
  * deadline: a shard held longer than it is re-queued on its own (dt__ledger_expire_leases,
  * journaled as "shard.expire"), and a late report of it is refused as for a release. The
  * deadline is the one given, or 10 x the mean time from fetch to accepted report of the
- * dataset's shards so far (from 3 of them on), and never less than the floor given.
+ * dataset's shards so far (from 3 of them on), and never less than the floor given; it
+ * doubles for a shard each time the shard's lease expires (so that shards slower than the
+ * deadline still end: the first deadline may come before any shard could be timed).
  *   {"ev":"shard.expire","dataset":s,"replica":s,"epoch":i,"id":i,"lease":i,"held":f,
  *    "deadline":f,"time":f}
  *
@@ -100,6 +102,7 @@ typedef struct ld_shard {
     int32_t failures;    /* failed reports */
     uint8_t state;       /* LD_TODO, LD_DOING, LD_DONE */
     uint8_t requeue_why; /* LD_REQ_* of the last re-queue */
+    uint8_t expiries;    /* times its lease passed its deadline: each doubles the next */
 } ld_shard;
 
 typedef struct ld_epoch {
@@ -801,6 +804,7 @@ static void expire_one(dt__ledger *l, ld_dataset *d, int64_t e, int64_t id, doub
     uint64_t lease = s->lease;
     double held = now - s->since;
     requeue(d, ep, id, LD_REQ_EXPIRED, now);
+    if (s->expiries < 255) s->expiries++;
     l->replicas[r].ndoing--;
     d->expired++;
     if (journal && l->journal)
@@ -846,8 +850,9 @@ int dt__ledger_expire_leases(dt__ledger *l, double now) {
             if (ep->done) continue;
             for (int64_t id = 0; id < d->nshards; id++) {
                 const ld_shard *s = &ep->shards[id];
-                if (s->state != LD_DOING || !(now - s->since > deadline)) continue;
-                expire_one(l, d, e, id, deadline, now, 1);
+                double mine = deadline * (double)(1u << (s->expiries < 16 ? s->expiries : 16));
+                if (s->state != LD_DOING || !(now - s->since > mine)) continue;
+                expire_one(l, d, e, id, mine, now, 1);
                 count++;
             }
         }
