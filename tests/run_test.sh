@@ -78,7 +78,9 @@ no_replicas_left() {
 ran_at_least() { [ "$(cat "$STATE/ran" 2>/dev/null | wc -l)" -ge "$1" ]; }
 
 # ---- success, with every replica type; cleanPodPolicy Running stops the PS ----
-job ok "" "$(replica_spec Chief 1 Never sleep 0.5)" "$(replica_spec Worker 2 Never exit 0)" \
+# The chief ends the job once all 5 replicas have started (not after a fixed time: on a
+# loaded machine the PS or the evaluator may start later than that).
+job ok "" "$(replica_spec Chief 1 Never wait-ran 5)" "$(replica_spec Worker 2 Never exit 0)" \
     "$(replica_spec PS 1 Never sleep 60)" "$(replica_spec Evaluator 1 Never sleep 60)"
 run_job ok
 [ $rc -eq 0 ] && pass "ok: exit 0" || fail "ok: exit $rc: $(tail -5 "$TMP/err")"
