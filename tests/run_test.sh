@@ -141,7 +141,8 @@ job deadline "{activeDeadlineSeconds: 1}" "$(replica_spec Worker 1 Never sleep 6
 start=$(date +%s)
 run_job deadline
 took=$(($(date +%s) - start))
-[ $rc -eq 1 ] && [ $took -lt 15 ] && pass "deadline: failed in ${took}s" || fail "deadline: exit $rc in ${took}s"
+# well before the replica's 60 s: the deadline ended it (a bound against a hang, not a timing)
+[ $rc -eq 1 ] && [ $took -lt 30 ] && pass "deadline: failed in ${took}s" || fail "deadline: exit $rc in ${took}s"
 result_has "deadline: DeadlineExceeded" '"reason": "DeadlineExceeded"'
 no_replicas_left deadline
 
