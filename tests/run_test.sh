@@ -238,7 +238,8 @@ expect_err_has "elastic-bad: names file, line and field" \
 job cleannone "{cleanPodPolicy: None}" "$(replica_spec Worker 1 Never exit 0)" \
     "$(replica_spec PS 1 Never sleep 60)"
 run_job cleannone
-[ $rc -eq 0 ] && pgrep -f "$REPLICA sleep 60" >/dev/null && pass "cleanPodPolicy None: PS still runs" ||
+# wait_for: the job may end before the PS's process has exec'd its command
+[ $rc -eq 0 ] && wait_for pgrep -f "$REPLICA sleep 60" >/dev/null && pass "cleanPodPolicy None: PS still runs" ||
     fail "cleannone: exit $rc, PS running: $(pgrep -af "$REPLICA" | head -2)"
 pkill -KILL -f "$REPLICA"
 
