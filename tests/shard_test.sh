@@ -77,6 +77,19 @@ for line in open(sys.argv[1]):
     if ev.get("ev", "").startswith("shard.") and ev.get("replica") == sys.argv[2]: last = ev["ev"]
 sys.exit(last != "shard.fetch")' "runs/$1/journal.jsonl" "$2"
 }
+# retaken JOB REPLICA: the shard of the replica's last fetch was fetched again since (by
+# another replica, after its release).
+retaken() {
+    $PY -c 'import json,sys
+fetches = []
+for line in open(sys.argv[1]):
+    try: ev = json.loads(line)
+    except ValueError: continue
+    if ev.get("ev") == "shard.fetch": fetches.append((ev["replica"], ev["dataset"], ev["epoch"], ev["id"]))
+last = max((i for i, f in enumerate(fetches) if f[0] == sys.argv[2]), default=None)
+sys.exit(last is None or not any(f[1:] == fetches[last][1:] for f in fetches[last + 1:]))' \
+        "runs/$1/journal.jsonl" "$2"
+}
 # progressed JOB N: the workers have written at least N shards done so far.
 progressed() { [ "$(cat "$TMP/out-$1.txt" 2>/dev/null | wc -l)" -ge "$2" ]; }
 # stop_holding JOB REPLICA: SIGSTOP the replica at a moment it holds a shard; prints its pid.
@@ -168,7 +181,7 @@ for victim in worker-2 worker-1; do # a C worker, then the Python one
     pid=$(stop_holding stopped $victim) || fail "stopped: $victim never held a shard"
     wait_for grep -q "\"shard.release\".*\"replica\":\"$victim\"\|\"replica\":\"$victim\".*\"shard.release\"" \
         runs/stopped/journal.jsonl || fail "stopped: $victim's shard not released"
-    sleep 1 # let another worker take the shard
+    wait_for retaken stopped $victim || fail "stopped: $victim's shard not taken by another worker"
     kill -CONT "$pid"
 done
 wait_for finished stopped || fail "stopped: did not finish"
