@@ -199,7 +199,7 @@ for cut in 10 30; do
     wait_for progressed resumed $cut || fail "resumed: no progress before cut $cut"
     mpid=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' runs/resumed/master.json)
     kill -KILL "$mpid"
-    sleep 0.5
+    wait_for sh -c "! kill -0 $mpid 2>/dev/null" # dead: its lock on the job dir is free
     expect_exit 0 "resumed: resume after cut $cut" -- "$DTRAIN" run --resume runs/resumed --detach
 done
 wait_for finished resumed || fail "resumed: did not finish"
