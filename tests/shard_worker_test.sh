@@ -91,6 +91,6 @@ grep -q 're-queued' runs/killed/master.log && pass "killed: the master re-queued
     fail "killed: master.log: $(cat runs/killed/master.log)"
 "$DTRAIN" stop runs/killed >/dev/null 2>&1
 
-sleep 0.2
-if pgrep -f "$TMP/" >/dev/null; then fail "workers left: $(pgrep -af "$TMP/")"; else pass "no worker left"; fi
+no_worker_left() { ! pgrep -f "$TMP/" >/dev/null; }
+if wait_for no_worker_left; then pass "no worker left"; else fail "workers left: $(pgrep -af "$TMP/")"; fi
 finish
