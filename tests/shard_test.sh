@@ -102,6 +102,9 @@ stop_holding() {
         pid=$(pid_of "$1" "$2")
         if [ -n "$pid" ]; then
             kill -STOP "$pid"
+            # A request it sent just before the stop is already in the master's socket: one
+            # request of ours (status asks the live master) lets it land before we look.
+            "$DTRAIN" status "runs/$1" >/dev/null 2>&1
             if holds "$1" "$2"; then echo "$pid"; return 0; fi
             kill -CONT "$pid"
         fi
