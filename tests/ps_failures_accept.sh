@@ -57,8 +57,9 @@ assert chief["eval"]["accuracy"] >= 0.88
 for name in ("worker-1", "ps-0", "chief-0"):
     assert r["replicas"][name]["restarts"] >= 1, name
 PYEOF
-# Nothing of the job outlives it (a replica whose supervisor died is killed with it).
-sleep 1
-left=$(pgrep -f -- "--job-dir $J" | tr '\n' ' ')
-[ -z "$left" ] && pass "no replica process outlives the job" || fail "left running: $left"
+# Nothing of the job outlives it (a replica whose supervisor died is killed with it); the
+# master may still be stopping replicas when result.json appears.
+none_left() { ! pgrep -f -- "--job-dir $J" >/dev/null; }
+wait_for none_left && pass "no replica process outlives the job" ||
+    fail "left running: $(pgrep -f -- "--job-dir $J" | tr '\n' ' ')"
 finish

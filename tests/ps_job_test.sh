@@ -114,7 +114,9 @@ assert c["eval"]["accuracy"] >= 0.6, c["eval"]' &&
 fi
 
 if section scale; then
-    spec scale "{chief: 1, worker: 1, ps: 1}" "{minibatchesPerShard: 1}" 60
+    # long enough (5 s here) to be still running when the test scales down: with 60 epochs
+    # (1 s) a loaded machine started worker-2 so late that the job had ended by then
+    spec scale "{chief: 1, worker: 1, ps: 1}" "{minibatchesPerShard: 1}" 600
     expect_exit 0 scale-start -- "$DTRAIN" run scale.yaml --job-dir job-scale --detach
     expect_exit 0 scale-up -- "$DTRAIN" scale job-scale --workers 3 && pass "scale: up to 3 workers"
     trained() { [ -f job-scale/logs/worker-2.log ] && grep -q "training against" job-scale/logs/worker-2.log; }

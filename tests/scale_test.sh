@@ -195,7 +195,9 @@ wait_for test -s "$STATE/worker-1.tf" || fail "scale to 2: worker-1 did not star
 mpid=$(mpid_of sc)
 kill -KILL "$mpid"
 wait_for sh -c "! kill -0 $mpid 2>/dev/null"
-expect_exit 0 "resume: detached" -- "$DTRAIN" run --resume runs/sc --detach ||
+# A long stop grace: the stubborn worker-1 below must still be Removing when the test looks
+# (and this master is killed before it would SIGKILL it).
+expect_exit 0 "resume: detached" -- "$DTRAIN" run --resume runs/sc --detach --stop-grace 60 ||
     fail "resume: $(tail -5 runs/sc/master.log)"
 grep -q "worker-1 still runs (pid [0-9]*): adopted" runs/sc/master.log && pass "resume: worker-1 adopted" ||
     fail "resume: $(tail -8 runs/sc/master.log)"

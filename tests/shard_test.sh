@@ -80,6 +80,22 @@ for line in open(sys.argv[1]):
     if ev.get("ev", "").startswith("shard.") and ev.get("replica") == sys.argv[2]: last = ev["ev"]
 sys.exit(last != "shard.fetch")' "runs/$1/journal.jsonl" "$2"
 }
+# retaken JOB REPLICA: the shard of the replica's last fetch was fetched again since (by
+# another replica, after its release).
+retaken() {
+    $PY -c 'import json,sys
+fetches = []
+for line in open(sys.argv[1]):
+    try: ev = json.loads(line)
+    except ValueError: continue
+    if ev.get("ev") == "shard.fetch": fetches.append((ev["replica"], ev["dataset"], ev["epoch"], ev["id"]))
+last = max((i for i, f in enumerate(fetches) if f[0] == sys.argv[2]), default=None)
+sys.exit(last is None or not any(f[1:] == fetches[last][1:] for f in fetches[last + 1:]))' \
+        "runs/$1/journal.jsonl" "$2"
+}
+# releases JOB REPLICA: how many releases of the replica's shards the journal has.
+releases() { grep '"ev":"shard.release"' "runs/$1/journal.jsonl" | grep -c "\"replica\":\"$2\""; }
+released_since() { [ "$(releases "$1" "$2")" -gt "$3" ]; } # JOB REPLICA COUNT
 # progressed JOB N: the workers have written at least N shards done so far.
 progressed() { [ "$(cat "$TMP/out-$1.txt" 2>/dev/null | wc -l)" -ge "$2" ]; }
 # stop_holding JOB REPLICA: SIGSTOP the replica at a moment it holds a shard; prints its pid.
@@ -89,6 +105,9 @@ stop_holding() {
         pid=$(pid_of "$1" "$2")
         if [ -n "$pid" ]; then
             kill -STOP "$pid"
+            # A request it sent just before the stop is already in the master's socket: one
+            # request of ours (status asks the live master) lets it land before we look.
+            "$DTRAIN" status "runs/$1" >/dev/null 2>&1
             if holds "$1" "$2"; then echo "$pid"; return 0; fi
             kill -CONT "$pid"
         fi
@@ -168,10 +187,20 @@ job stopped Never 3 "worker-1" "" --sleep-ms 100
 expect_exit 0 "stopped: detach" -- "$DTRAIN" run stopped.yaml --detach --stop-grace 2 --heartbeat-timeout 1
 wait_for progressed stopped 4 || fail "stopped: no progress"
 for victim in worker-2 worker-1; do # a C worker, then the Python one
-    pid=$(stop_holding stopped $victim) || fail "stopped: $victim never held a shard"
-    wait_for grep -q "\"shard.release\".*\"replica\":\"$victim\"\|\"replica\":\"$victim\".*\"shard.release\"" \
-        runs/stopped/journal.jsonl || fail "stopped: $victim's shard not released"
-    sleep 1 # let another worker take the shard
+    # A report sent just before the stop may land after stop_holding looked: the worker
+    # then holds nothing and nothing is released. Continue it and stop it again.
+    pid= released=
+    for _ in 1 2 3; do
+        n=$(releases stopped $victim)
+        pid=$(stop_holding stopped $victim) || { pid=; break; }
+        settled() { released_since stopped $victim "$n" || ! holds stopped $victim; }
+        wait_for settled
+        released_since stopped $victim "$n" && { released=1; break; }
+        kill -CONT "$pid"
+    done
+    [ -n "$pid" ] || fail "stopped: $victim never held a shard"
+    [ -n "$released" ] || fail "stopped: $victim's shard not released"
+    wait_for retaken stopped $victim || fail "stopped: $victim's shard not taken by another worker"
     kill -CONT "$pid"
 done
 wait_for finished stopped || fail "stopped: did not finish"
@@ -189,7 +218,7 @@ for cut in 10 30; do
     wait_for progressed resumed $cut || fail "resumed: no progress before cut $cut"
     mpid=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' runs/resumed/master.json)
     kill -KILL "$mpid"
-    sleep 0.5
+    wait_for sh -c "! kill -0 $mpid 2>/dev/null" # dead: its lock on the job dir is free
     expect_exit 0 "resumed: resume after cut $cut" -- "$DTRAIN" run --resume runs/resumed --detach
 done
 wait_for finished resumed || fail "resumed: did not finish"

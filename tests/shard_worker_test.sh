@@ -73,8 +73,12 @@ grep -q '"state": "done"' $R && [ "$(grep -c '"samples_done": 1000,' $R)" -eq 3 
 job killed 2 --dataset training --size 400 --batch 10 --epochs 2 --minibatches 2 --sleep-ms 100
 "$DTRAIN" run killed.yaml --detach --stop-grace 1 >"$TMP/out" 2>"$TMP/err" ||
     fail "killed: detach: $(cat "$TMP/err")"
-for _ in $(seq 200); do [ -s killed.out ] && break; sleep 0.05; done
-pid=$(grep -o '"pid": [0-9]*' runs/killed/status.json | head -1 | grep -o '[0-9]*$')
+# worker-0 has reported a shard: it holds the next one (the report fetches it), not only
+# some worker (worker-0 may start later and hold nothing yet)
+wait_for grep -q "^worker-0 " killed.out
+pid=$(/usr/bin/python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["replicas"]:
+    if r["name"] == "worker-0" and r.get("pid"): print(r["pid"])' runs/killed/status.json)
 if [ -n "$pid" ]; then kill -KILL -- "-$pid"; else fail "killed: no pid in status.json"; fi
 for _ in $(seq 600); do
     grep -q '"phase": "\(Succeeded\|Failed\)"' runs/killed/status.json 2>/dev/null && break
@@ -87,6 +91,6 @@ grep -q 're-queued' runs/killed/master.log && pass "killed: the master re-queued
     fail "killed: master.log: $(cat runs/killed/master.log)"
 "$DTRAIN" stop runs/killed >/dev/null 2>&1
 
-sleep 0.2
-if pgrep -f "$TMP/" >/dev/null; then fail "workers left: $(pgrep -af "$TMP/")"; else pass "no worker left"; fi
+no_worker_left() { ! pgrep -f "$TMP/" >/dev/null; }
+if wait_for no_worker_left; then pass "no worker left"; else fail "workers left: $(pgrep -af "$TMP/")"; fi
 finish

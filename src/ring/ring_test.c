@@ -600,10 +600,28 @@ static void test_peer_closes_midway(void) {
     }
 }
 
-static void sleeper_fn(member *m, dt_ring *r) {
+/* A member that stays connected but silent until `until` others have finished (counted in
+ * done; a minute at most): their failures, not a fixed time, end its silence (a silence of
+ * fixed length could end first on a loaded machine, and its close would fail the others). */
+typedef struct silence {
+    atomic_int done;
+    int until;
+} silence;
+
+static void silent_fn(member *m, dt_ring *r) {
     (void)r;
-    sleep_ms((int)(intptr_t)m->arg);
+    silence *s = m->arg;
+    for (int waited = 0; atomic_load(&s->done) < s->until && waited < 60000; waited += 5)
+        sleep_ms(5);
     m->ok = 1;
+}
+
+/* big_allreduce_fn once, then count this member done in the silence m->arg. */
+static void big_allreduce_then_done_fn(member *m, dt_ring *r) {
+    silence *s = m->arg;
+    m->arg = NULL;
+    big_allreduce_fn(m, r);
+    atomic_fetch_add(&s->done, 1);
 }
 
 /* A member that stays connected but never takes part: the others fail after timeout_ms. */
@@ -612,16 +630,17 @@ static void test_silent_peer_times_out(void) {
     DT_CHECK(group_listen(&g, 3) == 0);
     FILE *log = tmpfile();
     member ms[MAXM];
-    members_init(ms, &g, big_allreduce_fn, NULL);
+    silence si = {.until = 2};
+    atomic_init(&si.done, 0);
+    members_init(ms, &g, big_allreduce_then_done_fn, &si);
     for (int i = 0; i < 3; i++) {
         ms[i].timeout_ms = 500;
         ms[i].log = log;
     }
     /* rank 0 waits longer: rank 2 times out first, blaming rank 1, and its failure then
-     * reaches rank 0 (a close) */
+     * reaches rank 0 (a close); rank 1 is silent until both have failed */
     ms[0].timeout_ms = 3000;
-    ms[1].fn = sleeper_fn;
-    ms[1].arg = (void *)(intptr_t)2000;
+    ms[1].fn = silent_fn;
     DT_CHECK(run_members(ms, 3) == 0);
     for (int i = 0; i < 3; i += 2) {
         if (ms[i].err != DT_ERR_IO)
@@ -657,8 +676,11 @@ static void test_abort_unblocks(void) {
     atomic_init(&a.entered, 0);
     members_init(ms, &g, abortee_fn, &a);
     ms[0].timeout_ms = 1000 * 1000;
-    ms[1].fn = sleeper_fn;
-    ms[1].arg = (void *)(intptr_t)1500;
+    /* rank 1 is silent until rank 0 is done (the abort, not rank 1's close, must end it) */
+    silence si = {.until = 1};
+    atomic_init(&si.done, 0);
+    ms[1].fn = silent_fn;
+    ms[1].arg = &si;
     for (int i = 0; i < 2; i++)
         pthread_create(&ms[i].th, NULL, member_main, &ms[i]);
     while (!atomic_load(&a.entered))
@@ -672,6 +694,7 @@ static void test_abort_unblocks(void) {
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += JOIN_BOUND_S;
     DT_CHECK(pthread_timedjoin_np(ms[0].th, NULL, &dl) == 0);
+    atomic_store(&si.done, 1);
     DT_CHECK(pthread_timedjoin_np(ms[1].th, NULL, &dl) == 0);
     DT_CHECK(ms[0].err == DT_ERR_STATE);
     DT_CHECK(strstr(ms[0].msg, "aborted") != NULL);

@@ -7,6 +7,8 @@
 #     attempts C1 C2 ...       exit with C1 on the first attempt, C2 on the second, ...
 #                              (the last code repeats); a code 'kill' means SIGKILL itself
 #     wait-file PATH           wait until PATH exists, then exit 0
+#     wait-ran N               wait until N replicas have started (lines of $STATE/ran), then
+#                              exit 0
 #
 # Before acting it checks its environment: DTRAIN_REPLICA, DTRAIN_MASTER, DTRAIN_JOB_TOKEN
 # set; TF_CONFIG (when set) names this replica as its task; the variables of the
@@ -47,6 +49,10 @@ attempts)
 wait-file)
     trap 'exit 143' TERM
     while [ ! -e "$1" ]; do sleep 0.05; done
+    exit 0 ;;
+wait-ran)
+    trap 'exit 143' TERM
+    while [ "$(wc -l <"$STATE/ran")" -lt "$1" ]; do sleep 0.05; done
     exit 0 ;;
 *) fail "unknown action $action" ;;
 esac
