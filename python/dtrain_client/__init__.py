@@ -97,9 +97,11 @@ class MasterClient:
                 answer = json.loads(text) if text else {}
             except ValueError:
                 answer = {"error": text.decode(errors="replace")}
-            if status == 503 and time.monotonic() + delay <= deadline:
+            if status == 503:
                 # The master cannot write its journal (a full disk): it records nothing
                 # until it can, and answers this same request as the first would have been.
+                # Retried for as long as it says so (a master that gives up ends the job).
+                deadline = time.monotonic() + retry_seconds
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue

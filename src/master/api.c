@@ -57,13 +57,24 @@ static dt__replica *replica(dt__master *m, const dt__http_req *req, dt__http_res
 
 /* Before a change: 1 when the journal is writable, else a 503 answer and 0. After one:
  * the same, so that the change is acknowledged only once it is journaled. */
-static int journaled(dt__master *m, dt__http_resp *resp) {
+static int journaled_at(dt__master *m, dt__http_resp *resp, int after) {
     if (dt__journal_ok(m->journal)) return 1;
-    dt__http_resp_error(resp, 503,
-                        "the master cannot write its journal (%s): nothing is changed or "
-                        "acknowledged until it can; retry",
-                        dt__journal_why(m->journal));
+    if (after)
+        dt__http_resp_error(resp, 503,
+                            "the master cannot write its journal (%s): the change is made but "
+                            "not yet recorded; retry the same request, which is answered once "
+                            "it is",
+                            dt__journal_why(m->journal));
+    else
+        dt__http_resp_error(resp, 503,
+                            "the master cannot write its journal (%s): nothing is changed until "
+                            "it can; retry",
+                            dt__journal_why(m->journal));
     return 0;
+}
+static int journaled(dt__master *m, dt__http_resp *resp) { return journaled_at(m, resp, 0); }
+static int journaled_after(dt__master *m, dt__http_resp *resp) {
+    return journaled_at(m, resp, 1);
 }
 
 static void healthz(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
@@ -179,7 +190,7 @@ static void post_report(void *ctx, const dt__http_req *req, dt__http_resp *resp)
     dt__replica *r = replica(m, req, resp);
     if (!r || !journaled(m, resp)) return;
     if (dt__master_record_report(m, r, json_incref(req->json))) {
-        if (journaled(m, resp)) dt__http_resp_error(resp, 500, "%s", dt_errmsg());
+        if (journaled_after(m, resp)) dt__http_resp_error(resp, 500, "%s", dt_errmsg());
         return;
     }
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
@@ -219,7 +230,7 @@ static void post_scale(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
-    if (!journaled(m, resp)) {
+    if (!journaled_after(m, resp)) {
         json_decref(added);
         json_decref(removed);
         return;
@@ -316,7 +327,7 @@ static void post_dataset(void *ctx, const dt__http_req *req, dt__http_resp *resp
         return;
     }
     dt__master_touch(m);
-    if (!journaled(m, resp)) return;
+    if (!journaled_after(m, resp)) return;
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "registered", 1));
 }
 
@@ -369,11 +380,13 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
     dt__shard sh;
     dt_err e = dt__ledger_fetch(m->ledger, dt__http_req_param(req, "dataset"), r->name,
                                 (uint64_t)request, dt__mono_s(), &st, &sh);
+    /* Not recorded yet (the fetch, or the report it carried): the retry, the same request
+     * id and report, gets the same answer once it is. */
+    if (!journaled_after(m, resp)) return;
     if (e) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
-    if (!journaled(m, resp)) return; /* the retry (same request id) gets the same shard */
     if (st == DT__FETCH_WAIT) {
         dt__http_resp_json(resp, 200, json_pack("{s:s}", "status", "wait"));
         return;
@@ -400,7 +413,7 @@ static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp 
     if (!this_job(m, req, resp)) return;
     dt__replica *r = body_replica(m, req, resp);
     if (r && journaled(m, resp) && apply_report(m, req, req->json, r, resp) &&
-        journaled(m, resp))
+        journaled_after(m, resp))
         dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
 }
 
@@ -481,7 +494,7 @@ static void post_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *r
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
-    if (!journaled(m, resp)) {
+    if (!journaled_after(m, resp)) {
         json_decref(answer);
         return;
     }

@@ -106,6 +106,7 @@ static int flush_backlog(dt__journal *j) {
 }
 
 static void keep(dt__journal *j, const char *line, size_t n) {
+    if (j->lost) return; /* nothing after a lost line: the journal must have no hole */
     if (j->nbacklog + n > BACKLOG_MAX) {
         j->lost = 1;
         return;
@@ -134,7 +135,7 @@ dt_err dt__journal_append(dt__journal *j, json_t *event) {
     }
     size_t n = strlen(line);
     line[n] = '\n'; /* json_dumps's NUL becomes the newline: one write per line */
-    if (flush_backlog(j) == 0 && write_all_or_nothing(j, line, n + 1) == 0) {
+    if (!j->lost && flush_backlog(j) == 0 && write_all_or_nothing(j, line, n + 1) == 0) {
         free(line);
         return DT_OK;
     }

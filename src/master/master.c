@@ -665,7 +665,8 @@ static void tick(loop *L) {
                "%s %s has failed: its journal could not be written for too long (%s) and "
                "events were lost; it could not be resumed faithfully.",
                kind_name(job), job->name, dt__journal_why(L->m.journal));
-    if (!L->m.st.finished && now >= L->expire_at) {
+    /* While the journal cannot be written, replicas cannot report (503): nothing expires. */
+    if (!L->m.st.finished && now >= L->expire_at && !L->m.journal_broken) {
         int n = dt__ledger_expire(L->m.ledger, now, L->m.opts.heartbeat_timeout_ms / 1000.0);
         if (n) {
             say(L, "%d shard(s) re-queued: their replicas sent no heartbeat for %.1fs", n,
@@ -770,9 +771,14 @@ static void release_ports(loop *L, const int *ports, int k) {
 
 /* A fresh start: the master's own port (unless given) and every replica's. */
 static dt_err alloc_ports(loop *L, int *http_port) {
-    int ports[DT__MAX_REPLICAS];
+    int ports[DT__MAX_REPLICAS], busy;
     dt_err e;
-    if (!*http_port && (e = dt__ports_take(L->ports, http_port))) return e;
+    if (*http_port) { /* --port N: held too, so that no replica is given it */
+        if ((e = dt__ports_hold(L->ports, *http_port, &busy))) return e;
+        if (busy) say(L, "warning: port %d (--port) is held by another dtrain job", *http_port);
+    } else if ((e = dt__ports_take(L->ports, http_port))) {
+        return e;
+    }
     if ((e = take_ports(L, L->m.st.nreplicas, ports))) return e;
     for (int i = 0; i < L->m.st.nreplicas; i++) L->m.st.replicas[i].port = ports[i];
     return DT_OK;
@@ -1342,6 +1348,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     L->start_mono = tnow - (m->opts.resume && m->st.start_time > 0 ? now - m->st.start_time : 0);
     /* The replayed ledger's times are the journal's wall times: onto the monotonic clock. */
     dt__ledger_rebase(m->ledger, tnow - now);
+    dt__ledger_restart_leases(m->ledger, tnow);
     dt__ledger_set_clock(m->ledger, now - tnow);
     if (!m->opts.resume) {
         m->st.start_time = now;
@@ -1473,6 +1480,9 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
 
 end:
     dt__http_server_free(m->http);
+    if (m->journal && !dt__journal_ok(m->journal))
+        say(L, "error: the journal could not be written (%s): its last events are lost, and "
+               "a resume of this job would not see them", dt__journal_why(m->journal));
     dt__journal_close(m->journal);
     for (int i = 0; i < m->st.nreplicas; i++)
         if (m->st.replicas[i].pidfd >= 0) close(m->st.replicas[i].pidfd);

@@ -22,7 +22,8 @@
  *    SO_REUSEADDR (as strict as any replica's own bind) before it is taken. What binds it
  *    after that is outside dtrain's reach.
  *
- * Candidates are drawn at random so that two masters rarely even try the same port. The
+ * Candidates are scanned from a random one, so that two masters rarely even try the same
+ * port and none is missed however few are left. The
  * lock directory is made mode 1777, like /tmp, for masters of several users; when it cannot
  * be used, ports are still chosen as above, without the cross-job locks.
  */
@@ -42,7 +43,7 @@
 #include "master/master-impl.h"
 
 #define LOCK_DIR_DEFAULT "/tmp/dtrain-ports"
-#define TRIES 4096
+#define TRIES 64 /* of the kernel's choice, when no candidate is left */
 
 typedef struct held {
     int port;
@@ -214,30 +215,50 @@ static dt_err add_held(dt__ports *p, int port, int fd) {
     return DT_OK;
 }
 
+/* Try cand: not held here, not locked by another master, bindable now; then hold it. */
+static int try_take(dt__ports *p, int cand, dt_err *e) {
+    if (dt__ports_held(p, cand)) return 0;
+    int busy, fd = lock_port(p, cand, &busy);
+    if (busy) return 0;
+    if (!bindable(p, &cand)) {
+        unlock_fd(p, cand, fd);
+        return 0;
+    }
+    *e = add_held(p, cand, fd);
+    return 1;
+}
+
 dt_err dt__ports_take(dt__ports *p, int *port) {
     *port = 0;
+    dt_err e = DT_OK;
+    if (p->ncandidates > 0) {
+        /* Every candidate once, from a random one: two masters rarely start together, and
+         * none is missed however few are left. */
+        uint32_t r;
+        if (getrandom(&r, sizeof r, 0) != sizeof r) r = (uint32_t)rand();
+        int span = 65536 - DT__PORTS_LOW, start = (int)(r % (uint32_t)span);
+        for (int k = 0; k < span; k++) {
+            int cand = DT__PORTS_LOW + (start + k) % span;
+            if (avoided(p, cand)) continue;
+            if (try_take(p, cand, &e)) {
+                if (!e) *port = cand;
+                return e;
+            }
+        }
+    }
+    /* None outside the kernel's range (a host whose range is almost everything, or every
+     * one taken): the kernel's choice, held the same way. */
     for (int tries = 0; tries < TRIES; tries++) {
         int cand = 0;
-        if (p->ncandidates > 0) {
-            uint32_t r;
-            if (getrandom(&r, sizeof r, 0) != sizeof r) r = (uint32_t)rand();
-            cand = DT__PORTS_LOW + (int)(r % (uint32_t)(65536 - DT__PORTS_LOW));
-            if (avoided(p, cand) || dt__ports_held(p, cand)) continue;
-        } else if (!bindable(p, &cand)) { /* no port outside the kernel's range: its choice */
-            break;
+        if (!bindable(p, &cand)) break;
+        if (try_take(p, cand, &e)) {
+            if (!e) *port = cand;
+            return e;
         }
-        int busy, fd = lock_port(p, cand, &busy);
-        if (busy) continue;
-        if (!bindable(p, &cand) || dt__ports_held(p, cand)) {
-            unlock_fd(p, cand, fd);
-            continue;
-        }
-        *port = cand;
-        return add_held(p, cand, fd);
     }
-    return dt_err_set(DT_ERR_IO, "cannot find a free port on %s outside the kernel's ephemeral "
-                                 "range (%d candidates from %d up; tried %d)",
-                      p->host, p->ncandidates, DT__PORTS_LOW, TRIES);
+    return dt_err_set(DT_ERR_IO, "cannot find a free port on %s (%d candidates outside the "
+                                 "kernel's ephemeral range from %d up, then the kernel's own)",
+                      p->host, p->ncandidates, DT__PORTS_LOW);
 }
 
 dt_err dt__ports_hold(dt__ports *p, int port, int *busy) {

@@ -15,8 +15,9 @@
  * Every request of the caller goes through call(): a transport failure (no connection,
  * reset, timeout; dt__http_client_request's DT_ERR_IO) is retried after 50 ms, doubling to
  * 2 s, until retry_ms have passed since the first try - long enough for a master that was
- * killed to be resumed on the same port (libcurl reconnects by itself). So is a 503 (the
- * master cannot write its journal, a full disk: it records nothing until it can). Any other
+ * killed to be resumed on the same port (libcurl reconnects by itself). So is a 503, for as
+ * long as it comes (the master cannot write its journal, a full disk: it records nothing
+ * until it can). Any other
  * HTTP answer is never retried: its status maps to a dt_err and its {"error": ...} becomes
  * the message.
  * dt_shard_fetch's WAIT polling is a separate, unbounded loop on top (10 ms doubling to
@@ -138,14 +139,16 @@ static dt_err call(dt_shard_client *c, const char *what, const char *method, con
         err = dt__http_client_request(c->http, method, path, text, text ? strlen(text) : 0,
                                       &status, &resp, &len);
         /* 503: the master cannot record anything now (its journal cannot be written); the
-         * same request is answered as the first would have been once it can. */
+         * same request is answered as the first would have been once it can. Retried for
+         * as long as it says so: it is alive (a master that gives up ends the job). */
         int busy = !err && status == 503;
         if (err != DT_ERR_IO && !busy) break;
         double left = (double)c->retry_ms - (dt__mono_ms() - t0);
-        if (busy && left <= 0) break; /* the 503 is the answer */
-        if (busy) {
+        if (busy) { /* alive: a lost connection after this gets a whole retry_ms again */
             free(resp);
             resp = NULL;
+            t0 = dt__mono_ms();
+            left = RETRY_MAX_MS;
         }
         if (left <= 0) {
             err = dt_err_wrap(DT_ERR_IO, "%s: no answer from the master (retried for %.1f s)",

@@ -126,6 +126,9 @@ int dt__ledger_expire(dt__ledger *l, double now, double timeout);
  * replay moves every time onto the monotonic one. dt__ledger_set_clock(l, wall - mono)
  * gives the offset for the times the ledger shows (progress, refusal messages). */
 void dt__ledger_rebase(dt__ledger *l, double delta);
+/* Every lease in flight counts its deadline from now (a resumed master: its replicas could
+ * not report while no master ran). Not journaled: replay does not decide deadlines. */
+void dt__ledger_restart_leases(dt__ledger *l, double now);
 void dt__ledger_set_clock(dt__ledger *l, double wall_offset);
 
 /* Lease deadlines (progress, not liveness): a shard held longer than its deadline is
