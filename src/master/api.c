@@ -515,9 +515,15 @@ static void get_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *re
         dt__http_resp_error(resp, 400, "generation: expected an integer >= 0, got '%s'", g);
         return;
     }
+    /* A poll may form or break a ring (journaled): no change unless it can be recorded. */
+    if (!journaled(m, resp)) return;
     json_t *answer;
     if ((e = dt__rdzv_status(m, generation, dt__mono_s(), &answer))) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
+        return;
+    }
+    if (!journaled_after(m, resp)) {
+        json_decref(answer);
         return;
     }
     dt__http_resp_json(resp, 200, answer);

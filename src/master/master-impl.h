@@ -250,6 +250,8 @@ dt_err dt__ports_hold(dt__ports *p, int port, int *busy);
 void dt__ports_release(dt__ports *p, int port); /* not held: no-op */
 int dt__ports_held(const dt__ports *p, int port);
 int dt__ports_candidates(const dt__ports *p); /* ports that can be drawn (0: the kernel's) */
+/* The lock directory in use; NULL when it cannot be used (no locks against other masters). */
+const char *dt__ports_lock_dir(const dt__ports *p);
 
 /* ---- the journal (journal.c) ---- */
 dt_err dt__journal_open(dt__journal **out, const char *path);

@@ -1290,6 +1290,9 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = dt__ledger_init(&m->ledger, ledger_event, L))) goto end;
     if ((e = dt__rdzv_init(&m->rdzv))) goto end;
     if ((e = dt__ports_init(&L->ports, m->opts.bind_addr, NULL))) goto end;
+    if (!dt__ports_lock_dir(L->ports))
+        say(L, "warning: /tmp/dtrain-ports cannot be used: ports are chosen without locks "
+               "against other dtrain jobs on this host");
     if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
         goto end;

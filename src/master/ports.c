@@ -136,6 +136,8 @@ void dt__ports_free(dt__ports *p) {
 
 int dt__ports_candidates(const dt__ports *p) { return p->ncandidates; }
 
+const char *dt__ports_lock_dir(const dt__ports *p) { return p->dir[0] ? p->dir : NULL; }
+
 int dt__ports_held(const dt__ports *p, int port) {
     for (int i = 0; i < p->n; i++)
         if (p->h[i].port == port) return 1;

@@ -388,7 +388,8 @@ dt_err dt__rdzv_join(dt__master *m, const dt__rdzv_reg *reg, double now, json_t 
         lost = dt__job_state_find(&m->st, reg->unreachable);
         /* A peer no longer in the table was scaled away while its ring ran: the reporter
          * saw it leave. Nothing to leave out, and no reason to refuse the reporter (it would
-         * exit and lose its place in training). A name that was in no ring is refused. */
+         * exit and lose its place in training). A name that is in neither the table nor the
+         * ring being left is refused; a report about an older ring is moot, whatever it names. */
         if (!lost && (reg->generation < z->generation ||
                       (reg->generation == z->generation && member_rank(z, reg->unreachable) >= 0)))
             dt__master_say(m, "rendezvous: %s lost %s, which is no longer in the job: no penalty",
