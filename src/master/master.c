@@ -65,6 +65,7 @@ typedef struct loop {
      * the journal, the status and the results. */
     double status_written, table_drawn;
     double start_mono; /* the job's start (st.start_time, a wall time) on mono() */
+    double wall_offset; /* wall - mono as the ledger shows it */
     double expire_at; /* next check of shard holders' heartbeats */
     int table_lines;
     /* The replicas of this allreduce TrainJob run `dtrain role` and form rings through the
@@ -645,7 +646,13 @@ static void set_running(loop *L) {
 static void tick(loop *L) {
     double now = mono();
     const dt_job_spec *job = L->m.job;
-    dt__ledger_set_clock(L->m.ledger, dt__wall_now() - now); /* for the times it shows */
+    /* The wall-clock offset of the times the ledger shows: moved only by a real step of the
+     * system clock, not by the two clocks' jitter (a status must not change by itself). */
+    double offset = dt__wall_now() - now;
+    if (fabs(offset - L->wall_offset) > 0.5) {
+        L->wall_offset = offset;
+        dt__ledger_set_clock(L->m.ledger, offset);
+    }
     for (int i = 0; i < L->m.st.nreplicas; i++) /* scaled away and ended: its port goes */
         if (L->m.st.replicas[i].gone) dt__ports_release(L->ports, L->m.st.replicas[i].port);
     if (dt__job_state_sweep(&L->m.st)) dt__master_touch(&L->m);
@@ -1352,7 +1359,8 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     /* The replayed ledger's times are the journal's wall times: onto the monotonic clock. */
     dt__ledger_rebase(m->ledger, tnow - now);
     dt__ledger_restart_leases(m->ledger, tnow);
-    dt__ledger_set_clock(m->ledger, now - tnow);
+    L->wall_offset = now - tnow;
+    dt__ledger_set_clock(m->ledger, L->wall_offset);
     if (!m->opts.resume) {
         m->st.start_time = now;
         json_t *ports = json_object();
