@@ -22,11 +22,10 @@ cd "$TMP"
 # every running trainer has joined. Generous here: the machines are shared.
 REFORM_BOUND_S=30
 cleanup() {
-    for d in "$TMP"/job-*; do [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" >/dev/null 2>&1; done
+    stop_jobs
     [ -n "${KEEP:-}" ] || rm -rf "$TMP"
 }
 trap cleanup EXIT
-section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # spec NAME REPLICAS ALLREDUCE_SETTINGS EPOCHS SAMPLES
 spec() {

@@ -16,12 +16,11 @@ PY=/usr/bin/python3
 export DTRAIN_HOME="$TMP/home"
 cd "$TMP"
 cleanup() {
-    for d in "$TMP"/job-*; do [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" >/dev/null 2>&1; done
+    stop_jobs
     umount -l "$TMP/job-ckpt/checkpoints" 2>/dev/null
     [ -n "${KEEP:-}" ] && echo "kept $TMP" || rm -rf "$TMP"
 }
 trap cleanup EXIT
-section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 cp "$SRC/examples/data/iris.data" iris.data
 
 # spec NAME DATA_PATH INPUT EPOCHS: an iris PS job (chief, worker, ps) reading DATA_PATH.

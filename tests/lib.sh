@@ -50,6 +50,14 @@ exec(sys.argv[2])
 PYEOF
 }
 
+# section NAME: run this part of a test? All of them unless ONLY lists some (ONLY="a b").
+section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
+# stop_jobs: stop the master of every $TMP/job-* still running (a test's clean-up).
+stop_jobs() {
+    for d in "$TMP"/job-*; do [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" >/dev/null 2>&1; done
+}
+
 finish() {
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]

@@ -15,11 +15,10 @@ PY=/usr/bin/python3
 export DTRAIN_HOME="$TMP/home"
 cd "$TMP"
 cleanup() {
-    for d in "$TMP"/job-*; do [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" >/dev/null 2>&1; done
+    stop_jobs
     [ -n "${KEEP:-}" ] || rm -rf "$TMP"
 }
 trap cleanup EXIT
-section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # spec NAME REPLICAS PS_SETTINGS EPOCHS: write NAME.yaml, a TrainJob on a synthetic task.
 spec() {

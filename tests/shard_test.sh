@@ -19,8 +19,6 @@ cd "$TMP"
 # Every worker of this test has $TMP (its --out file) on its command line.
 cleanup() { pkill -KILL -f "$TMP/" 2>/dev/null; umount -l "$TMP/small" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$TMP"; } # KEEP=1: keep $TMP
 trap cleanup EXIT
-# section NAME: run this part? (all of them unless ONLY lists some: ONLY="killed stopped")
-section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 SIZE=1200 BATCH=20 MB=2 EPOCHS=2 # shards of 40 records: 30 per epoch, 60 in all
 SHARD=$((BATCH * MB))
