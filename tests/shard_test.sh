@@ -248,7 +248,7 @@ if [ -n "$FAKELIB" ]; then
     sed -i 's|command: \["bash", |command: ["env", "-u", "LD_PRELOAD", "bash", |' clockstep.yaml
     echo "+0" >"$TMP/clock"
     LD_PRELOAD="$FAKELIB" FAKETIME_TIMESTAMP_FILE="$TMP/clock" FAKETIME_NO_CACHE=1 \
-        FAKETIME_DONT_FAKE_MONOTONIC=1 \
+        FAKETIME_DONT_FAKE_MONOTONIC=1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
         "$DTRAIN" run clockstep.yaml --detach --stop-grace 2 --heartbeat-timeout 5 --lease-timeout 30 \
         >"$TMP/out" 2>"$TMP/err" || fail "clockstep: $(tail -3 "$TMP/err")"
     wait_for progressed clockstep 6 || fail "clockstep: no progress"

@@ -128,6 +128,14 @@ dt_err dt__master_journal(dt__master *m, json_t *ev) {
 
 static void journal(loop *L, json_t *ev) { dt__master_journal(&L->m, ev); }
 
+/* Make the journal durable at a point that must survive a machine crash; said if it cannot
+ * be (the events stay in the page cache: a crash of the machine, not of the master, could
+ * lose them). */
+static void sync_journal(loop *L, const char *what) {
+    if (dt__journal_sync(L->m.journal))
+        say(L, "error: %s is not durable: %s", what, dt_errmsg());
+}
+
 /* The ledger's events go to the same journal, in order with the master's own. */
 static void ledger_event(void *ctx, json_t *ev) { journal(ctx, ev); }
 
@@ -949,7 +957,7 @@ dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) 
     /* Journaled first: a master that dies from here on is resumed with the new count. */
     journal(L, json_pack("{s:s, s:i, s:i, s:O, s:O, s:o}", "ev", "scale", "workers", n, "from",
                          cur, "added", add, "removed", rem, "ports", pj));
-    dt__journal_sync(m->journal);
+    sync_journal(L, "the scale");
     set_worker_count(L, n);
     for (int i = m->st.nreplicas - 1; i >= 0; i--) {
         const dt__replica *r = &m->st.replicas[i];
@@ -1378,7 +1386,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         dt__job_state_condition(&m->st, DT__COND_CREATED, reason, msg, now);
         journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Created",
                              "reason", reason, "message", msg));
-        dt__journal_sync(m->journal);
+        sync_journal(L, "the job's start");
         say(L, "job %s: %d replicas, job dir %s, API %s", job->name, m->st.nreplicas, m->dir,
             m->url);
     } else {
@@ -1390,7 +1398,12 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             if (r->pidfd >= 0) {
                 /* tagged by pid: the table's order changes when workers are scaled */
                 struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)r->pid};
-                epoll_ctl(L->epfd, EPOLL_CTL_ADD, r->pidfd, &ev);
+                if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, r->pidfd, &ev) != 0) {
+                    /* A replica whose end would never be seen: refuse to run blind. */
+                    e = dt_err_set(DT_ERR_IO, "%s (pid %d): cannot watch it: epoll: %s",
+                                   r->name, (int)r->pid, strerror(errno));
+                    goto end;
+                }
                 say(L, "%s still runs (pid %d): adopted", r->name, (int)r->pid);
                 if (r->removing) stop_one(L, r); /* scaled away before the master died */
                 /* Its heartbeats went nowhere while no master ran: the timeout starts now,
@@ -1485,7 +1498,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         result_json(L);
         write_status(L);
         draw_table(L);
-        dt__journal_sync(m->journal);
+        sync_journal(L, "the job's end");
         *outcome = m->st.outcome;
     }
 
