@@ -184,18 +184,13 @@ static int run(int argc, char **argv) {
             mo.stop_grace_ms = v ? (int)v * 1000 : 1;
             break;
         case OPT_HEARTBEAT:
-            if (dt__cli_parse_i64(optarg, 1, 86400, &v))
-                return dt__cli_usage_error(cmd,
-                                           "--heartbeat-timeout: expected 1..86400 seconds, got '%s'",
-                                           optarg);
-            mo.heartbeat_timeout_ms = (int)v * 1000;
-            break;
         case OPT_LEASE:
             if (dt__cli_parse_i64(optarg, 1, 86400, &v))
-                return dt__cli_usage_error(cmd,
-                                           "--lease-timeout: expected 1..86400 seconds, got '%s'",
+                return dt__cli_usage_error(cmd, "%s: expected 1..86400 seconds, got '%s'",
+                                           c == OPT_HEARTBEAT ? "--heartbeat-timeout"
+                                                              : "--lease-timeout",
                                            optarg);
-            mo.lease_timeout_ms = (int)v * 1000;
+            *(c == OPT_HEARTBEAT ? &mo.heartbeat_timeout_ms : &mo.lease_timeout_ms) = (int)v * 1000;
             break;
         case ':':
             return dt__cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);

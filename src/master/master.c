@@ -1365,10 +1365,8 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     /* The job's start on the monotonic clock: now, or as long ago as the journal says. */
     L->start_mono = tnow - (m->opts.resume && m->st.start_time > 0 ? now - m->st.start_time : 0);
     /* The replayed ledger's times are the journal's wall times: onto the monotonic clock. */
-    dt__ledger_rebase(m->ledger, tnow - now);
-    dt__ledger_restart_leases(m->ledger, tnow);
+    dt__ledger_resume(m->ledger, now, tnow);
     L->wall_offset = now - tnow;
-    dt__ledger_set_clock(m->ledger, L->wall_offset);
     if (!m->opts.resume) {
         m->st.start_time = now;
         json_t *ports = json_object();

@@ -551,8 +551,8 @@ static dt_err next_shard(trainer *t) {
 }
 
 /* The epoch's figures when the shard in hand starts a new one; rank 0 checkpoints. */
-static dt_err epoch_turn(trainer *t) {
-    if (!t->have_shard || t->sh.epoch <= t->epoch) return DT_OK;
+static void epoch_turn(trainer *t) {
+    if (!t->have_shard || t->sh.epoch <= t->epoch) return;
     if (t->loss_n > 0) {
         t->last_epoch_loss = t->loss_sum / (double)t->loss_n;
         fprintf(t->r->log, "%s: epoch %lld done here: %lld samples, loss %.4f, step %lld\n",
@@ -564,7 +564,6 @@ static dt_err epoch_turn(trainer *t) {
     t->loss_n = 0;
     if (t->rz.rank == 0 && t->step > t->last_ckpt_step) checkpoint_or_defer(t);
     t->epoch = t->sh.epoch;
-    return DT_OK;
 }
 
 /* One step. *ring_failed = 1 when the ring failed (the step is abandoned, nothing changed
@@ -578,7 +577,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     } else if (!t->have_shard && !t->data_end) {
         if ((e = next_shard(t))) return e;
     }
-    if ((e = epoch_turn(t))) return e;
+    epoch_turn(t);
     int k = micro_batches(t);
     int64_t pos0 = t->pos, nb_total = 0;
     double loss_sum = 0;

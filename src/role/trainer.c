@@ -202,7 +202,7 @@ static dt_err train_shard(trainer *t, const dt_shard *sh) {
 }
 
 /* A new epoch begins with this shard: close the last one's figures (and checkpoint). */
-static dt_err epoch_turn(trainer *t, int64_t epoch) {
+static void epoch_turn(trainer *t, int64_t epoch) {
     dt__role *r = t->r;
     if (t->loss_n > 0) {
         t->last_epoch_loss = t->loss_sum / (double)t->loss_n;
@@ -215,7 +215,6 @@ static dt_err epoch_turn(trainer *t, int64_t epoch) {
     t->loss_n = 0;
     if (r->is_chief && epoch > t->epoch) checkpoint_or_defer(t);
     t->epoch = epoch;
-    return DT_OK;
 }
 
 /* The end: the values after every trainer's last push, a final checkpoint, then the chief's
@@ -245,7 +244,7 @@ dt_err dt__role_trainer(dt__role *r) {
     e = dt_shard_fetch(t.sc, DATASET, &sh, &st);
     if (!e && st == DT_SHARD_FETCH_SHARD) t.epoch = sh.epoch;
     while (!e && st == DT_SHARD_FETCH_SHARD) {
-        if (sh.epoch != t.epoch && (e = epoch_turn(&t, sh.epoch))) break;
+        if (sh.epoch != t.epoch) epoch_turn(&t, sh.epoch);
         dt_err te = train_shard(&t, &sh);
         if (te) {
             /* Tell the master this shard failed (it re-queues it), then give up. */

@@ -122,13 +122,13 @@ int dt__ledger_expire(dt__ledger *l, double now, double timeout);
 /* Times. Every `now` given to the ledger is on one timeline, which decides heartbeat
  * expiry and lease deadlines: the master's monotonic clock, so that a step of the system
  * clock expires nothing. The events it journals carry the master's wall time instead, and
- * a replay rebuilds the ledger on that timeline: dt__ledger_rebase(l, mono - wall) after a
- * replay moves every time onto the monotonic one. dt__ledger_set_clock(l, wall - mono)
- * gives the offset for the times the ledger shows (progress, refusal messages). */
-void dt__ledger_rebase(dt__ledger *l, double delta);
-/* Every lease in flight counts its deadline from now (a resumed master: its replicas could
- * not report while no master ran). Not journaled: replay does not decide deadlines. */
-void dt__ledger_restart_leases(dt__ledger *l, double now);
+ * a replay rebuilds the ledger on that timeline. dt__ledger_resume(l, wall, now), once the
+ * replay is done (or at a fresh start), moves every time onto the monotonic one (now is
+ * the monotonic time of the wall time `wall`), and every lease in flight counts its
+ * deadline from now (its holder could not report while no master ran).
+ * dt__ledger_set_clock(l, wall - mono) keeps the offset of the times the ledger shows
+ * (progress, refusal messages) when the system clock is stepped. */
+void dt__ledger_resume(dt__ledger *l, double wall, double now);
 void dt__ledger_set_clock(dt__ledger *l, double wall_offset);
 
 /* Lease deadlines (progress, not liveness): a shard held longer than its deadline is

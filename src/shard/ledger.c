@@ -816,20 +816,9 @@ static void expire_one(dt__ledger *l, ld_dataset *d, int64_t e, int64_t id, doub
 
 void dt__ledger_set_clock(dt__ledger *l, double wall_offset) { l->wall_offset = wall_offset; }
 
-void dt__ledger_restart_leases(dt__ledger *l, double now) {
-    for (int i = 0; i < l->ndatasets; i++) {
-        ld_dataset *d = l->datasets[i];
-        for (int64_t e = d->first_open; e < d->nopened; e++) {
-            ld_epoch *ep = &d->epochs[e];
-            if (ep->done) continue;
-            for (int64_t id = 0; id < d->nshards; id++)
-                if (ep->shards[id].state == LD_DOING && ep->shards[id].since < now)
-                    ep->shards[id].since = now;
-        }
-    }
-}
-
-void dt__ledger_rebase(dt__ledger *l, double delta) {
+void dt__ledger_resume(dt__ledger *l, double wall, double now) {
+    double delta = now - wall;
+    l->wall_offset = -delta;
     for (int r = 0; r < l->nreplicas; r++) {
         l->replicas[r].last_seen += delta;
         for (int k = 0; k < l->replicas[r].nreleases; k++) l->replicas[r].releases[k].at += delta;
@@ -840,8 +829,11 @@ void dt__ledger_rebase(dt__ledger *l, double delta) {
             ld_epoch *ep = &d->epochs[e];
             if (ep->done) continue;
             for (int64_t id = 0; id < d->nshards; id++) {
-                ep->shards[id].since += delta;
-                ep->shards[id].requeued_at += delta;
+                ld_shard *s = &ep->shards[id];
+                s->requeued_at += delta;
+                /* a lease in flight counts its deadline from now: its holder could not
+                 * report while no master ran (replay does not decide deadlines) */
+                if (s->state == LD_DOING) s->since = now;
             }
         }
     }
