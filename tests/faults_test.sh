@@ -111,8 +111,11 @@ if section ckptfull; then
         log=job-ckpt/logs/chief-0.log
         written() { ls job-ckpt/checkpoints/ckpt-*.safetensors >/dev/null 2>&1; }
         WAIT_POLLS=600 wait_for written || fail "ckptfull: no checkpoint: $(tail -3 $log)"
-        head -c 2m /dev/zero >job-ckpt/checkpoints/filler 2>/dev/null # the disk is full
-        failed() { grep -q "checkpoint at step [0-9]* failed: .*No space left on device.*training goes on" $log; }
+        # The disk is full. Each poll tops the filler up: a checkpoint that was being
+        # written while it filled, and the old one its rotation then deletes, leave room
+        # that the next checkpoint would take forever after (seen on a fast machine).
+        fill() { head -c 2m /dev/zero >>job-ckpt/checkpoints/filler 2>/dev/null; true; }
+        failed() { fill; grep -q "checkpoint at step [0-9]* failed: .*No space left on device.*training goes on" $log; }
         WAIT_POLLS=600 wait_for failed && pass "ckptfull: the chief says its checkpoint failed, and why" ||
             fail "ckptfull: $(tail -3 $log)"
         rm -f job-ckpt/checkpoints/filler
