@@ -69,6 +69,7 @@ typedef struct dt_train_state {
     int64_t epoch_batch; /* batches of the current epoch already done */
     uint64_t seed;       /* the run's seed (shuffles derive from it) */
     dt_rng rng;          /* dropout and other in-step randomness */
+    int64_t samples;     /* samples in all the steps done (all trainers'); 0: not kept */
 } dt_train_state;
 
 /* Save model parameters, optimizer slots (o may be NULL) and state to path atomically. */

@@ -13,7 +13,9 @@
  *
  * The master is single-threaded: one event loop (epoll) owns the job's state and handles
  * child exits (signalfd), timers (timerfd) and HTTP requests. SIGINT and SIGTERM stop the
- * job cleanly: every replica gets SIGTERM, then SIGKILL after opts.stop_grace_ms.
+ * job cleanly: the trainers get SIGTERM (then SIGKILL after opts.stop_grace_ms), and once
+ * they have ended the PS and the evaluator; built-in roles save their work when they get
+ * it. A stopped job is continued by `dtrain run --resume` (opts.resume).
  */
 #ifndef DTRAIN_MASTER_H
 #define DTRAIN_MASTER_H
@@ -34,6 +36,8 @@ typedef enum dt_job_outcome {
 } dt_job_outcome;
 
 #define DT_MASTER_LEASE_FLOOR_S 300 /* the least adaptive lease deadline, seconds */
+/* SIGTERM to SIGKILL, as Kubernetes' default terminationGracePeriodSeconds */
+#define DT_MASTER_STOP_GRACE_MS 30000
 
 typedef struct dt_master_opts {
     const char *job_dir;     /* required */
@@ -42,7 +46,7 @@ typedef struct dt_master_opts {
     int port;                /* HTTP API port; 0: any free one */
     const char *self_exe;    /* the dtrain binary, for built-in roles (default /proc/self/exe) */
     int resume;              /* pick up the job journaled in job_dir */
-    int stop_grace_ms;       /* SIGTERM → SIGKILL delay (default 5000) */
+    int stop_grace_ms;       /* SIGTERM → SIGKILL delay (default DT_MASTER_STOP_GRACE_MS) */
     int heartbeat_timeout_ms; /* a replica silent this long loses its shards (default 30000) */
     int lease_timeout_ms;    /* a shard held this long without a report is re-queued, even
                                 from a replica that beats; 0: 10 x the mean shard time, at

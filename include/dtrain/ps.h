@@ -79,6 +79,14 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
 int dt_ps_server_port(const dt_ps_server *s);
 /* Optimizer steps applied so far (-1 while uninitialized). */
 int64_t dt_ps_server_step(const dt_ps_server *s);
+/* Stop serving and save, for a PS asked to stop (SIGTERM) that will be started again: no
+ * connection is accepted and no frame read any more, the frames being handled are answered
+ * (an applied push always gets its reply, so no client sends it again), every connection
+ * ends, then the partition (values and optimizer state) is saved at *step into path (len
+ * bytes; may be 0). The new PS restores exactly what this one applied. Without values
+ * (never initialized) or a checkpoint directory nothing is saved: *step -1. Free it with
+ * dt_ps_server_stop after. */
+dt_err dt_ps_server_drain(dt_ps_server *s, int64_t *step, char *path, size_t len);
 /* Stop listening, close every connection, join the threads, free. NULL is a no-op. */
 void dt_ps_server_stop(dt_ps_server *s);
 

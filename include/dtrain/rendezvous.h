@@ -35,6 +35,7 @@ typedef struct dt_rdzv_join_req {
     int64_t generation;      /* the last ring it belonged to; 0: none */
     int64_t step;            /* its last completed step */
     const char *unreachable; /* the replica it lost when its ring failed, or NULL */
+    int (*cancel)(void);     /* may be NULL; non-zero: stop waiting (DT_ERR_STATE) */
 } dt_rdzv_join_req;
 
 typedef struct dt_rdzv_ring {

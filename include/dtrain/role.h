@@ -31,11 +31,16 @@ typedef struct dt_role_opts {
     int permanent;       /* out: the failure is one no restart can mend (the spec, the data
                             or the environment is wrong), not one a restart may (a peer
                             lost, I/O, a crash) */
+    int stopped_by;      /* out: the role was asked to stop (SIGTERM, SIGINT: a stop of the
+                            job, or a preemption) and did, after saving what it owns; the
+                            signal, 0 otherwise. `dtrain role` then exits 128 + it, as a
+                            process killed by it would, so that a replica preempted alone is
+                            started again and continues from what it saved */
 } dt_role_opts;
 
 /* Play the role TF_CONFIG names in job (a TrainJob). Returns when a trainer has finished
- * its data, or when a ps or evaluator is stopped by SIGTERM or SIGINT; on failure sets
- * opts->permanent as above. */
+ * its data, or when any role has stopped for SIGTERM or SIGINT (opts->stopped_by); on
+ * failure sets opts->permanent as above. */
 dt_err dt_role_run(const dt_job_spec *job, dt_role_opts *opts);
 
 #ifdef __cplusplus

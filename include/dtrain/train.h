@@ -37,6 +37,9 @@ typedef struct dt_train_result {
     int64_t steps, samples;
     double samples_per_sec, wall_seconds;
     int64_t epochs_done;
+    int stopped_by; /* asked to stop (SIGTERM, SIGINT, when the caller watches for them:
+                       src/core/stop-impl.h): the signal; a checkpoint of the last step is
+                       written and a run on the same job dir continues from it */
 } dt_train_result;
 
 dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts, dt_train_result *res);

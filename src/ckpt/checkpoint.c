@@ -6,7 +6,8 @@
  *             optimizer slot as "optimizer/<slot name>" ("optimizer/dense_1/kernel/m")
  *   metadata  format = "dtrain-checkpoint", version = "1", and the training state as
  *             decimal strings: step, epoch, epoch_batch, seed; rng = the four xoshiro state
- *             words as 64 lowercase hex digits (s[0] first); optimizer_steps.
+ *             words as 64 lowercase hex digits (s[0] first); optimizer_steps; samples
+ *             (the samples in all the steps done, when kept: optional).
  * Saving goes through dt_safetensors_write, so it is atomic.
  *
  * Loading is all-or-nothing: the file is read and validated as a whole (metadata parsed,
@@ -128,8 +129,8 @@ dt_err dt_checkpoint_save(const char *path, dt_model *m, dt_optim *o, const dt_t
         t[np + i] = (dt_st_tensor){names[i], dt_optim_slot(o, i)};
     }
 
-    char step[24], epoch[24], batch[24], seed[24], rng[65], osteps[24];
-    dt_st_meta meta[8] = {{"format", FORMAT_NAME}, {"version", FORMAT_VERSION}};
+    char step[24], epoch[24], batch[24], seed[24], rng[65], osteps[24], samples[24];
+    dt_st_meta meta[9] = {{"format", FORMAT_NAME}, {"version", FORMAT_VERSION}};
     int nmeta = 2;
     if (s) {
         DT_ASSERT(s->step >= 0 && s->epoch >= 0 && s->epoch_batch >= 0);
@@ -143,6 +144,10 @@ dt_err dt_checkpoint_save(const char *path, dt_model *m, dt_optim *o, const dt_t
         meta[nmeta++] = (dt_st_meta){"epoch_batch", batch};
         meta[nmeta++] = (dt_st_meta){"seed", seed};
         meta[nmeta++] = (dt_st_meta){"rng", rng};
+        if (s->samples > 0) {
+            snprintf(samples, sizeof samples, "%" PRId64, s->samples);
+            meta[nmeta++] = (dt_st_meta){"samples", samples};
+        }
     }
     if (o) {
         snprintf(osteps, sizeof osteps, "%" PRId64, dt_optim_steps(o));
@@ -213,7 +218,9 @@ dt_err dt_checkpoint_load(const char *path, dt_model *m, dt_optim *o, dt_train_s
             (err = meta_i64(st, path, "epoch", &state.epoch)) ||
             (err = meta_i64(st, path, "epoch_batch", &state.epoch_batch)) ||
             (err = meta_u64(st, path, "seed", UINT64_MAX, &seed)) ||
-            (err = meta_rng(st, path, &state.rng)))
+            (err = meta_rng(st, path, &state.rng)) ||
+            (dt_safetensors_meta(st, "samples") &&
+             (err = meta_i64(st, path, "samples", &state.samples))))
             goto out;
         state.seed = seed;
     }

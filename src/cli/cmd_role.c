@@ -3,10 +3,11 @@
  * a TrainJob (ps, worker, chief or evaluator, as TF_CONFIG says). The job's master runs it
  * for every replica of a parameter-server TrainJob; it is not meant to be typed by hand.
  *
- * Exit codes: 0 done (or stopped, for a ps and an evaluator); 2 a failure no restart can
- * mend (bad command line, spec, data or environment); 128 one a restart may mend (a peer
- * lost, I/O). The master's default restart policy for these replicas, ExitCode, restarts on
- * 128 and up (and on crashes, 128 + the signal) and fails the job on 1-127.
+ * Exit codes: 0 done; 2 a failure no restart can mend (bad command line, spec, data or
+ * environment); 128 one a restart may mend (a peer lost, I/O); 143 (130) stopped by SIGTERM
+ * (SIGINT) after saving what the role owns, so that a replacement continues from there. The
+ * master's default restart policy for these replicas, ExitCode, restarts on 128 and up (and
+ * on crashes, 128 + the signal) and fails the job on 1-127.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -28,7 +29,8 @@ static const char usage[] =
     "  -h, --help        show this help\n"
     "\n"
     "Exit status: 0 done; 2 a failure no restart can mend (bad arguments, spec, data or\n"
-    "environment); 128 a failure a restart may mend (a peer lost, I/O).\n";
+    "environment); 128 a failure a restart may mend (a peer lost, I/O); 143 stopped by\n"
+    "SIGTERM (130: SIGINT) after saving its work, to be continued by a new one.\n";
 
 static int run(int argc, char **argv) {
     enum { OPT_JOB_DIR = 256 };
@@ -70,7 +72,7 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "dtrain role: %s\n", dt_errmsg());
         return opts.permanent ? DT_EXIT_USAGE : DT_EXIT_RETRY;
     }
-    return DT_EXIT_OK;
+    return opts.stopped_by ? 128 + opts.stopped_by : DT_EXIT_OK;
 }
 
 const dt__cli_cmd dt__cmd_role = {

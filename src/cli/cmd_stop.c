@@ -13,20 +13,29 @@
 #include "net/http-impl.h"
 
 static const char usage[] =
-    "Usage: dtrain stop JOB|DIR [--no-wait]\n"
+    "Usage: dtrain stop JOB|DIR [--now] [--no-wait]\n"
     "\n"
-    "Stop a running job: its master sends SIGTERM to every replica, then SIGKILL after the\n"
-    "grace period, and records the outcome Stopped. Waits until the master has finished\n"
-    "(at most a minute) unless --no-wait.\n"
+    "Stop a running job and record the outcome Stopped. Its master sends SIGTERM to the\n"
+    "trainers, then, once they have ended, to the parameter servers and the evaluator; each\n"
+    "gets the grace period (dtrain run --stop-grace) before SIGKILL. dtrain's built-in roles\n"
+    "use it to finish the shard in hand and save: the chief checkpoints, each PS saves its\n"
+    "partition. 'dtrain run --resume DIR' continues the job from there.\n"
+    "Waits until the master has finished (at most five minutes) unless --no-wait.\n"
+    "\n"
+    "Options:\n"
+    "  --now       SIGKILL at once: nothing is saved (a continued job goes back to its last\n"
+    "              checkpoint)\n"
+    "  --no-wait   return once the master has the request\n"
     "\n"
     "Exit status: 0 stopped (or already finished), 1 the job could not be reached.\n";
 
 static int run(int argc, char **argv) {
     const dt__cli_cmd *cmd = &dt__cmd_stop;
     const char *arg = NULL;
-    int wait = 1;
+    int wait = 1, now = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-wait")) wait = 0;
+        else if (!strcmp(argv[i], "--now")) now = 1;
         else if (argv[i][0] == '-') return dt__cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         else if (arg) return dt__cli_usage_error(cmd, "expected one JOB or DIR");
         else arg = argv[i];
@@ -43,7 +52,7 @@ static int run(int argc, char **argv) {
     }
     dt__http_client *c = NULL;
     char route[160];
-    snprintf(route, sizeof route, "/v1/jobs/%s/stop", ref.name);
+    snprintf(route, sizeof route, "/v1/jobs/%s/stop%s", ref.name, now ? "?now=true" : "");
     long status = 0;
     char *body = NULL;
     size_t len = 0;
@@ -57,9 +66,9 @@ static int run(int argc, char **argv) {
     }
     free(body);
     if (wait) {
-        for (int i = 0; i < 600; i++) {
-            dt__jobref now;
-            if (dt__jobref_resolve(cmd, ref.dir, &now) || !now.live) break;
+        for (int i = 0; i < 3000; i++) {
+            dt__jobref cur;
+            if (dt__jobref_resolve(cmd, ref.dir, &cur) || !cur.live) break;
             usleep(100 * 1000);
         }
     }

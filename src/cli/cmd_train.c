@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/cli-impl.h"
+#include "core/stop-impl.h"
 #include "dtrain/spec.h"
 #include "dtrain/train.h"
 
@@ -161,13 +162,19 @@ static int run(int argc, char **argv) {
     if (quiet) opts.log = devnull = fopen("/dev/null", "w");
 
     dt_train_result res;
-    e = dt_train_run(spec, &opts, &res);
+    /* SIGTERM (a stop, a preemption) ends the step in hand and checkpoints it */
+    e = dt__stop_watch();
+    if (!e) e = dt_train_run(spec, &opts, &res);
     if (!e && copy_spec(spec_path, job_dir) != 0)
         fprintf(stderr, "dtrain train: warning: could not copy the spec into %s\n", job_dir);
     int rc = DT_EXIT_OK;
     if (e) {
         fprintf(stderr, "dtrain train: %s\n", dt_errmsg());
         rc = (e == DT_ERR_SPEC || e == DT_ERR_SHAPE) ? DT_EXIT_USAGE : DT_EXIT_FAILED;
+    } else if (res.stopped_by) {
+        printf("%s: stopped (%s) at step %lld; checkpoint in %s/checkpoints\n", spec->name,
+               strsignal(res.stopped_by), (long long)res.steps, job_dir);
+        rc = 128 + res.stopped_by;
     } else {
         printf("%s: eval accuracy %.4f, eval loss %.4f, %lld steps, %.0f samples/s, %.1fs; "
                "result in %s/result.json\n",

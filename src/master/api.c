@@ -6,7 +6,7 @@
  *   GET  /v1/jobs/:job/replicas                       its replicas
  *   GET  /v1/jobs/:job/replicas/:replica/logs         a replica's log from ?offset=N
  *   POST /v1/jobs/:job/replicas/:replica/report       a replica reports a JSON object
- *   POST /v1/jobs/:job/stop                           stop the job
+ *   POST /v1/jobs/:job/stop[?now=true]               stop the job (now: no grace to save)
  *   POST /v1/jobs/:job/scale                          {"workers": N}: add or remove workers
  *   POST /v1/jobs/:job/rendezvous                     a trainer joins an all-reduce ring
  *   GET  /v1/jobs/:job/rendezvous?generation=G        must ring G be left?
@@ -199,8 +199,15 @@ static void post_report(void *ctx, const dt__http_req *req, dt__http_resp *resp)
 static void post_stop(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
+    const char *now = dt__http_req_query(req, "now");
+    if (now && strcmp(now, "true") && strcmp(now, "false") && strcmp(now, "1") && strcmp(now, "0")) {
+        dt__http_resp_error(resp, 400, "now: expected true or false, got '%s'", now);
+        return;
+    }
+    int kill = now && (!strcmp(now, "true") || !strcmp(now, "1"));
     int already = m->st.finished;
-    if (!already) dt__master_request_stop(m, "stop requested through the API");
+    /* a finished job's replicas may still be stopping: ?now=true cuts their grace short */
+    if (!already || kill) dt__master_request_stop(m, "stop requested through the API", kill);
     dt__http_resp_json(resp, 202,
                        json_pack("{s:b, s:s}", "stopping", !already, "phase",
                                  dt__job_state_phase(&m->st)));

@@ -169,6 +169,19 @@ void dt__job_state_condition(dt__job_state *st, dt__cond_type t, const char *rea
     }
 }
 
+void dt__job_state_reopen(dt__job_state *st, const char *reason, const char *message,
+                          double now) {
+    st->finished = 0;
+    st->outcome = DT_JOB_OUTCOME_SUCCEEDED;
+    st->completion_time = 0;
+    st->start_time = now;
+    if (st->cond[DT__COND_FAILED].set)
+        set_cond(&st->cond[DT__COND_FAILED], 0, reason, message, now);
+    for (int i = 0; i < st->nreplicas; i++)
+        if (st->replicas[i].state == DT__REPLICA_STOPPED && !st->replicas[i].removing)
+            st->replicas[i].state = DT__REPLICA_PENDING;
+}
+
 const char *dt__job_state_phase(const dt__job_state *st) {
     static const dt__cond_type order[] = {DT__COND_SUCCEEDED, DT__COND_FAILED,
                                           DT__COND_RESTARTING, DT__COND_RUNNING, DT__COND_CREATED};

@@ -84,8 +84,19 @@ static void reset_signals(void) {
         if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
 }
 
-_Noreturn static void supervise(const dt__launch *l, int log_fd, const char *exit_tmp) {
+_Noreturn static void supervise(const dt__launch *l, int log_fd, const char *exit_tmp, int go_r,
+                                int go_w) {
     setpgid(0, 0);
+    /* Nothing runs until the master has journaled this launch and says go; a master that
+     * dies first leaves only the end of the pipe, and nothing is started (its successor
+     * launches the replica, once). */
+    close(go_w);
+    char go = 0;
+    ssize_t got;
+    while ((got = read(go_r, &go, 1)) < 0 && errno == EINTR) {
+    }
+    if (got != 1) _exit(127);
+    close(go_r);
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, 0);
     dup2(log_fd, 1);
@@ -151,7 +162,7 @@ _Noreturn static void supervise(const dt__launch *l, int log_fd, const char *exi
     _exit(code);
 }
 
-dt_err dt__local_launch(const dt__launch *l, pid_t *pid) {
+dt_err dt__local_launch(const dt__launch *l, pid_t *pid, int *go_fd) {
     char exit_tmp[4200];
     int n = snprintf(exit_tmp, sizeof exit_tmp, "%s.tmp", l->exit_path);
     if (n < 0 || (size_t)n >= sizeof exit_tmp)
@@ -161,17 +172,36 @@ dt_err dt__local_launch(const dt__launch *l, pid_t *pid) {
     if (log_fd < 0)
         return dt_err_set(DT_ERR_IO, "%s: cannot open its log %s: %s", l->name, l->log_path,
                           strerror(errno));
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) != 0) {
+        int err = errno;
+        close(log_fd);
+        return dt_err_set(DT_ERR_IO, "%s: cannot make a pipe: %s", l->name, strerror(err));
+    }
     pid_t p = fork();
     if (p < 0) {
         int err = errno;
         close(log_fd);
+        close(go[0]);
+        close(go[1]);
         return dt_err_set(DT_ERR_IO, "%s: cannot fork: %s", l->name, strerror(err));
     }
-    if (p == 0) supervise(l, log_fd, exit_tmp);
+    if (p == 0) supervise(l, log_fd, exit_tmp, go[0], go[1]);
     setpgid(p, p); /* also done by the child; whichever runs first wins the race */
     close(log_fd);
+    close(go[0]);
     *pid = p;
+    *go_fd = go[1];
     return DT_OK;
+}
+
+void dt__local_go(int go_fd, int run) {
+    if (run) {
+        ssize_t w;
+        while ((w = write(go_fd, "g", 1)) < 0 && errno == EINTR) {
+        }
+    }
+    close(go_fd); /* without the byte: the supervisor exits, having started nothing */
 }
 
 void dt__local_signal(pid_t pid, int sig) {

@@ -101,6 +101,7 @@ typedef struct dt__master {
     dt__ledger *ledger; /* the shard service's datasets */
     dt__rdzv *rdzv;     /* the rendezvous of an all-reduce job's rings */
     int stop_requested;
+    int stop_now; /* `dtrain stop --now`: SIGKILL, no grace for saving */
     char stop_reason[128];
     int journal_broken; /* an append failed and the backlog is not written yet (said once) */
     int dirty;        /* status.json is out of date */
@@ -132,8 +133,9 @@ dt_err dt__master_journal(dt__master *m, json_t *ev);
 dt_err dt__master_scale(dt__master *m, int workers, json_t **added, json_t **removed);
 /* A progress line in the master's output (opts.out, unless it draws the table). */
 void dt__master_say(dt__master *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Ask the job to stop (API, signals): replicas are stopped, the outcome is Stopped. */
-void dt__master_request_stop(dt__master *m, const char *why);
+/* Ask the job to stop (API, signals): replicas are stopped (trainers first, each with the
+ * grace period to save its work; with `now`, killed at once), the outcome is Stopped. */
+void dt__master_request_stop(dt__master *m, const char *why, int now);
 /* Record what a replica reported (a JSON object; reference stolen) in the journal. */
 dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report);
 /* The HTTP routes of the job's API (api.c). */
@@ -183,6 +185,11 @@ int dt__job_state_sweep(dt__job_state *st);
 void dt__job_state_condition(dt__job_state *st, dt__cond_type t, const char *reason,
                              const char *message, double now);
 const char *dt__cond_type_name(dt__cond_type t);
+/* A stopped job is continued (dtrain run --resume): not finished, its Failed condition
+ * False (reason, message), its start now (activeDeadlineSeconds counts from it, as for a
+ * Kubernetes Job resumed from suspension), its stopped replicas Pending (launched again). */
+void dt__job_state_reopen(dt__job_state *st, const char *reason, const char *message,
+                          double now);
 /* "Created", "Running", "Restarting", "Succeeded", "Failed": the newest true condition. */
 const char *dt__job_state_phase(const dt__job_state *st);
 /* The status object (status.json and GET /v1/jobs/NAME). */
@@ -219,10 +226,13 @@ typedef struct dt__launch {
     const char *log_path;
     const char *exit_path; /* the supervisor writes the exit code here before it exits */
 } dt__launch;
-/* Start a supervisor process (its own process group) that runs argv with envp, its
- * stdout+stderr appended to log_path, waits for it and writes its exit code (128+signal
- * when killed) to exit_path, then exits with that code. */
-dt_err dt__local_launch(const dt__launch *l, pid_t *pid);
+/* Start a supervisor process (its own process group) that, once told to go, runs argv with
+ * envp, its stdout+stderr appended to log_path, waits for it and writes its exit code
+ * (128+signal when killed) to exit_path, then exits with that code. The caller journals the
+ * launch (with *pid) and then calls dt__local_go(*go_fd, 1); dt__local_go(*go_fd, 0), or the
+ * caller's death before it, makes the supervisor exit having started nothing. */
+dt_err dt__local_launch(const dt__launch *l, pid_t *pid, int *go_fd);
+void dt__local_go(int go_fd, int run);
 /* Signal the replica's whole process group. */
 void dt__local_signal(pid_t pid, int sig);
 /* /proc/<pid>/stat's start time (0 when the process does not exist). */

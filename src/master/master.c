@@ -74,6 +74,7 @@ typedef struct loop {
     /* The ports of the job's processes on this host, the master's own included: held for
      * the job's life so that nothing else, in this job or another, is given one (ports.c). */
     dt__ports *ports;
+    int stopping_all; /* the job's replicas are being stopped, tier by tier (stop_tiers) */
 } loop;
 
 static double mono(void) { return dt__mono_s(); }
@@ -344,7 +345,21 @@ static dt_err launch(loop *L, dt__replica *r) {
                     .log_path = log_path,
                     .exit_path = exit_path};
     pid_t pid;
-    if ((e = dt__local_launch(&l, &pid))) goto end;
+    int go;
+    if ((e = dt__local_launch(&l, &pid, &go))) goto end;
+    /* Journaled before it runs: a master that dies before this line started nothing (the
+     * supervisor waits for the go), so its successor launches the replica once. */
+    char ps[24];
+    snprintf(ps, sizeof ps, "%llu", (unsigned long long)dt__local_proc_start(pid));
+    if (dt__master_journal(&L->m, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "launch",
+                                            "replica", r->name, "attempt", r->attempt + 1, "pid",
+                                            (int)pid, "procStart", ps))) {
+        dt__local_go(go, 0);
+        e = dt_err_set(DT_ERR_IO, "%s: not launched: the journal cannot be written (%s)",
+                       r->name, dt__journal_why(L->m.journal));
+        goto end;
+    }
+    dt__local_go(go, 1);
     r->attempt++;
     r->restarts = r->attempt - 1;
     r->pid = pid;
@@ -354,10 +369,6 @@ static dt_err launch(loop *L, dt__replica *r) {
     r->end_time = 0;
     r->stopping = 0;
     r->kill_at = 0;
-    char ps[24];
-    snprintf(ps, sizeof ps, "%llu", (unsigned long long)r->proc_start);
-    journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "launch", "replica", r->name,
-                         "attempt", r->attempt, "pid", (int)pid, "procStart", ps));
     dt__master_touch(&L->m);
     if (r->attempt > 1)
         say(L, "%s started again (attempt %d, pid %d)", r->name, r->attempt, (int)pid);
@@ -373,26 +384,55 @@ end:
 
 /* ---- the end of a job ---- */
 
-/* SIGTERM to a running replica; SIGKILL follows after the grace period (tick). */
+/* SIGTERM to a running replica; SIGKILL follows after the grace period (tick). A built-in
+ * role uses the time to end its step and save what it owns; a ring member drains its ring
+ * first, so its ring is not broken here but when it has left (exited). */
 static void stop_one(loop *L, dt__replica *r) {
     if (r->state != DT__REPLICA_RUNNING || r->stopping) return;
-    dt__rdzv_replica_gone(&L->m, r->name, r->removing ? "is scaled away" : "is being stopped");
     dt__local_signal(r->pid, SIGTERM);
     r->stopping = 1;
     r->kill_at = mono() + L->m.opts.stop_grace_ms / 1000.0;
     dt__master_touch(&L->m);
 }
 
-static void stop_replicas(loop *L, int all) {
-    (void)all;
+/* Does r hold what other replicas' last steps need (a PS: the values; an evaluator: the
+ * last checkpoint's evaluation)? Those are stopped after the trainers have ended. */
+static int stopped_last(const dt__replica *r) {
+    return r->type == DT_REPLICA_TYPE_PS || r->type == DT_REPLICA_TYPE_EVALUATOR;
+}
+
+/* The stop in progress (L->stopping_all), one tier at a time: the trainers first, so that
+ * they finish their shards against live PS and the chief's checkpoint includes them; the
+ * PS and the evaluator once no trainer runs (each trainer gets its grace period). With
+ * `dtrain stop --now`, SIGKILL to all at once: nothing is saved. */
+static void stop_tiers(loop *L) {
+    int trainers = 0;
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         dt__replica *r = &L->m.st.replicas[i];
-        if (r->state == DT__REPLICA_RESTARTING || r->state == DT__REPLICA_PENDING) {
-            r->state = DT__REPLICA_STOPPED;
+        if (r->state != DT__REPLICA_RUNNING) continue;
+        if (L->m.stop_now) {
+            if (!r->stopping || r->kill_at > 0) dt__local_signal(r->pid, SIGKILL);
+            r->stopping = 1;
+            r->kill_at = 0;
             continue;
         }
-        stop_one(L, r);
+        if (!stopped_last(r)) {
+            stop_one(L, r);
+            trainers++;
+        }
     }
+    for (int i = 0; !trainers && !L->m.stop_now && i < L->m.st.nreplicas; i++)
+        stop_one(L, &L->m.st.replicas[i]);
+}
+
+static void stop_replicas(loop *L) {
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        dt__replica *r = &L->m.st.replicas[i];
+        if (r->state == DT__REPLICA_RESTARTING || r->state == DT__REPLICA_PENDING)
+            r->state = DT__REPLICA_STOPPED;
+    }
+    L->stopping_all = 1;
+    stop_tiers(L);
     dt__master_touch(&L->m);
 }
 
@@ -419,11 +459,15 @@ static void finish(loop *L, dt_job_outcome outcome, const char *reason, const ch
     say(L, "job %s: %s", names[outcome], msg);
     /* Clean-up: a stop request stops everything; otherwise the cleanPodPolicy decides. */
     if (outcome == DT_JOB_OUTCOME_STOPPED || L->m.job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE)
-        stop_replicas(L, 1);
+        stop_replicas(L);
     dt__master_touch(&L->m);
 }
 
-void dt__master_request_stop(dt__master *m, const char *why) {
+void dt__master_request_stop(dt__master *m, const char *why, int now) {
+    if (now && !m->stop_now) {
+        m->stop_now = 1; /* also when a stop is under way: its grace is cut short */
+        dt__master_touch(m);
+    }
     if (m->stop_requested) return;
     m->stop_requested = 1;
     snprintf(m->stop_reason, sizeof m->stop_reason, "%s", why);
@@ -707,20 +751,26 @@ static void tick(loop *L) {
         for (int i = 0; i < L->m.st.nreplicas; i++) {
             dt__replica *r = &L->m.st.replicas[i];
             if (r->state != DT__REPLICA_RESTARTING) continue;
-            if (r->restart_at > now) {
+            /* no launch that cannot be journaled: it waits for the journal */
+            if (r->restart_at > now || L->m.journal_broken) {
                 restarting = 1;
                 continue;
             }
-            L->m.st.total_restarts++;
             if (launch(L, r)) {
+                if (L->m.journal_broken) {
+                    restarting = 1;
+                    continue;
+                }
                 say(L, "%s", dt_errmsg());
                 finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
                 break;
             }
+            L->m.st.total_restarts++;
             relaunched = 1;
         }
         if (relaunched && !restarting && !L->m.st.finished) set_running(L);
     }
+    if (L->stopping_all) stop_tiers(L);
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         dt__replica *r = &L->m.st.replicas[i];
         if (r->state == DT__REPLICA_RUNNING && r->stopping && r->kill_at > 0 && now >= r->kill_at) {
@@ -1054,6 +1104,9 @@ static void replay_event(void *vctx, json_t *ev) {
         r->end_time = 0;
     } else if (!strcmp(kind, "scale")) {
         replay_scale(L, ev);
+    } else if (!strcmp(kind, "continue")) {
+        dt__job_state_reopen(&L->m.st, json_string_value(json_object_get(ev, "reason")),
+                             json_string_value(json_object_get(ev, "message")), t);
     } else if (!strcmp(kind, "exit") && r &&
                !strcmp(json_string_value(json_object_get(ev, "state")) ?
                            json_string_value(json_object_get(ev, "state")) : "", "Removed")) {
@@ -1190,7 +1243,8 @@ static void read_signals(loop *L) {
         if (si.ssi_signo == SIGCHLD) continue; /* reaped below */
         char why[64];
         snprintf(why, sizeof why, "the master got %s", sigabbrev_np((int)si.ssi_signo));
-        dt__master_request_stop(&L->m, why);
+        /* a second one while the replicas are stopping: no more grace */
+        dt__master_request_stop(&L->m, why, L->m.stop_requested);
     }
     reap(L);
 }
@@ -1276,7 +1330,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     m->job = &L->jobv;
     m->opts = *opts_in;
     if (!m->opts.bind_addr) m->opts.bind_addr = "127.0.0.1";
-    if (m->opts.stop_grace_ms <= 0) m->opts.stop_grace_ms = 5000;
+    if (m->opts.stop_grace_ms <= 0) m->opts.stop_grace_ms = DT_MASTER_STOP_GRACE_MS;
     dt_err e = DT_OK;
     int signals_set = 0;
 
@@ -1388,6 +1442,20 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         say(L, "job %s: %d replicas, job dir %s, API %s", job->name, m->st.nreplicas, m->dir,
             m->url);
     } else {
+        /* A stopped job goes on from where it stopped: its replicas are launched again, and
+         * its built-in roles continue from what they saved when they were stopped. */
+        if (m->st.finished && m->st.outcome == DT_JOB_OUTCOME_STOPPED) {
+            char reason[64], msg[256];
+            snprintf(reason, sizeof reason, "%sContinued", kind_name(job));
+            snprintf(msg, sizeof msg, "%s %s was stopped and is continued.", kind_name(job),
+                     job->name);
+            dt__job_state_reopen(&m->st, reason, msg, now);
+            L->start_mono = tnow;
+            journal(L, json_pack("{s:s, s:s, s:s}", "ev", "continue", "reason", reason, "message",
+                                 msg));
+            sync_journal(L, "the job's continuation");
+            say(L, "job %s was stopped: continuing it", job->name);
+        }
         /* Adopt what still runs; settle what ended while no master watched. */
         for (int i = 0; i < m->st.nreplicas; i++) {
             dt__replica *r = &m->st.replicas[i];
@@ -1420,7 +1488,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         /* Finished before it died: the clean-up it may not have completed. */
         if (m->st.finished &&
             (m->st.outcome == DT_JOB_OUTCOME_STOPPED || job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE))
-            stop_replicas(L, 1);
+            stop_replicas(L);
         for (int i = 0; i < m->st.nreplicas; i++) {
             dt__replica *r = &m->st.replicas[i];
             if (r->state == DT__REPLICA_RUNNING && r->pidfd < 0) adopted_exited(L, r);

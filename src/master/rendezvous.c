@@ -104,9 +104,10 @@ static int is_trainer(dt_replica_type t) {
            t == DT_REPLICA_TYPE_WORKER;
 }
 
-/* A trainer the master runs now: it can take part in a ring. */
+/* A trainer the master runs now: it can take part in a ring (one being stopped too: it
+ * drains its ring before it goes, allreduce.c). */
 static int eligible(const dt__replica *r) {
-    return is_trainer(r->type) && r->state == DT__REPLICA_RUNNING && !r->removing && !r->stopping;
+    return is_trainer(r->type) && r->state == DT__REPLICA_RUNNING && !r->removing;
 }
 
 static void journal(dt__master *m, json_t *ev) { dt__master_journal(m, ev); }
@@ -205,10 +206,17 @@ static int cand_cmp(const void *a, const void *b) {
     return rank_cmp(x->w->step, x->type, x->index, y->w->step, y->type, y->index);
 }
 
+/* Are rings over? A job that succeeded or failed forms no more; a stopped one still does,
+ * for members that got SIGTERM out of a ring with a shard half-trained: they re-form to
+ * finish it (they drain) before they go. */
+static int rings_over(const dt__master *m) {
+    return m->st.finished && m->st.outcome != DT_JOB_OUTCOME_STOPPED;
+}
+
 /* Form a ring when its time has come (see the top of the file). */
 static void maybe_form(dt__master *m, double now) {
     dt__rdzv *z = m->rdzv;
-    if (m->st.finished || m->stop_requested || z->nw <= 0) return;
+    if (rings_over(m) || z->nw <= 0) return;
     double timeout = (double)m->job->allreduce.rendezvous_timeout_ms / 1000.0;
     int all = 1;
     for (int i = 0; i < m->st.nreplicas && all; i++) {
@@ -353,9 +361,9 @@ dt_err dt__rdzv_check_job(const dt__master *m, int forming) {
                           job->kind == DT_JOB_KIND_TRAINJOB ? " with strategy " : "",
                           job->kind == DT_JOB_KIND_TRAINJOB ? dt_strategy_name(job->strategy)
                                                             : "");
-    if (forming && (m->st.finished || m->stop_requested))
-        return dt_err_set(DT_ERR_STATE, "job '%s' is %s: it forms no more rings", job->name,
-                          m->st.finished ? "finished" : "stopping");
+    if (forming && rings_over(m))
+        return dt_err_set(DT_ERR_STATE, "job '%s' is finished: it forms no more rings",
+                          job->name);
     return DT_OK;
 }
 
@@ -373,9 +381,9 @@ dt_err dt__rdzv_join(dt__master *m, const dt__rdzv_reg *reg, double now, json_t 
                           "replica: %s is not a trainer (a chief, master or worker): it joins no "
                           "ring",
                           r->name);
-    if (r->removing || r->stopping)
-        return dt_err_set(DT_ERR_STATE, "replica: %s is being %s: it joins no more rings", r->name,
-                          r->removing ? "removed (scaled down)" : "stopped");
+    if (r->removing)
+        return dt_err_set(DT_ERR_STATE, "replica: %s is being removed (scaled down): it joins no "
+                                        "more rings", r->name);
     if (r->state != DT__REPLICA_RUNNING)
         return dt_err_set(DT_ERR_STATE, "replica: %s is not running (it is %s): it joins no ring",
                           r->name, dt__replica_state_name(r->state));
@@ -475,8 +483,9 @@ dt_err dt__rdzv_status(dt__master *m, int64_t generation, double now, json_t **a
         json_array_append_new(waiting, json_string(z->w[i].name));
         nwaiting++;
     }
-    int finished = m->st.finished || m->stop_requested;
-    int leave = finished || generation != z->generation || z->broken || nwaiting > 0;
+    /* A stopped job's members are not told to leave: they got SIGTERM and drain their ring
+     * to a step where no shard is half-trained (allreduce.c) before they go. */
+    int leave = rings_over(m) || generation != z->generation || z->broken || nwaiting > 0;
     *answer = json_pack("{s:I, s:o, s:o, s:b, s:b}", "generation", (json_int_t)z->generation,
                         "members", members, "waiting", waiting, "broken", z->broken, "leave",
                         leave);

@@ -1186,14 +1186,53 @@ int dt__ps_server_pending(dt_ps_server *s) {
     return n;
 }
 
+/* Stop accepting: the accept thread ends (no-op when it has already). */
+static void stop_accepting(dt_ps_server *s) {
+    if (!s->accept_started) return;
+    pthread_mutex_lock(&s->clock);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->clock);
+    shutdown(s->lfd, SHUT_RDWR);
+    pthread_join(s->accept_thread, NULL);
+    s->accept_started = 0;
+}
+
+dt_err dt_ps_server_drain(dt_ps_server *s, int64_t *step, char *path, size_t len) {
+    *step = -1;
+    if (len) path[0] = 0;
+    stop_accepting(s);
+    /* The read side only: a thread blocked on its next header (or in the middle of a
+     * frame, which is then not applied) sees the end; one applying a frame still sends
+     * its reply. A sync round completes with the connections that pushed to it, as the
+     * others leave. */
+    pthread_mutex_lock(&s->clock);
+    for (conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RD);
+    pthread_mutex_unlock(&s->clock);
+    for (;;) {
+        pthread_mutex_lock(&s->clock);
+        int open = 0;
+        for (conn *c = s->conns; c; c = c->next) open += !atomic_load(&c->done);
+        pthread_mutex_unlock(&s->clock);
+        reap(s, 0);
+        if (!open) break;
+        struct timespec tick = {0, 5 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    if (atomic_load(&s->step) < 0 || !s->ckpt_dir) return DT_OK; /* nothing to save */
+    char tmp[4096];
+    pthread_mutex_lock(&s->save_lock);
+    pthread_rwlock_rdlock(&s->vlock);
+    *step = atomic_load(&s->step);
+    dt_err err = save_locked(s, len ? path : tmp, len ? len : sizeof tmp);
+    pthread_rwlock_unlock(&s->vlock);
+    pthread_mutex_unlock(&s->save_lock);
+    return err;
+}
+
 void dt_ps_server_stop(dt_ps_server *s) {
     if (!s) return;
-    if (s->accept_started) {
-        pthread_mutex_lock(&s->clock);
-        s->stopping = 1;
-        pthread_mutex_unlock(&s->clock);
-        shutdown(s->lfd, SHUT_RDWR);
-        pthread_join(s->accept_thread, NULL);
+    if (s->accept_started || s->conns) {
+        stop_accepting(s);
         pthread_mutex_lock(&s->slock);
         s->sync_stop = 1;
         pthread_cond_broadcast(&s->scv);

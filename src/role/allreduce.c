@@ -38,6 +38,7 @@
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/stop-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/optim.h"
 #include "dtrain/rendezvous.h"
@@ -50,7 +51,9 @@
 #define DATASET "training"
 #define WATCH_MS 100     /* how often the watcher asks the master about the ring */
 #define IDLE_MS 20       /* a step in which no member had data: wait this long */
-#define TRAILER 2        /* samples, not-done members: the counters in bucket 0 */
+/* The counters in bucket 0: samples, members not done, members asked to stop, members
+ * holding a shard not yet finished after this step. */
+#define TRAILER 4
 #define JOIN_TIMEOUT_MS (10 * 60 * 1000)
 
 typedef struct ar_conf {
@@ -116,8 +119,16 @@ typedef struct trainer {
     dt_shard sh;
     int64_t pos;            /* next sample of sh */
     int have_shard, data_end;
+    /* Stop (SIGTERM): a member asked to stop says so in its step's counters; from the step
+     * where the ring sees it, every member drains (finishes its shard, takes no new one)
+     * until a step after which no member holds an unfinished shard (`clear`). There the
+     * members asked to stop leave, with nothing half-trained. */
+    int draining, clear;
 
     int64_t step, epoch, last_ckpt_step;
+    /* samples in all the ring's steps so far (every member's): the same on all, kept in
+     * checkpoints; at the end, the data times the epochs when no batch was lost or twice */
+    int64_t applied;
     double last_ckpt_time;
     dt__ckpt_retry ckpt_retry; /* a failed checkpoint's next try */
     int64_t samples, batches, abandoned, generations;
@@ -164,7 +175,7 @@ static dt_err layout(trainer *t) {
     size_t slots = 0;
     for (int i = 0; i < dt_optim_num_slots(t->optim); i++)
         slots += (size_t)dt_tensor_numel(dt_optim_slot(t->optim, i));
-    t->nstate = 2 + (off - TRAILER) + slots;
+    t->nstate = 4 + (off - TRAILER) + slots;
     t->flat = malloc(t->nflat * sizeof *t->flat);
     t->state = malloc(t->nstate * sizeof *t->state);
     if (!t->flat || !t->state) return dt_err_set(DT_ERR_NOMEM, "out of memory for gradients");
@@ -267,7 +278,7 @@ static void *watch_main(void *arg) {
 
 static dt_err checkpoint(trainer *t) {
     dt_train_state st = {.step = t->step, .epoch = t->epoch, .seed = t->r->spec->seed,
-                         .rng = t->rng};
+                         .rng = t->rng, .samples = t->applied};
     dt_err e = dt_checkpoint_dir_save(t->r->ckpt_dir, t->r->spec->checkpoint_keep, t->model,
                                       t->optim, &st);
     if (e) return e;
@@ -292,13 +303,18 @@ static int checkpoint_due(const trainer *t) {
     return t->conf.checkpoint_secs > 0 && dt__mono_s() - t->last_ckpt_time >= t->conf.checkpoint_secs;
 }
 
-/* state <-> model, optimizer and step (the step as two floats' bits: exact) */
+/* state <-> model, optimizer, step and samples applied (each as two floats' bits: exact) */
 static void state_pack(trainer *t, int out) {
     float *s = t->state;
-    int64_t step = t->step;
-    if (out) memcpy(s, &step, sizeof step);
-    else memcpy(&step, s, sizeof step);
-    size_t k = 2;
+    int64_t step = t->step, applied = t->applied;
+    if (out) {
+        memcpy(s, &step, sizeof step);
+        memcpy(s + 2, &applied, sizeof applied);
+    } else {
+        memcpy(&step, s, sizeof step);
+        memcpy(&applied, s + 2, sizeof applied);
+    }
+    size_t k = 4;
     for (int i = 0; i < t->np; i++) {
         dt_tensor *v = &t->params[i]->value;
         size_t n = (size_t)dt_tensor_numel(v);
@@ -315,6 +331,7 @@ static void state_pack(trainer *t, int out) {
     }
     if (!out) {
         t->step = step;
+        t->applied = applied;
         dt_optim_set_steps(t->optim, step);
     }
 }
@@ -337,6 +354,7 @@ static dt_err catch_up(trainer *t, int *loaded) {
     if ((e = dt_checkpoint_load(latest, t->model, t->optim, &st)))
         return dt_err_wrap(e, "resuming from %s", latest);
     t->step = st.step;
+    t->applied = st.samples;
     if (st.epoch > t->epoch) t->epoch = st.epoch;
     dt_optim_set_steps(t->optim, st.step);
     fprintf(t->r->log, "%s: resuming from %s (step %lld)\n", t->r->name, latest,
@@ -473,6 +491,11 @@ static int micro_batches(const trainer *t) {
 }
 
 
+/* A member asked to stop while it waits for a ring goes at once, unless it holds a shard it
+ * has trained in part: it waits to drain it in a ring (a stopped job still forms them). */
+static int partial_shard; /* of the one process's trainer; read by stop_waiting */
+static int stop_waiting(void) { return dt__stop_signal() && !partial_shard; }
+
 /* Join the next ring (naming the member we lost, if any), open it and take rank 0's state. */
 static dt_err join(trainer *t, const char *lost_member) {
     dt__role *r = t->r;
@@ -482,7 +505,8 @@ static dt_err join(trainer *t, const char *lost_member) {
         dt_rdzv_join_req req = {.address = t->address,
                                 .generation = t->rz.generation,
                                 .step = t->step,
-                                .unreachable = lost[0] ? lost : NULL};
+                                .unreachable = lost[0] ? lost : NULL,
+                                .cancel = stop_waiting};
         dt_rdzv_ring rz = {0};
         double t0 = dt__mono_s();
         dt_err e = dt_rdzv_join(t->sc, &req, JOIN_TIMEOUT_MS, &rz);
@@ -572,11 +596,14 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     *ring_failed = 0;
     *end = 0;
     dt_err e;
-    if (t->have_shard && t->pos >= t->sh.count) {
+    if (t->draining) {
+        /* no new shard while the ring drains */
+    } else if (t->have_shard && t->pos >= t->sh.count) {
         if ((e = next_shard(t))) return e;
     } else if (!t->have_shard && !t->data_end) {
         if ((e = next_shard(t))) return e;
     }
+    float stopping = dt__stop_signal() ? 1.0f : 0.0f;
     epoch_turn(t);
     int k = micro_batches(t);
     int64_t pos0 = t->pos, nb_total = 0;
@@ -610,6 +637,8 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         if (last) { /* the counters first: bucket 0 may leave during the backward pass */
             t->flat[0] = (float)nb_total;
             t->flat[1] = 1;
+            t->flat[2] = stopping;
+            t->flat[3] = t->sh.count - t->pos > 0 ? 1.0f : 0.0f;
         }
         t->cur_nb = (float)nb;
         t->hook_on = last;
@@ -623,6 +652,8 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     if (nb_total == 0) {
         t->flat[0] = 0;
         t->flat[1] = t->data_end ? 0 : 1;
+        t->flat[2] = stopping;
+        t->flat[3] = 0;
     }
     hand_over(t, t->nbuckets);
     if ((e = wait_buckets(t))) {
@@ -631,6 +662,10 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         return DT_OK;
     }
     double total = t->flat[0], not_done = t->flat[1];
+    /* every member reads the same sums: they agree on where the drain starts and ends */
+    if (t->flat[2] > 0) t->draining = 1;
+    t->clear = t->flat[3] <= 0;
+    if (t->clear) t->draining = 0;
     if (total <= 0) {
         if (not_done <= 0) *end = 1;
         else usleep(IDLE_MS * 1000); /* members wait for shards others hold */
@@ -646,6 +681,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     }
     dt_optim_step(t->optim, t->pool);
     t->step++;
+    t->applied += (int64_t)total;
     t->samples += nb_total;
     t->batches += nb_total > 0;
     t->loss_sum += loss_sum;
@@ -656,9 +692,43 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
 
 /* ---- the end ---- */
 
+/* Asked to stop (SIGTERM: the job is stopped, or the node is being taken away), at a step
+ * after which this member holds no unfinished shard: the shard in hand is reported done;
+ * rank 0 (and the chief) checkpoint. The others of the ring keep the model and re-form
+ * without this member; a replacement takes the state of rank 0 when it joins. A member
+ * stopped while outside a ring (joining one) gives its shard back as it is: the batches of
+ * it already trained are trained again. */
+static void stop_here(trainer *t) {
+    dt__role *r = t->r;
+    int sig = dt__stop_signal();
+    int finished = t->have_shard && t->pos >= t->sh.count;
+    if (finished) {
+        if (dt_shard_report(t->sc, DATASET, &t->sh, 1, NULL) == DT_ERR_STATE) dt_err_clear();
+        t->have_shard = 0;
+    }
+    if (t->ring && (t->rz.rank == 0 || r->is_chief) && t->step > t->last_ckpt_step) {
+        dt_err e = checkpoint(t);
+        if (e)
+            fprintf(r->log, "%s: checkpoint at step %lld failed: %s\n", r->name,
+                    (long long)t->step, dt_errmsg());
+        else
+            fprintf(r->log, "%s: checkpoint at step %lld written\n", r->name, (long long)t->step);
+    }
+    fprintf(r->log, "%s: stopped (%s) at step %lld%s\n", r->name, strsignal(sig),
+            (long long)t->step,
+            finished ? ", the shard in hand finished and reported"
+            : t->have_shard ? ", outside a ring: the shard in hand goes back whole"
+                            : "");
+    fflush(r->log);
+    leave_ring(t);
+    r->stopped_by = sig;
+}
+
 dt_err dt__role_allreduce(dt__role *r) {
     trainer t = {.r = r, .t_start = dt__mono_s()};
-    dt_err e = setup(&t);
+    /* before setup starts any thread: they inherit the blocked signals */
+    dt_err e = dt__stop_watch();
+    if (!e) e = setup(&t);
     if (e) goto end;
     fprintf(r->log, "%s: all-reduce training%s from step %lld, listening on %s\n", r->name,
             r->is_chief ? " (chief)" : "", (long long)t.step, t.address);
@@ -666,8 +736,22 @@ dt_err dt__role_allreduce(dt__role *r) {
     const char *lost = NULL;
     double t0 = 0;
     for (;;) {
+        /* Asked to stop: where the ring has drained, or out of a ring with no shard half
+         * trained. */
+        if (dt__stop_signal() &&
+            (t.clear || (!t.ring && !(t.have_shard && t.pos > 0 && t.pos < t.sh.count)))) {
+            stop_here(&t);
+            goto end;
+        }
         if (!t.ring) {
-            if ((e = join(&t, lost))) break;
+            partial_shard = t.have_shard && t.pos > 0 && t.pos < t.sh.count;
+            if ((e = join(&t, lost))) {
+                if (!dt__stop_signal()) break;
+                dt_err_clear(); /* asked to stop while waiting for a ring */
+                e = DT_OK;
+                stop_here(&t);
+                goto end;
+            }
             lost = NULL;
             if (t0 == 0) t0 = dt__mono_s();
         }
@@ -675,6 +759,7 @@ dt_err dt__role_allreduce(dt__role *r) {
         if ((e = step(&t, &failed, &end))) break;
         if (end) break;
         if (failed) {
+            t.draining = t.clear = 0;
             int fp = dt_ring_failed_peer(t.ring);
             lost = fp >= 0 && fp < t.rz.size ? t.rz.members[fp] : NULL;
             t.abandoned++;
@@ -698,9 +783,10 @@ dt_err dt__role_allreduce(dt__role *r) {
         t.have_shard = 0;
     }
     json_t *res = json_pack(
-        "{s:s, s:s, s:s, s:{s:I, s:I, s:I, s:f, s:f, s:f}, s:{s:I, s:I, s:I}}", "status",
+        "{s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:f, s:f, s:f}, s:{s:I, s:I, s:I}}", "status",
         "Succeeded", "name", r->spec->name, "role", r->is_chief ? "chief" : "worker", "train",
-        "steps", (json_int_t)t.step, "samples", (json_int_t)t.samples, "batches",
+        "steps", (json_int_t)t.step, "samples_applied", (json_int_t)t.applied, "samples",
+        (json_int_t)t.samples, "batches",
         (json_int_t)t.batches, "samples_per_sec",
         t.t_train > 0 ? (double)t.samples / t.t_train : 0, "seconds", t.t_train, "loss",
         t.last_epoch_loss, "ring", "generations", (json_int_t)t.generations, "abandoned_steps",

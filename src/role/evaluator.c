@@ -94,7 +94,11 @@ dt_err dt__role_evaluator(dt__role *r) {
             }
         }
         struct timespec ts = {0, POLL_NS};
-        if (sigtimedwait(&stop, NULL, &ts) > 0) break;
+        int sig = sigtimedwait(&stop, NULL, &ts);
+        if (sig > 0) {
+            r->stopped_by = sig; /* its history is in result.json: a new one goes on */
+            break;
+        }
     }
     fprintf(r->log, "%s: stopped after %zu evaluations\n", r->name, json_array_size(history));
 end:

@@ -3,8 +3,10 @@
  *
  * The PS builds the model only to learn the variables' names and shapes (the server copies
  * them and keeps its own storage), starts the data-plane server on its TF_CONFIG port and
- * waits for SIGTERM or SIGINT. Its partition checkpoints live in JOB_DIR/checkpoints/ps-i/,
- * so a PS restarted by the master comes back with the values of its newest one.
+ * waits for SIGTERM or SIGINT, when it answers the frames in hand, saves its partition and
+ * exits 128 + the signal. Its partition checkpoints live in JOB_DIR/checkpoints/ps-i/, so a
+ * PS restarted by the master comes back with the values of its newest one: the values it
+ * had when it was stopped, or those of the chief's last checkpoint when it was killed.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -81,8 +83,20 @@ dt_err dt__role_ps(dt__role *r) {
     train = NULL;
     int sig = 0;
     sigwait(&stop, &sig);
-    fprintf(r->log, "%s: stopping (%s) at step %lld\n", r->name, strsignal(sig),
-            (long long)dt_ps_server_step(server));
+    /* Stopped (the job's end or stop, or a preemption): answer what is in hand, then save
+     * the partition, so that a PS started again continues from exactly what this one
+     * applied and no client's push is applied twice or lost. */
+    fprintf(r->log, "%s: stopping (%s) at step %lld: saving the partition\n", r->name,
+            strsignal(sig), (long long)dt_ps_server_step(server));
+    fflush(r->log);
+    int64_t saved;
+    char path[4200];
+    if ((e = dt_ps_server_drain(server, &saved, path, sizeof path))) {
+        dt_err_wrap(e, "%s: saving the partition when stopped", r->name);
+        goto end;
+    }
+    if (saved >= 0) fprintf(r->log, "%s: saved step %lld to %s\n", r->name, (long long)saved, path);
+    r->stopped_by = sig;
 end:
     dt_ps_server_stop(server);
     free(params);

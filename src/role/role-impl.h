@@ -35,6 +35,8 @@ typedef struct dt__role {
     char ckpt_dir[4096];  /* JOB_DIR/checkpoints: the whole model's checkpoints */
     char own_dir[4096];   /* JOB_DIR/replicas/<name>: this replica's result.json */
     int permanent;        /* set with a failure no restart can mend (bad data or model) */
+    int stopped_by;       /* the role stopped for this signal (SIGTERM: a stop or a
+                           * preemption) once what it owns was saved: exit 128 + it */
 } dt__role;
 
 /* Load the spec's data and build its model for batches of `batch` (pool may be NULL):

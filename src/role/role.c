@@ -333,6 +333,7 @@ end:
     /* A spec or shape error is as permanent wherever it arises (a format error is not: on
      * the wire it may be a peer that restarts). */
     if (e && (r.permanent || e == DT_ERR_SPEC || e == DT_ERR_SHAPE)) opts->permanent = 1;
+    opts->stopped_by = e ? 0 : r.stopped_by;
     role_free(&r);
     return e;
 }

@@ -15,6 +15,11 @@
  * checkpoint that fails (a full disk) stops nothing: the chief says why and tries again
  * after a backoff, training on meanwhile; the final one is retried for a while before the
  * chief gives up (dt__ckpt_retry, role.c).
+ *
+ * Stop and preemption: SIGTERM (the master stopping the job, or Kubernetes before it evicts
+ * the pod) lets the shard in hand finish (at most minibatchesPerShard batches), reports it,
+ * and the chief checkpoints; the process then exits 143 and its replacement asks for the
+ * next shard. No batch is lost or trained twice.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +30,7 @@
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/stop-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
 #include "dtrain/shard.h"
@@ -118,7 +124,9 @@ static dt_err setup(trainer *t) {
     t->last_ckpt_step = t->step;
     t->last_ckpt_time = dt__mono_s();
 
-    if ((e = dt_shard_client_open(&t->sc, NULL))) return e;
+    /* Its own waiting (next_shard), so that a stop request ends a wait. */
+    dt_shard_client_opts so = {.no_wait = 1};
+    if ((e = dt_shard_client_open(&t->sc, &so))) return e;
     dt_dataset_spec ds;
     dt_dataset_spec_init(&ds);
     ds.name = DATASET;
@@ -230,18 +238,72 @@ static dt_err finish(trainer *t, json_t *res) {
                                  t->epoch, t->t_train, res);
 }
 
+/* A late report, refused (HTTP 409): the master re-queued the shard while this process
+ * was silent (stopped, or cut off past the heartbeat timeout), and another trainer takes
+ * it. It is dropped. */
+static void dropped(trainer *t, const dt_shard *sh) {
+    fprintf(t->r->log, "%s: %s: shard %lld of epoch %lld dropped (re-queued by the master)\n",
+            t->r->name, dt_errmsg(), (long long)sh->id, (long long)sh->epoch);
+    fflush(t->r->log);
+    dt_err_clear();
+}
+
+/* The next shard into sh, after reporting sh done when `report`. While the master has none
+ * to hand out yet (the epoch's last shards are in flight elsewhere) it asks again, until a
+ * stop request ends the wait (*st is then DT_SHARD_FETCH_WAIT). */
+static dt_err next_shard(trainer *t, dt_shard *sh, int report, dt_shard_fetch_status *st) {
+    dt_err e = report ? dt_shard_report_fetch(t->sc, DATASET, sh, 1, NULL, st)
+                      : dt_shard_fetch(t->sc, DATASET, sh, st);
+    if (e == DT_ERR_STATE && report) {
+        dropped(t, sh);
+        e = dt_shard_fetch(t->sc, DATASET, sh, st);
+    }
+    double delay = 10;
+    while (!e && *st == DT_SHARD_FETCH_WAIT && !dt__stop_signal()) {
+        dt__sleep_ms(delay);
+        delay = delay * 2 < 500 ? delay * 2 : 500;
+        e = dt_shard_fetch(t->sc, DATASET, sh, st);
+    }
+    return e;
+}
+
+/* Asked to stop (the job is stopped, or the node is being taken away): the shard just
+ * trained (sh; NULL: none in hand) is reported, so that no other trainer does it again, and
+ * the chief checkpoints the whole model; the PS keep the values (they save their partitions
+ * when they are stopped in turn). A replacement goes on from there. */
+static void stop_here(trainer *t, const dt_shard *sh) {
+    dt__role *r = t->r;
+    int sig = dt__stop_signal();
+    if (sh && dt_shard_report(t->sc, DATASET, sh, 1, NULL) == DT_ERR_STATE) dropped(t, sh);
+    if (r->is_chief) {
+        dt_err e = checkpoint(t);
+        if (e)
+            fprintf(r->log, "%s: checkpoint at step %lld failed: %s\n", r->name,
+                    (long long)t->step, dt_errmsg());
+        else
+            fprintf(r->log, "%s: checkpoint at step %lld written\n", r->name, (long long)t->step);
+    }
+    fprintf(r->log, "%s: stopped (%s) at global step %lld after %lld samples here%s\n", r->name,
+            strsignal(sig), (long long)t->step, (long long)t->samples,
+            sh ? ", the shard in hand finished and reported" : "");
+    fflush(r->log);
+    r->stopped_by = sig;
+}
+
 dt_err dt__role_trainer(dt__role *r) {
     trainer t = {.r = r, .t_start = dt__mono_s()};
     dt_shard sh = {0};
-    dt_shard_fetch_status st;
-    dt_err e = setup(&t);
+    dt_shard_fetch_status st = DT_SHARD_FETCH_END;
+    /* before setup starts any thread: they inherit the blocked signals */
+    dt_err e = dt__stop_watch();
+    if (!e) e = setup(&t);
     if (e) goto end;
     fprintf(r->log, "%s: training%s against %d parameter server%s from global step %lld\n",
             r->name, r->is_chief ? " (chief)" : "", r->nps, r->nps > 1 ? "s" : "",
             (long long)t.step);
     fflush(r->log);
     double t0 = dt__mono_s();
-    e = dt_shard_fetch(t.sc, DATASET, &sh, &st);
+    if (!dt__stop_signal()) e = next_shard(&t, &sh, 0, &st);
     if (!e && st == DT_SHARD_FETCH_SHARD) t.epoch = sh.epoch;
     while (!e && st == DT_SHARD_FETCH_SHARD) {
         if (sh.epoch != t.epoch) epoch_turn(&t, sh.epoch);
@@ -254,20 +316,14 @@ dt_err dt__role_trainer(dt__role *r) {
             e = dt_err_set(te, "%s", msg);
             break;
         }
-        e = dt_shard_report_fetch(t.sc, DATASET, &sh, 1, NULL, &st);
-        if (e == DT_ERR_STATE) {
-            /* A late report, refused (HTTP 409): the master re-queued the shard while this
-             * process was silent (stopped, or cut off past the heartbeat timeout), and
-             * another trainer takes it. Drop it and go on with a new one. */
-            fprintf(r->log, "%s: %s: shard %lld of epoch %lld dropped (re-queued by the "
-                            "master), going on\n",
-                    r->name, dt_errmsg(), (long long)sh.id, (long long)sh.epoch);
-            fflush(r->log);
-            dt_err_clear();
-            e = dt_shard_fetch(t.sc, DATASET, &sh, &st);
-        }
+        if (dt__stop_signal()) break;
+        e = next_shard(&t, &sh, 1, &st);
     }
     if (e) goto end;
+    if (dt__stop_signal()) {
+        stop_here(&t, st == DT_SHARD_FETCH_SHARD ? &sh : NULL);
+        goto end;
+    }
     t.t_train = dt__mono_s() - t0;
     if (t.loss_n > 0) t.last_epoch_loss = t.loss_sum / (double)t.loss_n;
     json_t *res = json_pack("{s:s, s:s, s:s, s:{s:I, s:I, s:I, s:f, s:f, s:f}}", "status",

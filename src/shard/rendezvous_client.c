@@ -146,6 +146,8 @@ dt_err dt_rdzv_join(dt_shard_client *c, const dt_rdzv_join_req *req, int timeout
         newest = json_integer_value(json_object_get(ans, "generation"));
         json_decref(ans);
         double now = dt__mono_ms();
+        if (req->cancel && req->cancel())
+            return dt_err_set(DT_ERR_STATE, "%s: no longer waiting: asked to stop", what);
         if (deadline > 0 && now >= deadline)
             return dt_err_set(DT_ERR_STATE,
                               "%s: no ring was formed within %d ms (the master's newest "

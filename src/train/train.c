@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "core/stop-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
 #include "dtrain/nn.h"
@@ -273,13 +274,15 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
             if (opts.loss_log) fprintf(opts.loss_log, "%lld %.9g\n", (long long)r.state.step, loss);
             dt__progress_step(&prog, epoch, b, nb, loss);
             int at_max = opts.max_steps > 0 && r.state.step >= opts.max_steps;
+            int asked = dt__stop_signal() != 0; /* a stop, or a preemption */
             if ((spec->checkpoint_every_steps > 0 &&
                  r.state.step % spec->checkpoint_every_steps == 0) ||
-                at_max) {
+                at_max || asked) {
                 if ((e = save_checkpoint(&r))) goto end;
             }
-            if (at_max) {
+            if (at_max || asked) {
                 stopped = 1;
+                res->stopped_by = asked ? dt__stop_signal() : 0;
                 break;
             }
         }
@@ -303,6 +306,10 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     res->steps = r.state.step;
     res->samples = samples_session;
     res->epochs_done = r.state.epoch;
+    if (res->stopped_by)
+        fprintf(opts.log, "stopped (%s) at step %lld: checkpoint written; the same job dir "
+                          "continues from it\n",
+                strsignal(res->stopped_by), (long long)r.state.step);
     res->samples_per_sec = train_time > 0 ? (double)samples_session / train_time : 0;
     res->wall_seconds = dt__now() - t_start;
     e = dt__write_result(opts.job_dir, stopped ? "Stopped" : "Succeeded", NULL, spec, res,
