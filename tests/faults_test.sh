@@ -164,8 +164,17 @@ if section preempt; then
         grep -q '"outcome":"Stopped"' job-pre/journal.jsonl && pass "preempt: the job is stopped"
     for n in chief-0 worker-0 worker-1; do stopped_cleanly job-pre $n "stopped (Terminated) at global step"; done
     for n in ps-0 ps-1; do stopped_cleanly job-pre $n "saving the partition"; done
+    # Its ports were free since it stopped: something else listens on the master's now.
+    port=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"].rsplit(":", 1)[1])' job-pre/master.json)
+    $PY -c 'import socket,sys,time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close(); time.sleep(600)' \
+        "$port" "$TMP/squat" &
+    squatter=$!
+    WAIT_POLLS=100 wait_for test -e "$TMP/squat"
     expect_exit 0 pre-resume -- "$DTRAIN" run --resume job-pre &&
-        pass "preempt: the stopped job continued to its end"
+        pass "preempt: the stopped job continued to its end (on new ports: $port was taken)"
+    kill "$squatter" 2>/dev/null; wait "$squatter" 2>/dev/null
     check_result pre '
 assert r["status"] == "Succeeded", r["status"]
 steps = reps["chief-0"]["result"]["train"]["steps"]

@@ -146,7 +146,7 @@ for r in json.load(open(sys.argv[1]))["replicas"]:
         WAIT_POLLS=600 wait_for requeued && pass "late: its shard was re-queued (no heartbeat)" ||
             fail "late: no re-queue in master.log: $(tail -3 job-late/master.log)"
         kill -CONT "$c"
-        dropped() { grep -q "(HTTP 409).*dropped (re-queued by the master), going on" job-late/logs/worker-0.log; }
+        dropped() { grep -q "(HTTP 409).*dropped (re-queued by the master)" job-late/logs/worker-0.log; }
         WAIT_POLLS=600 wait_for dropped && pass "late: its late report refused, worker-0 dropped the shard" ||
             fail "late: $(tail -3 job-late/logs/worker-0.log)"
         more() { awk '/dropped \(re-queued/ { d = 1 } d && /epoch [0-9]+ done here/ { f = 1 } END { exit !f }' job-late/logs/worker-0.log; }

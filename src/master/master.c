@@ -75,6 +75,7 @@ typedef struct loop {
      * the job's life so that nothing else, in this job or another, is given one (ports.c). */
     dt__ports *ports;
     int stopping_all; /* the job's replicas are being stopped, tier by tier (stop_tiers) */
+    int continuing;   /* resumed a stopped job: it goes on (dt__job_state_reopen) */
 } loop;
 
 static double mono(void) { return dt__mono_s(); }
@@ -1069,6 +1070,18 @@ static void replay_event(void *vctx, json_t *ev) {
         dt__rdzv_replay(L->m.rdzv, ev);
         return;
     }
+    if (!strcmp(kind, "continue")) { /* a stopped job continued, on new ports */
+        dt__job_state_reopen(&L->m.st, json_string_value(json_object_get(ev, "reason")),
+                             json_string_value(json_object_get(ev, "message")), t);
+        json_int_t hp = json_integer_value(json_object_get(ev, "httpPort"));
+        if (hp > 0 && hp < 65536) c->http_port = (int)hp;
+        json_t *ports = json_object_get(ev, "ports");
+        for (int i = 0; i < L->m.st.nreplicas; i++) {
+            json_int_t p = json_integer_value(json_object_get(ports, L->m.st.replicas[i].name));
+            if (p > 0 && p < 65536) L->m.st.replicas[i].port = (int)p;
+        }
+        return;
+    }
     if (!strcmp(kind, "start")) {
         c->started = 1;
         L->m.st.start_time = t;
@@ -1104,9 +1117,7 @@ static void replay_event(void *vctx, json_t *ev) {
         r->end_time = 0;
     } else if (!strcmp(kind, "scale")) {
         replay_scale(L, ev);
-    } else if (!strcmp(kind, "continue")) {
-        dt__job_state_reopen(&L->m.st, json_string_value(json_object_get(ev, "reason")),
-                             json_string_value(json_object_get(ev, "message")), t);
+
     } else if (!strcmp(kind, "exit") && r &&
                !strcmp(json_string_value(json_object_get(ev, "state")) ?
                            json_string_value(json_object_get(ev, "state")) : "", "Removed")) {
@@ -1377,8 +1388,18 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             e = dt_err_set(DT_ERR_STATE, "%s: the journal has no start: nothing to resume", m->dir);
             goto end;
         }
-        if (!http_port) http_port = rc.http_port;
-        if ((e = hold_ports(L, http_port))) goto end;
+        int running = 0;
+        for (int i = 0; i < m->st.nreplicas; i++)
+            running |= m->st.replicas[i].state == DT__REPLICA_RUNNING;
+        L->continuing = m->st.finished && m->st.outcome == DT_JOB_OUTCOME_STOPPED;
+        if (L->continuing && !running) {
+            /* Nothing of the stopped job runs, and its ports were free for others since it
+             * stopped: new ones (journaled with the continuation), as at a start. */
+            if ((e = alloc_ports(L, &http_port))) goto end;
+        } else {
+            if (!http_port) http_port = rc.http_port;
+            if ((e = hold_ports(L, http_port))) goto end;
+        }
     } else {
         struct stat sb;
         if (stat(jpath, &sb) == 0 && sb.st_size > 0) {
@@ -1444,15 +1465,20 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     } else {
         /* A stopped job goes on from where it stopped: its replicas are launched again, and
          * its built-in roles continue from what they saved when they were stopped. */
-        if (m->st.finished && m->st.outcome == DT_JOB_OUTCOME_STOPPED) {
+        if (L->continuing) {
             char reason[64], msg[256];
             snprintf(reason, sizeof reason, "%sContinued", kind_name(job));
             snprintf(msg, sizeof msg, "%s %s was stopped and is continued.", kind_name(job),
                      job->name);
             dt__job_state_reopen(&m->st, reason, msg, now);
             L->start_mono = tnow;
-            journal(L, json_pack("{s:s, s:s, s:s}", "ev", "continue", "reason", reason, "message",
-                                 msg));
+            json_t *ports = json_object();
+            for (int i = 0; i < m->st.nreplicas; i++)
+                json_object_set_new(ports, m->st.replicas[i].name,
+                                    json_integer(m->st.replicas[i].port));
+            journal(L, json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "ev", "continue", "reason",
+                                 reason, "message", msg, "url", m->url, "httpPort",
+                                 dt__http_server_port(m->http), "ports", ports));
             sync_journal(L, "the job's continuation");
             say(L, "job %s was stopped: continuing it", job->name);
         }
