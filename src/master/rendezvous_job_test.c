@@ -387,11 +387,11 @@ static void test_rings(void) {
                  "rendezvous of worker-2: no ring was formed within 300 ms (the master's newest "
                  "generation is 4");
 
-    /* a stopping job forms no more rings: 409, DT_ERR_STATE */
+    /* a stopped job still takes joins: its members that got SIGTERM with a shard half
+     * trained re-form to finish it before they go (allreduce.c) */
     CHECK_ANSWER("POST", "/v1/jobs/rj/stop", NULL, 202, "\"stopping\":true");
-    POST_RDZV("{\"replica\":\"worker-0\",\"address\":\"h:1\",\"generation\":4,\"step\":0}", 409,
-              "job 'rj' is");
-    DT_CHECK_ERR(dt_rdzv_join(c[2], &w2, 300, &ring), DT_ERR_STATE, "it forms no more rings (HTTP 409)");
+    POST_RDZV("{\"replica\":\"worker-0\",\"address\":\"h:1\",\"generation\":4,\"step\":0}", 200,
+              "\"formed\":");
     DT_CHECK(master_wait(&m) == 0);
 
     for (int k = 0; k < 3; k++) {
