@@ -66,6 +66,8 @@ typedef struct dt_shard_client_opts {
     int no_wait;         /* 1: a fetch that finds nothing to hand out yet returns at once with
                             DT_SHARD_FETCH_WAIT instead of polling (a worker in an all-reduce
                             ring must keep stepping with its peers meanwhile) */
+    int (*cancel)(void); /* may be NULL; non-zero: a fetch that is waiting for a shard stops
+                            waiting and returns DT_SHARD_FETCH_WAIT (a replica asked to stop) */
 } dt_shard_client_opts;
 
 /* Connect to the job's master: learns the job's name (GET /v1/healthz) and sends a first
@@ -130,7 +132,7 @@ void dt_shard_free(dt_shard *s);
 typedef enum dt_shard_fetch_status {
     DT_SHARD_FETCH_SHARD = 0, /* *shard is filled */
     DT_SHARD_FETCH_END,       /* every shard of every epoch is done */
-    DT_SHARD_FETCH_WAIT,      /* nothing to hand out yet (only with opts.no_wait) */
+    DT_SHARD_FETCH_WAIT,      /* nothing to hand out yet (opts.no_wait; opts.cancel) */
 } dt_shard_fetch_status;
 
 /* The next shard of dataset for this replica. While the master has nothing to hand out

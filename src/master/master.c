@@ -76,6 +76,7 @@ typedef struct loop {
     dt__ports *ports;
     int stopping_all; /* the job's replicas are being stopped, tier by tier (stop_tiers) */
     int continuing;   /* resumed a stopped job: it goes on (dt__job_state_reopen) */
+    int new_ports;    /* ... on ports chosen anew */
 } loop;
 
 static double mono(void) { return dt__mono_s(); }
@@ -1396,6 +1397,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
             /* Nothing of the stopped job runs, and its ports were free for others since it
              * stopped: new ones (journaled with the continuation), as at a start. */
             if ((e = alloc_ports(L, &http_port))) goto end;
+            L->new_ports = 1;
         } else {
             if (!http_port) http_port = rc.http_port;
             if ((e = hold_ports(L, http_port))) goto end;
@@ -1429,7 +1431,15 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if ((e = dt__journal_open(&m->journal, jpath))) goto end;
     if ((e = setup_signals(L))) goto end;
     signals_set = 1;
-    if ((e = start_http(L, http_port))) goto end;
+    /* A port chosen here (not --port, not a resumed master's own) that another program
+     * bound since it was tested: another one. */
+    int chosen = !m->opts.port && (!m->opts.resume || L->new_ports);
+    for (int tries = 0; (e = start_http(L, http_port)) && chosen && tries < 5; tries++) {
+        dt__ports_release(L->ports, http_port);
+        if ((e = dt__ports_take(L->ports, &http_port))) break;
+        dt_err_clear();
+    }
+    if (e) goto end;
     if ((e = write_master_json(L))) goto end;
     dt__registry_add(job->name, m->dir);
 

@@ -706,14 +706,8 @@ static void stop_here(trainer *t) {
         if (dt_shard_report(t->sc, DATASET, &t->sh, 1, NULL) == DT_ERR_STATE) dt_err_clear();
         t->have_shard = 0;
     }
-    if (t->ring && (t->rz.rank == 0 || r->is_chief) && t->step > t->last_ckpt_step) {
-        dt_err e = checkpoint(t);
-        if (e)
-            fprintf(r->log, "%s: checkpoint at step %lld failed: %s\n", r->name,
-                    (long long)t->step, dt_errmsg());
-        else
-            fprintf(r->log, "%s: checkpoint at step %lld written\n", r->name, (long long)t->step);
-    }
+    if (t->ring && (t->rz.rank == 0 || r->is_chief) && t->step > t->last_ckpt_step)
+        dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
     fprintf(r->log, "%s: stopped (%s) at step %lld%s\n", r->name, strsignal(sig),
             (long long)t->step,
             finished ? ", the shard in hand finished and reported"

@@ -74,6 +74,10 @@ void dt__ckpt_retry_after(dt__ckpt_retry *c, const dt__role *r, int64_t step, dt
 /* The final checkpoint, the job's result: save(ctx) tried until it succeeds, with the same
  * backoff, for up to 10 minutes. */
 dt_err dt__role_final_checkpoint(const dt__role *r, dt_err (*save)(void *ctx), void *ctx);
+/* The checkpoint of a role asked to stop (SIGTERM): one try within the grace period, its
+ * outcome said either way, at *step as it is after the save. */
+void dt__role_stop_checkpoint(const dt__role *r, const int64_t *step,
+                              dt_err (*save)(void *ctx), void *ctx);
 
 dt_err dt__role_ps(dt__role *r);
 dt_err dt__role_allreduce(dt__role *r);

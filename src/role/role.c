@@ -280,6 +280,17 @@ dt_err dt__role_final_checkpoint(const dt__role *r, dt_err (*save)(void *ctx), v
     return DT_OK;
 }
 
+void dt__role_stop_checkpoint(const dt__role *r, const int64_t *step,
+                              dt_err (*save)(void *ctx), void *ctx) {
+    if (save(ctx)) {
+        fprintf(r->log, "%s: checkpoint at step %lld failed: %s\n", r->name, (long long)*step,
+                dt_errmsg());
+        dt_err_clear();
+    } else {
+        fprintf(r->log, "%s: checkpoint at step %lld written\n", r->name, (long long)*step);
+    }
+}
+
 dt_err dt_role_run(const dt_job_spec *job, dt_role_opts *opts) {
     opts->permanent = 0;
     if (job->kind != DT_JOB_KIND_TRAINJOB || !job->train) {

@@ -124,8 +124,8 @@ static dt_err setup(trainer *t) {
     t->last_ckpt_step = t->step;
     t->last_ckpt_time = dt__mono_s();
 
-    /* Its own waiting (next_shard), so that a stop request ends a wait. */
-    dt_shard_client_opts so = {.no_wait = 1};
+    /* a stop request ends a wait for a shard */
+    dt_shard_client_opts so = {.cancel = dt__stop_signal};
     if ((e = dt_shard_client_open(&t->sc, &so))) return e;
     dt_dataset_spec ds;
     dt_dataset_spec_init(&ds);
@@ -248,20 +248,13 @@ static void dropped(trainer *t, const dt_shard *sh) {
     dt_err_clear();
 }
 
-/* The next shard into sh, after reporting sh done when `report`. While the master has none
- * to hand out yet (the epoch's last shards are in flight elsewhere) it asks again, until a
- * stop request ends the wait (*st is then DT_SHARD_FETCH_WAIT). */
+/* The next shard into sh, after reporting sh done when `report`. A stop request ends a wait
+ * for one (*st is then DT_SHARD_FETCH_WAIT). */
 static dt_err next_shard(trainer *t, dt_shard *sh, int report, dt_shard_fetch_status *st) {
     dt_err e = report ? dt_shard_report_fetch(t->sc, DATASET, sh, 1, NULL, st)
                       : dt_shard_fetch(t->sc, DATASET, sh, st);
     if (e == DT_ERR_STATE && report) {
         dropped(t, sh);
-        e = dt_shard_fetch(t->sc, DATASET, sh, st);
-    }
-    double delay = 10;
-    while (!e && *st == DT_SHARD_FETCH_WAIT && !dt__stop_signal()) {
-        dt__sleep_ms(delay);
-        delay = delay * 2 < 500 ? delay * 2 : 500;
         e = dt_shard_fetch(t->sc, DATASET, sh, st);
     }
     return e;
@@ -275,14 +268,7 @@ static void stop_here(trainer *t, const dt_shard *sh) {
     dt__role *r = t->r;
     int sig = dt__stop_signal();
     if (sh && dt_shard_report(t->sc, DATASET, sh, 1, NULL) == DT_ERR_STATE) dropped(t, sh);
-    if (r->is_chief) {
-        dt_err e = checkpoint(t);
-        if (e)
-            fprintf(r->log, "%s: checkpoint at step %lld failed: %s\n", r->name,
-                    (long long)t->step, dt_errmsg());
-        else
-            fprintf(r->log, "%s: checkpoint at step %lld written\n", r->name, (long long)t->step);
-    }
+    if (r->is_chief) dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
     fprintf(r->log, "%s: stopped (%s) at global step %lld after %lld samples here%s\n", r->name,
             strsignal(sig), (long long)t->step, (long long)t->samples,
             sh ? ", the shard in hand finished and reported" : "");

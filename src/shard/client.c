@@ -64,6 +64,7 @@ struct dt_shard_client {
     char job_q[3 * MAX_NAME + 1];
     int retry_ms;
     int no_wait; /* opts.no_wait */
+    int (*cancel)(void); /* opts.cancel */
     uint64_t next_request; /* id of the next fetch (a retry of it reuses it) */
     /* the heartbeat thread */
     dt__http_client *hb_http; /* used by the heartbeat thread only */
@@ -247,6 +248,7 @@ dt_err dt_shard_client_open(dt_shard_client **out, const dt_shard_client_opts *o
     pthread_cond_init(&c->cv, &ca);
     pthread_condattr_destroy(&ca);
     c->no_wait = o.no_wait != 0;
+    c->cancel = o.cancel;
     c->retry_ms = o.retry_ms > 0 ? o.retry_ms : o.retry_ms < 0 ? 0 : DEFAULT_RETRY_MS;
     /* Fetch ids start at a random point: a restarted replica must not repeat its
      * predecessor's ids. */
@@ -516,7 +518,7 @@ static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
         if (!wait)
             return dt_err_set(DT_ERR_FORMAT,
                               "%s: the master's answer: status: expected shard, wait or end", what);
-        if (c->no_wait) {
+        if (c->no_wait || (c->cancel && c->cancel())) {
             shard->count = 0;
             *status = DT_SHARD_FETCH_WAIT;
             return DT_OK;
