@@ -64,7 +64,6 @@ static void init_replica(dt__replica *r, dt_replica_type type, int index) {
     r->index = index;
     /* "evaluator-1023" at the longest: fits */
     snprintf(r->name, sizeof r->name, "%.10s-%d", dt_replica_type_name(type), index & 0xfffff);
-    r->pidfd = -1;
     r->exit_code = -1;
 }
 
@@ -115,6 +114,7 @@ dt_err dt__job_state_add(dt__job_state *st, dt_replica_type type, int index, dt_
 void dt__job_state_remove(dt__job_state *st, int i) {
     if (i < 0 || i >= st->nreplicas) return;
     json_decref(st->replicas[i].report);
+    json_decref(st->replicas[i].facts);
     memmove(&st->replicas[i], &st->replicas[i + 1],
             (size_t)(st->nreplicas - i - 1) * sizeof *st->replicas);
     st->nreplicas--;
@@ -135,7 +135,10 @@ int dt__job_state_sweep(dt__job_state *st) {
 
 void dt__job_state_free(dt__job_state *st) {
     if (!st) return;
-    for (int i = 0; i < st->nreplicas; i++) json_decref(st->replicas[i].report);
+    for (int i = 0; i < st->nreplicas; i++) {
+        json_decref(st->replicas[i].report);
+        json_decref(st->replicas[i].facts);
+    }
     free(st->replicas);
     memset(st, 0, sizeof *st);
 }

@@ -45,9 +45,8 @@ typedef struct dt__replica {
     int port;     /* its address in TF_CONFIG */
     int attempt;  /* launches so far (1 = first) */
     int restarts; /* attempt - 1 */
-    pid_t pid;    /* the replica's supervisor process (its process-group leader); 0: none */
-    uint64_t proc_start; /* /proc/<pid>/stat starttime, to recognise it after a restart */
-    int pidfd;           /* for a supervisor adopted after a master restart; -1 otherwise */
+    pid_t pid;    /* local backend: the replica's supervisor, shown in tables; 0: none */
+    json_t *facts; /* how the backend finds it again (journaled with its launch); owned */
     int exit_code;       /* last exit: 0-255, 128+signal when killed; -1: none yet */
     double start_time, end_time; /* wall clock of the current attempt (0: none) */
     int stopping;                /* SIGTERM sent by the master */
@@ -216,32 +215,6 @@ int dt__policy_workers_left(const dt__job_state *st, int *total);
  * every one of them is a worker and at least minReplicas workers are left; 0 otherwise,
  * and always 0 for a job without elasticPolicy. */
 int dt__policy_worker_loss_ok(const dt_job_spec *job, const dt__job_state *st);
-
-/* ---- the local backend (local_backend.c) ---- */
-typedef struct dt__launch {
-    const char *name;    /* replica name, for messages */
-    char *const *argv;   /* NULL-terminated */
-    char *const *envp;   /* NULL-terminated */
-    const char *cwd;     /* NULL: the master's */
-    const char *log_path;
-    const char *exit_path; /* the supervisor writes the exit code here before it exits */
-} dt__launch;
-/* Start a supervisor process (its own process group) that, once told to go, runs argv with
- * envp, its stdout+stderr appended to log_path, waits for it and writes its exit code
- * (128+signal when killed) to exit_path, then exits with that code. The caller journals the
- * launch (with *pid) and then calls dt__local_go(*go_fd, 1); dt__local_go(*go_fd, 0), or the
- * caller's death before it, makes the supervisor exit having started nothing. */
-dt_err dt__local_launch(const dt__launch *l, pid_t *pid, int *go_fd);
-void dt__local_go(int go_fd, int run);
-/* Signal the replica's whole process group. */
-void dt__local_signal(pid_t pid, int sig);
-/* /proc/<pid>/stat's start time (0 when the process does not exist). */
-uint64_t dt__local_proc_start(pid_t pid);
-/* Adopt a supervisor started by an earlier master: a pidfd that becomes readable when it
- * exits; -1 when it is gone. */
-int dt__local_adopt(pid_t pid, uint64_t proc_start);
-/* The code a supervisor wrote to exit_path; -1 when there is none. */
-int dt__local_read_exit(const char *exit_path);
 
 /* ---- ports (ports.c): the ports of a job's processes, held for the master's life ---- */
 

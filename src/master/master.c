@@ -1,18 +1,19 @@
 /*
  * master.c - the job master's life: start or resume, the event loop, the end.
  *
- * Design: one thread, one epoll set. It holds a signalfd (SIGCHLD for replica
- * supervisors that are our children; SIGINT/SIGTERM/SIGHUP ask the job to stop), the HTTP
- * server's epoll fd (libmicrohttpd in external mode, so handlers run here too) and one
- * pidfd per supervisor adopted from an earlier master. Timers (restart delays, the job's
- * deadline, the stop grace period, the table redraw) are folded into epoll_wait's timeout.
+ * Design: one thread, one epoll set, with one registration (a source) per kind of event:
+ * the signals that ask the job to stop (a signalfd), the HTTP server (libmicrohttpd in
+ * external mode, so handlers run here too) and the backend that runs the replicas
+ * (backend/backend.h: its own descriptor says when replicas have ended). Timers (restart
+ * delays, the job's deadline, the stop grace period, the table redraw) are folded into
+ * epoll_wait's timeout.
  *
  * Every decision is journaled (journal.c) before or right after it is acted on, and the
  * state is mirrored into status.json at most every STATUS_INTERVAL, so `dtrain status`
  * works without the master. A master killed at any point is picked up again by
- * `dtrain run --resume DIR`: it replays the journal, adopts the supervisors that still
- * run (their start times must match, so a reused pid is not mistaken for one), reads the
- * exit codes of those that ended meanwhile from their exit files, and goes on.
+ * `dtrain run --resume DIR`: it replays the journal, has the backend adopt the replicas
+ * that still run (the facts journaled with each launch find them again), settles those that
+ * ended meanwhile, and goes on.
  *
  * Restart delays grow as the kubelet's do, but shorter: 0.1 s doubled per restart of the
  * same replica, at most 10 s.
@@ -38,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/train.h"
@@ -50,7 +52,16 @@ extern char **environ;
 #define STATUS_INTERVAL 0.2 /* seconds between status.json rewrites */
 #define TABLE_INTERVAL 0.5
 
-typedef struct loop {
+typedef struct loop loop;
+
+/* One registration in the event loop per kind of event source: ready() runs when fd is
+ * readable. */
+typedef struct source {
+    int fd;
+    void (*ready)(loop *L);
+} source;
+
+struct loop {
     dt__master m; /* first: api.c's dt__master is this loop (dt__master_scale) */
     /* The job as run: a shallow copy of the caller's spec (sharing its strings), whose
      * worker count follows `dtrain scale`; m.job points here. Never freed as a spec. */
@@ -77,7 +88,10 @@ typedef struct loop {
     int stopping_all; /* the job's replicas are being stopped, tier by tier (stop_tiers) */
     int continuing;   /* resumed a stopped job: it goes on (dt__job_state_reopen) */
     int new_ports;    /* ... on ports chosen anew */
-} loop;
+    dt__backend *backend; /* runs the replicas (backend/backend.h) */
+    source signals, http, replicas; /* the event loop's sources */
+    int http_ready;
+};
 
 static double mono(void) { return dt__mono_s(); }
 
@@ -214,27 +228,6 @@ static void draw_table(loop *L) {
 
 /* ---- launching ---- */
 
-/* Is name=... one of the variables dtrain sets? Inherited copies are dropped so that a job
- * run from inside another job's replica does not leak its parent's identity. */
-static int owned_var(const char *kv) {
-    static const char *const names[] = {"TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
-                                        "RANK", NULL};
-    if (!strncmp(kv, "DTRAIN_", 7)) return 1;
-    for (int i = 0; names[i]; i++) {
-        size_t n = strlen(names[i]);
-        if (!strncmp(kv, names[i], n) && kv[n] == '=') return 1;
-    }
-    return 0;
-}
-
-static int env_has(const dt_env_var *env, int n, const char *kv) {
-    const char *eq = strchr(kv, '=');
-    size_t len = eq ? (size_t)(eq - kv) : strlen(kv);
-    for (int i = 0; i < n; i++)
-        if (strlen(env[i].name) == len && !strncmp(env[i].name, kv, len)) return 1;
-    return 0;
-}
-
 static int replica_port(const loop *L, dt_replica_type t, int index) {
     for (int i = 0; i < L->m.st.nreplicas; i++)
         if (L->m.st.replicas[i].type == t && L->m.st.replicas[i].index == index)
@@ -250,9 +243,7 @@ static dt_err launch(loop *L, dt__replica *r) {
     dt_err e = DT_OK;
     dt_env_var *env = NULL;
     int nenv = 0;
-    char **envp = NULL;
     char **argv = NULL;
-    size_t first_own = 0;
     for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) {
         int n = job->replicas[t].present ? job->replicas[t].replicas : 0;
         ports_of[t] = calloc((size_t)(n ? n : 1), sizeof(int));
@@ -264,33 +255,12 @@ static dt_err launch(loop *L, dt__replica *r) {
     }
     const int *const ports[DT_REPLICA_TYPE__COUNT] = {ports_of[0], ports_of[1], ports_of[2],
                                                        ports_of[3], ports_of[4]};
-    dt_job_env_opts eo = {.bind_host = L->m.opts.bind_addr,
+    dt_job_env_opts eo = {.kubernetes = L->backend->ops->kubernetes_addresses,
+                          .bind_host = L->m.opts.bind_addr,
                           .ports = ports,
                           .master_url = L->m.url,
                           .job_token = L->m.token};
     if ((e = dt_job_env(job, r->type, r->index, &eo, &env, &nenv))) goto end;
-
-    size_t ninherit = 0;
-    for (char **p = environ; *p; p++) ninherit++;
-    envp = calloc(ninherit + (size_t)nenv + 1, sizeof *envp);
-    if (!envp) {
-        e = dt_err_set(DT_ERR_NOMEM, "out of memory");
-        goto end;
-    }
-    size_t k = 0;
-    for (char **p = environ; *p; p++)
-        if (!owned_var(*p) && !env_has(env, nenv, *p)) envp[k++] = *p; /* borrowed */
-    first_own = k;
-    for (int i = 0; i < nenv; i++) {
-        size_t len = strlen(env[i].name) + strlen(env[i].value) + 2;
-        envp[k] = malloc(len);
-        if (!envp[k]) {
-            e = dt_err_set(DT_ERR_NOMEM, "out of memory");
-            goto end;
-        }
-        snprintf(envp[k], len, "%s=%s", env[i].name, env[i].value);
-        k++;
-    }
 
     char replica_dir[4200], spec_abs[4200];
     if (rs->argv) {
@@ -329,55 +299,48 @@ static dt_err launch(loop *L, dt__replica *r) {
         argv[5] = quiet;
     }
 
-    char log_path[4200], exit_path[4200];
-    path_in(L, log_path, sizeof log_path, "logs/%s.log", r->name);
-    path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
-    /* A line in the log between attempts, so restarts can be told apart. */
-    FILE *lf = fopen(log_path, "a");
-    if (lf) {
-        char ts[40];
-        fprintf(lf, "--- dtrain: %s attempt %d started at %s\n", r->name, r->attempt + 1,
-                dt__rfc3339(dt__wall_now(), ts, sizeof ts));
-        fclose(lf);
-    }
-    dt__launch l = {.name = r->name,
-                    .argv = argv,
-                    .envp = envp,
-                    .cwd = rs->working_dir ? rs->working_dir : L->cwd,
-                    .log_path = log_path,
-                    .exit_path = exit_path};
-    pid_t pid;
-    int go;
-    if ((e = dt__local_launch(&l, &pid, &go))) goto end;
+    dt__backend_launch l = {.name = r->name,
+                            .type = r->type,
+                            .index = r->index,
+                            .attempt = r->attempt + 1,
+                            .argv = argv,
+                            .env = env,
+                            .nenv = nenv,
+                            .cwd = rs->working_dir ? rs->working_dir : L->cwd};
+    json_t *facts = NULL;
+    void *ticket = NULL;
+    if ((e = L->backend->ops->launch(L->backend, &l, &facts, &ticket))) goto end;
     /* Journaled before it runs: a master that dies before this line started nothing (the
-     * supervisor waits for the go), so its successor launches the replica once. */
-    char ps[24];
-    snprintf(ps, sizeof ps, "%llu", (unsigned long long)dt__local_proc_start(pid));
-    if (dt__master_journal(&L->m, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "launch",
-                                            "replica", r->name, "attempt", r->attempt + 1, "pid",
-                                            (int)pid, "procStart", ps))) {
-        dt__local_go(go, 0);
+     * backend waits for the go), so its successor launches the replica once. */
+    json_t *ev = json_pack("{s:s, s:s, s:i}", "ev", "launch", "replica", r->name, "attempt",
+                           r->attempt + 1);
+    if (ev && facts) json_object_update(ev, facts);
+    if (dt__master_journal(&L->m, ev)) {
+        L->backend->ops->go(L->backend, ticket, 0);
+        json_decref(facts);
         e = dt_err_set(DT_ERR_IO, "%s: not launched: the journal cannot be written (%s)",
                        r->name, dt__journal_why(L->m.journal));
         goto end;
     }
-    dt__local_go(go, 1);
+    if ((e = L->backend->ops->go(L->backend, ticket, 1))) {
+        json_decref(facts);
+        goto end;
+    }
+    json_decref(r->facts);
+    r->facts = facts;
     r->attempt++;
     r->restarts = r->attempt - 1;
-    r->pid = pid;
-    r->proc_start = dt__local_proc_start(pid);
+    r->pid = (pid_t)json_integer_value(json_object_get(facts, "pid"));
     r->state = DT__REPLICA_RUNNING;
     r->start_time = dt__wall_now();
     r->end_time = 0;
     r->stopping = 0;
     r->kill_at = 0;
     dt__master_touch(&L->m);
-    if (r->attempt > 1)
-        say(L, "%s started again (attempt %d, pid %d)", r->name, r->attempt, (int)pid);
+    char pid[24] = "";
+    if (r->pid > 0) snprintf(pid, sizeof pid, ", pid %d", (int)r->pid);
+    if (r->attempt > 1) say(L, "%s started again (attempt %d%s)", r->name, r->attempt, pid);
 end:
-    if (envp)
-        for (size_t i = first_own; envp[i]; i++) free(envp[i]);
-    free(envp);
     if (argv && argv != rs->argv) free(argv);
     dt_job_env_free(env, nenv);
     for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) free(ports_of[t]);
@@ -391,7 +354,7 @@ end:
  * first, so its ring is not broken here but when it has left (exited). */
 static void stop_one(loop *L, dt__replica *r) {
     if (r->state != DT__REPLICA_RUNNING || r->stopping) return;
-    dt__local_signal(r->pid, SIGTERM);
+    L->backend->ops->signal(L->backend, r->name, SIGTERM);
     r->stopping = 1;
     r->kill_at = mono() + L->m.opts.stop_grace_ms / 1000.0;
     dt__master_touch(&L->m);
@@ -413,7 +376,8 @@ static void stop_tiers(loop *L) {
         dt__replica *r = &L->m.st.replicas[i];
         if (r->state != DT__REPLICA_RUNNING) continue;
         if (L->m.stop_now) {
-            if (!r->stopping || r->kill_at > 0) dt__local_signal(r->pid, SIGKILL);
+            if (!r->stopping || r->kill_at > 0)
+                L->backend->ops->signal(L->backend, r->name, SIGKILL);
             r->stopping = 1;
             r->kill_at = 0;
             continue;
@@ -490,27 +454,9 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
  * even be done (the other workers may all have succeeded). */
 /* The last line a replica wrote to its log (its own account of why it ended), or "". */
 static void last_words(loop *L, const dt__replica *r, char *out, size_t size) {
-    char path[4200], buf[2048];
-    out[0] = 0;
-    path_in(L, path, sizeof path, "logs/%s.log", r->name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    off_t end = lseek(fd, 0, SEEK_END);
-    off_t from = end > (off_t)sizeof buf - 1 ? end - (off_t)(sizeof buf - 1) : 0;
-    ssize_t n = pread(fd, buf, sizeof buf - 1, from);
-    close(fd);
-    if (n <= 0) return;
-    buf[n] = 0;
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
-    char *line = strrchr(buf, '\n');
-    line = line ? line + 1 : buf;
-    if (!strncmp(line, "--- dtrain: ", 12)) return; /* the attempt's header: it said nothing */
-    for (char *c = line; *c; c++) /* one line of ASCII in a condition message and JSON */
+    L->backend->ops->last_line(L->backend, r->name, out, size);
+    for (char *c = out; *c; c++) /* one line of ASCII in a condition message and JSON */
         if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = (unsigned char)*c < 0x20 ? ' ' : '?';
-    size_t len = strlen(line);
-    if (len >= size) len = size - 1;
-    memcpy(out, line, len);
-    out[len] = 0;
 }
 
 static void failed_for_good(loop *L, const dt__replica *r) {
@@ -574,11 +520,6 @@ static void exited(loop *L, dt__replica *r, int code) {
     r->exit_code = code;
     r->end_time = now;
     r->pid = 0;
-    if (r->pidfd >= 0) {
-        epoll_ctl(L->epfd, EPOLL_CTL_DEL, r->pidfd, NULL);
-        close(r->pidfd);
-        r->pidfd = -1;
-    }
     dt__master_touch(&L->m);
     char why[64];
     snprintf(why, sizeof why, "%s exited with code %d", r->name, code);
@@ -589,6 +530,7 @@ static void exited(loop *L, dt__replica *r, int code) {
     if (r->removing) {
         /* Scaled away: its end decides nothing; it leaves the table at the next sweep. */
         r->gone = 1;
+        L->backend->ops->forget(L->backend, r->name);
         journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "exit", "replica", r->name,
                              "attempt", r->attempt, "code", code, "state", "Removed"));
         say(L, "%s exited with code %d: removed (scaled down)", r->name, code);
@@ -654,37 +596,14 @@ static void exited(loop *L, dt__replica *r, int code) {
     }
 }
 
-static void reap(loop *L) {
-    for (;;) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid <= 0) break;
-        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        for (int i = 0; i < L->m.st.nreplicas; i++) {
-            dt__replica *r = &L->m.st.replicas[i];
-            if (r->pid == pid && r->state == DT__REPLICA_RUNNING) {
-                /* The supervisor's file has the command's own code (the supervisor may
-                 * have been SIGKILLed with the command's leftovers). */
-                char exit_path[4200];
-                path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
-                int file_code = dt__local_read_exit(exit_path);
-                /* No file: the supervisor itself was killed, and the replica's processes
-                 * (its process group) would live on unsupervised, holding their ports. */
-                if (file_code < 0) dt__local_signal(pid, SIGKILL);
-                exited(L, r, file_code >= 0 ? file_code : code);
-                break;
-            }
-        }
-    }
+/* The backend saw replica `name` end. */
+static void replica_ended(void *ctx, const char *name, int code) {
+    loop *L = ctx;
+    dt__replica *r = dt__job_state_find(&L->m.st, name);
+    if (r && r->state == DT__REPLICA_RUNNING) exited(L, r, code >= 0 ? code : 128 + SIGKILL);
 }
 
-static void adopted_exited(loop *L, dt__replica *r) {
-    char exit_path[4200];
-    path_in(L, exit_path, sizeof exit_path, "run/%s.exit", r->name);
-    int code = dt__local_read_exit(exit_path);
-    if (code < 0) dt__local_signal(r->pid, SIGKILL); /* as in reap(): no leftovers */
-    exited(L, r, code >= 0 ? code : 128 + SIGKILL);
-}
+static void replicas_ready(loop *L) { L->backend->ops->events(L->backend, replica_ended, L); }
 
 static void set_running(loop *L) {
     char reason[64], msg[256];
@@ -776,7 +695,7 @@ static void tick(loop *L) {
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         dt__replica *r = &L->m.st.replicas[i];
         if (r->state == DT__REPLICA_RUNNING && r->stopping && r->kill_at > 0 && now >= r->kill_at) {
-            dt__local_signal(r->pid, SIGKILL);
+            L->backend->ops->signal(L->backend, r->name, SIGKILL);
             r->kill_at = 0;
         }
     }
@@ -1111,8 +1030,8 @@ static void replay_event(void *vctx, json_t *ev) {
         r->attempt = (int)json_integer_value(json_object_get(ev, "attempt"));
         r->restarts = r->attempt - 1;
         r->pid = (pid_t)json_integer_value(json_object_get(ev, "pid"));
-        const char *ps = json_string_value(json_object_get(ev, "procStart"));
-        r->proc_start = ps ? strtoull(ps, NULL, 10) : 0;
+        json_decref(r->facts);
+        r->facts = json_deep_copy(ev); /* what the backend journaled, to adopt it */
         r->state = DT__REPLICA_RUNNING;
         r->start_time = t;
         r->end_time = 0;
@@ -1211,6 +1130,16 @@ static dt_err copy_spec(loop *L, const char *from) {
     return e;
 }
 
+/* Register src (its fd readable: src->ready runs) in the event loop. */
+static dt_err watch_source(loop *L, source *src, const char *what) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = src};
+    if (src->fd >= 0 && epoll_ctl(L->epfd, EPOLL_CTL_ADD, src->fd, &ev) != 0)
+        return dt_err_set(DT_ERR_IO, "epoll (%s): %s", what, strerror(errno));
+    return DT_OK;
+}
+
+static void http_ready(loop *L) { L->http_ready = 1; }
+
 static dt_err start_http(loop *L, int port) {
     dt__http_server_opts ho = {.bind_addr = L->m.opts.bind_addr,
                                .port = port,
@@ -1222,15 +1151,22 @@ static dt_err start_http(loop *L, int port) {
     if (e) return e;
     snprintf(L->m.url, sizeof L->m.url, "http://%s:%d", L->m.opts.bind_addr,
              dt__http_server_port(L->m.http));
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX - 1};
-    if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, dt__http_server_fd(L->m.http), &ev) != 0)
-        return dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
-    return DT_OK;
+    L->http = (source){.fd = dt__http_server_fd(L->m.http), .ready = http_ready};
+    return watch_source(L, &L->http, "the API");
+}
+
+static void read_signals(loop *L) {
+    struct signalfd_siginfo si;
+    while (read(L->sigfd, &si, sizeof si) == sizeof si) {
+        char why[64];
+        snprintf(why, sizeof why, "the master got %s", sigabbrev_np((int)si.ssi_signo));
+        /* a second one while the replicas are stopping: no more grace */
+        dt__master_request_stop(&L->m, why, L->m.stop_requested);
+    }
 }
 
 static dt_err setup_signals(loop *L) {
-    /* Inherited SIG_IGN for SIGCHLD would make the kernel reap supervisors unseen. */
-    signal(SIGCHLD, SIG_DFL);
+    /* SIGCHLD is blocked too: the local backend reads it from its own signalfd. */
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -1240,25 +1176,13 @@ static dt_err setup_signals(loop *L) {
     sigaddset(&mask, SIGPIPE);
     if (sigprocmask(SIG_BLOCK, &mask, &L->old_mask) != 0)
         return dt_err_set(DT_ERR_IO, "sigprocmask: %s", strerror(errno));
-    sigdelset(&mask, SIGPIPE); /* blocked and never read: writes to closed sockets just fail */
+    /* SIGPIPE: blocked and never read, so that writes to closed sockets just fail. */
+    sigdelset(&mask, SIGPIPE);
+    sigdelset(&mask, SIGCHLD);
     L->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (L->sigfd < 0) return dt_err_set(DT_ERR_IO, "signalfd: %s", strerror(errno));
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-    if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, L->sigfd, &ev) != 0)
-        return dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
-    return DT_OK;
-}
-
-static void read_signals(loop *L) {
-    struct signalfd_siginfo si;
-    while (read(L->sigfd, &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGCHLD) continue; /* reaped below */
-        char why[64];
-        snprintf(why, sizeof why, "the master got %s", sigabbrev_np((int)si.ssi_signo));
-        /* a second one while the replicas are stopping: no more grace */
-        dt__master_request_stop(&L->m, why, L->m.stop_requested);
-    }
-    reap(L);
+    L->signals = (source){.fd = L->sigfd, .ready = read_signals};
+    return watch_source(L, &L->signals, "signals");
 }
 
 static void result_json(loop *L) {
@@ -1332,215 +1256,206 @@ dt_err dt_master_load_job(const char *job_dir, dt_job_spec **job) {
     return e;
 }
 
-dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
-                     dt_job_outcome *outcome) {
-    loop *L = calloc(1, sizeof *L);
-    if (!L) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    L->epfd = L->sigfd = L->lock_fd = -1;
-    dt__master *m = &L->m;
-    L->jobv = *job; /* shallow: shares the caller's strings, never freed as a spec */
-    m->job = &L->jobv;
-    m->opts = *opts_in;
-    if (!m->opts.bind_addr) m->opts.bind_addr = "127.0.0.1";
-    if (m->opts.stop_grace_ms <= 0) m->opts.stop_grace_ms = DT_MASTER_STOP_GRACE_MS;
-    dt_err e = DT_OK;
-    int signals_set = 0;
+/* ---- the master's life: open, start or resume, launch, loop, end ---- */
 
+/* Everything a master holds, before it knows whether it starts or resumes: the job dir
+ * (locked), the job's state, the shard ledger, the rendezvous, the ports, the event loop. */
+static dt_err open_job(loop *L, const dt_master_opts *opts_in) {
+    const dt_job_spec *job = L->m.job;
+    dt__master *m = &L->m;
+    dt_err e;
     L->ring_roles = job->kind == DT_JOB_KIND_TRAINJOB && job->strategy == DT_STRATEGY_ALLREDUCE &&
                     dt_job_spec_total_replicas(job) > 1;
-    if (job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job))) goto end;
+    if (job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job))) return e;
     /* A TrainJob's data and model are checked before anything is created or launched: a
      * job that could never train fails here, naming the spec's file and line, and not in
      * a loop of restarts. */
     if (!opts_in->resume && job->kind == DT_JOB_KIND_TRAINJOB && job->train &&
         (e = dt_train_check(job->train)))
-        goto end;
-    if ((e = dt__mkdirs(opts_in->job_dir))) goto end;
-    if (!realpath(opts_in->job_dir, m->dir)) {
-        e = dt_err_set(DT_ERR_IO, "%s: %s", opts_in->job_dir, strerror(errno));
-        goto end;
-    }
+        return e;
+    if ((e = dt__mkdirs(opts_in->job_dir))) return e;
+    if (!realpath(opts_in->job_dir, m->dir))
+        return dt_err_set(DT_ERR_IO, "%s: %s", opts_in->job_dir, strerror(errno));
     char sub[4200];
     path_in(L, sub, sizeof sub, "logs");
-    if ((e = dt__mkdirs(sub))) goto end;
+    if ((e = dt__mkdirs(sub))) return e;
     path_in(L, sub, sizeof sub, "run");
-    if ((e = dt__mkdirs(sub))) goto end;
-    if ((e = take_lock(L))) goto end;
-    if ((e = resolve_self(L))) goto end;
-    if ((e = dt__job_state_init(&m->st, m->job))) goto end;
-    if ((e = dt__ledger_init(&m->ledger, ledger_event, L))) goto end;
-    if ((e = dt__rdzv_init(&m->rdzv))) goto end;
-    if ((e = dt__ports_init(&L->ports, m->opts.bind_addr, NULL))) goto end;
+    if ((e = dt__mkdirs(sub))) return e;
+    if ((e = take_lock(L)) || (e = resolve_self(L)) || (e = dt__job_state_init(&m->st, m->job)) ||
+        (e = dt__ledger_init(&m->ledger, ledger_event, L)) || (e = dt__rdzv_init(&m->rdzv)) ||
+        (e = dt__ports_init(&L->ports, m->opts.bind_addr, NULL)))
+        return e;
     if (!dt__ports_lock_dir(L->ports))
         say(L, "warning: /tmp/dtrain-ports cannot be used: ports are chosen without locks "
                "against other dtrain jobs on this host");
-    if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-        e = dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
-        goto end;
-    }
+    if ((L->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        return dt_err_set(DT_ERR_IO, "epoll: %s", strerror(errno));
+    return DT_OK;
+}
 
-    char jpath[4200];
-    path_in(L, jpath, sizeof jpath, "journal.jsonl");
-    int http_port = m->opts.port;
-    if (m->opts.resume) {
-        replay_ctx rc = {.L = L};
-        if ((e = dt__journal_replay(jpath, replay_event, &rc)) || (e = rc.err)) goto end;
-        if (!rc.started) {
-            e = dt_err_set(DT_ERR_STATE, "%s: the journal has no start: nothing to resume", m->dir);
-            goto end;
-        }
-        int running = 0;
-        for (int i = 0; i < m->st.nreplicas; i++)
-            running |= m->st.replicas[i].state == DT__REPLICA_RUNNING;
-        L->continuing = m->st.finished && m->st.outcome == DT_JOB_OUTCOME_STOPPED;
-        if (L->continuing && !running) {
-            /* Nothing of the stopped job runs, and its ports were free for others since it
-             * stopped: new ones (journaled with the continuation), as at a start. */
-            if ((e = alloc_ports(L, &http_port))) goto end;
-            L->new_ports = 1;
-        } else {
-            if (!http_port) http_port = rc.http_port;
-            if ((e = hold_ports(L, http_port))) goto end;
-        }
-    } else {
-        struct stat sb;
-        if (stat(jpath, &sb) == 0 && sb.st_size > 0) {
-            e = dt_err_set(DT_ERR_STATE,
-                           "%s holds a job already: resume it with 'dtrain run --resume %s' or "
-                           "choose another --job-dir",
-                           m->dir, m->dir);
-            goto end;
-        }
-        unsigned char rnd[16];
-        if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
-            e = dt_err_set(DT_ERR_IO, "getrandom: %s", strerror(errno));
-            goto end;
-        }
-        for (int i = 0; i < 16; i++) snprintf(m->token + 2 * i, 3, "%02x", rnd[i]);
-        if (!getcwd(L->cwd, sizeof L->cwd)) {
-            e = dt_err_set(DT_ERR_IO, "getcwd: %s", strerror(errno));
-            goto end;
-        }
-        if (!realpath(opts_in->spec_path, L->spec_src)) {
-            e = dt_err_set(DT_ERR_IO, "%s: %s", opts_in->spec_path, strerror(errno));
-            goto end;
-        }
-        if ((e = copy_spec(L, opts_in->spec_path))) goto end;
-        if ((e = alloc_ports(L, &http_port))) goto end;
+/* A new job in an empty job dir: its token, its spec copied, its ports. */
+static dt_err prepare_fresh(loop *L, const dt_master_opts *opts_in, const char *jpath,
+                            int *http_port) {
+    dt__master *m = &L->m;
+    struct stat sb;
+    if (stat(jpath, &sb) == 0 && sb.st_size > 0)
+        return dt_err_set(DT_ERR_STATE,
+                          "%s holds a job already: resume it with 'dtrain run --resume %s' or "
+                          "choose another --job-dir",
+                          m->dir, m->dir);
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+        return dt_err_set(DT_ERR_IO, "getrandom: %s", strerror(errno));
+    for (int i = 0; i < 16; i++) snprintf(m->token + 2 * i, 3, "%02x", rnd[i]);
+    if (!getcwd(L->cwd, sizeof L->cwd)) return dt_err_set(DT_ERR_IO, "getcwd: %s", strerror(errno));
+    if (!realpath(opts_in->spec_path, L->spec_src))
+        return dt_err_set(DT_ERR_IO, "%s: %s", opts_in->spec_path, strerror(errno));
+    dt_err e = copy_spec(L, opts_in->spec_path);
+    return e ? e : alloc_ports(L, http_port);
+}
+
+/* A resumed master: the state its predecessor journaled, and the ports it held (or new
+ * ones, for a stopped job that is continued). */
+static dt_err prepare_resumed(loop *L, const char *jpath, int *http_port) {
+    dt__master *m = &L->m;
+    replay_ctx rc = {.L = L};
+    dt_err e = dt__journal_replay(jpath, replay_event, &rc);
+    if (e || (e = rc.err)) return e;
+    if (!rc.started)
+        return dt_err_set(DT_ERR_STATE, "%s: the journal has no start: nothing to resume", m->dir);
+    int running = 0;
+    for (int i = 0; i < m->st.nreplicas; i++)
+        running |= m->st.replicas[i].state == DT__REPLICA_RUNNING;
+    L->continuing = m->st.finished && m->st.outcome == DT_JOB_OUTCOME_STOPPED;
+    if (L->continuing && !running) {
+        /* Nothing of the stopped job runs, and its ports were free for others since it
+         * stopped: new ones (journaled with the continuation), as at a start. */
+        L->new_ports = 1;
+        return alloc_ports(L, http_port);
     }
-    if ((e = dt__journal_open(&m->journal, jpath))) goto end;
-    if ((e = setup_signals(L))) goto end;
-    signals_set = 1;
+    if (!*http_port) *http_port = rc.http_port;
+    return hold_ports(L, *http_port);
+}
+
+/* The journal, the signals, the backend and the API. */
+static dt_err start_services(loop *L, const char *jpath, int http_port) {
+    dt__master *m = &L->m;
+    dt_err e;
+    if ((e = dt__journal_open(&m->journal, jpath)) || (e = setup_signals(L))) return e;
+    if ((e = dt__local_backend_new(&L->backend, m->dir))) return e;
+    L->replicas = (source){.fd = L->backend->ops->event_fd(L->backend), .ready = replicas_ready};
+    if ((e = watch_source(L, &L->replicas, "the replicas"))) return e;
     /* A port chosen here (not --port, not a resumed master's own) that another program
      * bound since it was tested: another one. */
     int chosen = !m->opts.port && (!m->opts.resume || L->new_ports);
     for (int tries = 0; (e = start_http(L, http_port)) && chosen && tries < 5; tries++) {
         dt__ports_release(L->ports, http_port);
-        if ((e = dt__ports_take(L->ports, &http_port))) break;
+        if ((e = dt__ports_take(L->ports, &http_port))) return e;
         dt_err_clear();
     }
-    if (e) goto end;
-    if ((e = write_master_json(L))) goto end;
-    dt__registry_add(job->name, m->dir);
+    if (e || (e = write_master_json(L))) return e;
+    dt__registry_add(m->job->name, m->dir);
+    return DT_OK;
+}
 
-    /* Given, journaled (a resume keeps the first run's), or the default. */
-    if (m->opts.heartbeat_timeout_ms <= 0) m->opts.heartbeat_timeout_ms = 30000;
-    dt__ledger_set_leases(m->ledger, m->opts.lease_timeout_ms / 1000.0, DT_MASTER_LEASE_FLOOR_S);
-    double now = dt__wall_now(), tnow = mono();
-    /* The job's start on the monotonic clock: now, or as long ago as the journal says. */
-    L->start_mono = tnow - (m->opts.resume && m->st.start_time > 0 ? now - m->st.start_time : 0);
-    /* The replayed ledger's times are the journal's wall times: onto the monotonic clock. */
-    dt__ledger_resume(m->ledger, now, tnow);
-    L->wall_offset = now - tnow;
-    if (!m->opts.resume) {
-        m->st.start_time = now;
-        json_t *ports = json_object();
-        for (int i = 0; i < m->st.nreplicas; i++)
-            json_object_set_new(ports, m->st.replicas[i].name,
-                                json_integer(m->st.replicas[i].port));
-        journal(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "ev", "start",
-                             "token", m->token, "cwd", L->cwd, "spec", L->spec_src, "url", m->url,
-                             "httpPort", dt__http_server_port(m->http), "heartbeatTimeoutMs",
-                             m->opts.heartbeat_timeout_ms, "leaseTimeoutMs",
-                             m->opts.lease_timeout_ms, "ports", ports));
+static json_t *ports_json(const loop *L) {
+    json_t *ports = json_object();
+    for (int i = 0; i < L->m.st.nreplicas; i++)
+        json_object_set_new(ports, L->m.st.replicas[i].name,
+                            json_integer(L->m.st.replicas[i].port));
+    return ports;
+}
+
+/* A new job: its start and its Created condition, journaled. */
+static void begin_fresh(loop *L, double now) {
+    dt__master *m = &L->m;
+    const dt_job_spec *job = m->job;
+    m->st.start_time = now;
+    journal(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "ev", "start", "token",
+                         m->token, "cwd", L->cwd, "spec", L->spec_src, "url", m->url, "httpPort",
+                         dt__http_server_port(m->http), "heartbeatTimeoutMs",
+                         m->opts.heartbeat_timeout_ms, "leaseTimeoutMs",
+                         m->opts.lease_timeout_ms, "ports", ports_json(L)));
+    char reason[64], msg[256];
+    snprintf(reason, sizeof reason, "%sCreated", kind_name(job));
+    snprintf(msg, sizeof msg, "%s %s is created.", kind_name(job), job->name);
+    dt__job_state_condition(&m->st, DT__COND_CREATED, reason, msg, now);
+    journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Created", "reason",
+                         reason, "message", msg));
+    sync_journal(L, "the job's start");
+    say(L, "job %s: %d replicas, job dir %s, API %s", job->name, m->st.nreplicas, m->dir, m->url);
+}
+
+/* A resumed job: continued if it was stopped; what still runs adopted, and what ended while
+ * no master watched settled. */
+static void begin_resumed(loop *L, double now, double tnow) {
+    dt__master *m = &L->m;
+    const dt_job_spec *job = m->job;
+    /* A stopped job goes on from where it stopped: its replicas are launched again, and
+     * its built-in roles continue from what they saved when they were stopped. */
+    if (L->continuing) {
         char reason[64], msg[256];
-        snprintf(reason, sizeof reason, "%sCreated", kind_name(job));
-        snprintf(msg, sizeof msg, "%s %s is created.", kind_name(job), job->name);
-        dt__job_state_condition(&m->st, DT__COND_CREATED, reason, msg, now);
-        journal(L, json_pack("{s:s, s:s, s:s, s:s}", "ev", "condition", "type", "Created",
-                             "reason", reason, "message", msg));
-        sync_journal(L, "the job's start");
-        say(L, "job %s: %d replicas, job dir %s, API %s", job->name, m->st.nreplicas, m->dir,
-            m->url);
-    } else {
-        /* A stopped job goes on from where it stopped: its replicas are launched again, and
-         * its built-in roles continue from what they saved when they were stopped. */
-        if (L->continuing) {
-            char reason[64], msg[256];
-            snprintf(reason, sizeof reason, "%sContinued", kind_name(job));
-            snprintf(msg, sizeof msg, "%s %s was stopped and is continued.", kind_name(job),
-                     job->name);
-            dt__job_state_reopen(&m->st, reason, msg, now);
-            L->start_mono = tnow;
-            json_t *ports = json_object();
-            for (int i = 0; i < m->st.nreplicas; i++)
-                json_object_set_new(ports, m->st.replicas[i].name,
-                                    json_integer(m->st.replicas[i].port));
-            journal(L, json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "ev", "continue", "reason",
-                                 reason, "message", msg, "url", m->url, "httpPort",
-                                 dt__http_server_port(m->http), "ports", ports));
-            sync_journal(L, "the job's continuation");
-            say(L, "job %s was stopped: continuing it", job->name);
-        }
-        /* Adopt what still runs; settle what ended while no master watched. */
-        for (int i = 0; i < m->st.nreplicas; i++) {
-            dt__replica *r = &m->st.replicas[i];
-            if (r->state != DT__REPLICA_RUNNING) continue;
-            r->pidfd = dt__local_adopt(r->pid, r->proc_start);
-            if (r->pidfd >= 0) {
-                /* tagged by pid: the table's order changes when workers are scaled */
-                struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)r->pid};
-                if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, r->pidfd, &ev) != 0) {
-                    /* A replica whose end would never be seen: refuse to run blind. */
-                    e = dt_err_set(DT_ERR_IO, "%s (pid %d): cannot watch it: epoll: %s",
-                                   r->name, (int)r->pid, strerror(errno));
-                    goto end;
-                }
-                say(L, "%s still runs (pid %d): adopted", r->name, (int)r->pid);
-                if (r->removing) stop_one(L, r); /* scaled away before the master died */
-                /* Its heartbeats went nowhere while no master ran: the timeout starts now,
-                 * not at its last journaled fetch or report. */
-                dt__ledger_heartbeat(m->ledger, r->name, tnow);
-            }
-        }
-        say(L, "job %s resumed from %s, API %s", job->name, m->dir, m->url);
-        for (int i = 0; i < m->st.nreplicas; i++) {
-            dt__replica *r = &m->st.replicas[i];
-            m->st.total_restarts += r->restarts;
-            /* Shards held by a replica that ended while no master watched go back. */
-            if (r->state != DT__REPLICA_RUNNING)
-                dt__ledger_release(m->ledger, r->name, "ended before the master resumed", tnow);
-        }
-        /* Finished before it died: the clean-up it may not have completed. */
-        if (m->st.finished &&
-            (m->st.outcome == DT_JOB_OUTCOME_STOPPED || job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE))
-            stop_replicas(L);
-        for (int i = 0; i < m->st.nreplicas; i++) {
-            dt__replica *r = &m->st.replicas[i];
-            if (r->state == DT__REPLICA_RUNNING && r->pidfd < 0) adopted_exited(L, r);
-        }
-        settle_resumed(L);
+        snprintf(reason, sizeof reason, "%sContinued", kind_name(job));
+        snprintf(msg, sizeof msg, "%s %s was stopped and is continued.", kind_name(job),
+                 job->name);
+        dt__job_state_reopen(&m->st, reason, msg, now);
+        L->start_mono = tnow;
+        journal(L, json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "ev", "continue", "reason",
+                             reason, "message", msg, "url", m->url, "httpPort",
+                             dt__http_server_port(m->http), "ports", ports_json(L)));
+        sync_journal(L, "the job's continuation");
+        say(L, "job %s was stopped: continuing it", job->name);
     }
+    /* Adopt what still runs; what ended meanwhile is settled below. */
+    int ended[DT__MAX_REPLICAS], nended = 0, codes[DT__MAX_REPLICAS];
+    for (int i = 0; i < m->st.nreplicas; i++) {
+        dt__replica *r = &m->st.replicas[i];
+        if (r->state != DT__REPLICA_RUNNING) continue;
+        int code = -1;
+        if (L->backend->ops->adopt(L->backend, r->name, r->facts, &code)) {
+            char pid[24] = "";
+            if (r->pid > 0) snprintf(pid, sizeof pid, " (pid %d)", (int)r->pid);
+            say(L, "%s still runs%s: adopted", r->name, pid);
+            if (r->removing) stop_one(L, r); /* scaled away before the master died */
+            /* Its heartbeats went nowhere while no master ran: the timeout starts now,
+             * not at its last journaled fetch or report. */
+            dt__ledger_heartbeat(m->ledger, r->name, tnow);
+        } else {
+            ended[nended] = i;
+            codes[nended++] = code;
+        }
+    }
+    say(L, "job %s resumed from %s, API %s", job->name, m->dir, m->url);
+    for (int i = 0; i < m->st.nreplicas; i++) {
+        dt__replica *r = &m->st.replicas[i];
+        m->st.total_restarts += r->restarts;
+        /* Shards held by a replica that ended while no master watched go back. */
+        if (r->state != DT__REPLICA_RUNNING)
+            dt__ledger_release(m->ledger, r->name, "ended before the master resumed", tnow);
+    }
+    /* Finished before it died: the clean-up it may not have completed. */
+    if (m->st.finished &&
+        (m->st.outcome == DT_JOB_OUTCOME_STOPPED || job->clean_pod_policy != DT_CLEAN_POD_POLICY_NONE))
+        stop_replicas(L);
+    for (int k = 0; k < nended; k++) {
+        dt__replica *r = &m->st.replicas[ended[k]];
+        if (r->state == DT__REPLICA_RUNNING)
+            exited(L, r, codes[k] >= 0 ? codes[k] : 128 + SIGKILL);
+    }
+    settle_resumed(L);
+}
 
-    /* Launch what has never run, in start order (PS before workers). */
+/* Launch what has never run, in start order (PS before workers), and tell whoever waits
+ * (opts.ready_fd) how it went. */
+static void launch_pending(loop *L) {
+    dt__master *m = &L->m;
     int launched = 0;
     for (int i = 0; i < m->st.nreplicas && !m->st.finished; i++) {
         dt__replica *r = &m->st.replicas[i];
         if (r->state != DT__REPLICA_PENDING) continue;
-        if ((e = launch(L, r))) {
+        if (launch(L, r)) {
             say(L, "%s", dt_errmsg());
             finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
-            e = DT_OK;
             break;
         }
         launched++;
@@ -1556,8 +1471,11 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         m->opts.ready_fd = -1;
     }
     draw_table(L);
+}
 
-    /* The loop: until the job has finished and its replicas are cleaned up. */
+/* The loop: until the job has finished and its replicas are cleaned up. */
+static dt_err run_loop(loop *L) {
+    dt__master *m = &L->m;
     while (!m->st.finished || replicas_running(L)) {
         tick(L);
         if (m->st.finished && !replicas_running(L)) break;
@@ -1571,47 +1489,25 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         if (http_ms >= 0 && (timeout < 0 || http_ms < timeout)) timeout = http_ms;
         struct epoll_event evs[16];
         int n = epoll_wait(L->epfd, evs, 16, timeout);
-        if (n < 0 && errno != EINTR) {
-            e = dt_err_set(DT_ERR_IO, "epoll_wait: %s", strerror(errno));
-            break;
-        }
-        int http_ready = 0;
-        for (int k = 0; k < n; k++) {
-            uint64_t tag = evs[k].data.u64;
-            if (tag == UINT64_MAX) read_signals(L);
-            else if (tag == UINT64_MAX - 1) http_ready = 1;
-            else {
-                for (int i = 0; i < m->st.nreplicas; i++) {
-                    dt__replica *r = &m->st.replicas[i];
-                    if ((uint64_t)r->pid == tag && r->state == DT__REPLICA_RUNNING &&
-                        r->pidfd >= 0) {
-                        adopted_exited(L, r);
-                        break;
-                    }
-                }
-            }
-        }
-        if (http_ready || http_ms == 0) dt__http_server_run(m->http);
+        if (n < 0 && errno != EINTR) return dt_err_set(DT_ERR_IO, "epoll_wait: %s", strerror(errno));
+        L->http_ready = 0;
+        for (int k = 0; k < n; k++) ((source *)evs[k].data.ptr)->ready(L);
+        if (L->http_ready || http_ms == 0) dt__http_server_run(m->http);
         double now2 = mono();
         if (m->dirty && now2 - L->status_written >= STATUS_INTERVAL) write_status(L);
         if (m->opts.live_table && now2 - L->table_drawn >= TABLE_INTERVAL) draw_table(L);
     }
-    if (!e) {
-        result_json(L);
-        write_status(L);
-        draw_table(L);
-        sync_journal(L, "the job's end");
-        *outcome = m->st.outcome;
-    }
+    return DT_OK;
+}
 
-end:
+static void close_job(loop *L, int signals_set) {
+    dt__master *m = &L->m;
     dt__http_server_free(m->http);
     if (m->journal && !dt__journal_ok(m->journal))
         say(L, "error: the journal could not be written (%s): its last events are lost, and "
                "a resume of this job would not see them", dt__journal_why(m->journal));
     dt__journal_close(m->journal);
-    for (int i = 0; i < m->st.nreplicas; i++)
-        if (m->st.replicas[i].pidfd >= 0) close(m->st.replicas[i].pidfd);
+    dt__backend_free(L->backend);
     dt__job_state_free(&m->st);
     dt__ledger_free(m->ledger);
     dt__rdzv_free(m->rdzv);
@@ -1622,5 +1518,56 @@ end:
     if (signals_set) sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
     if (L->lock_fd >= 0) close(L->lock_fd);
     free(L);
+}
+
+dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
+                     dt_job_outcome *outcome) {
+    loop *L = calloc(1, sizeof *L);
+    if (!L) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    L->epfd = L->sigfd = L->lock_fd = -1;
+    dt__master *m = &L->m;
+    L->jobv = *job; /* shallow: shares the caller's strings, never freed as a spec */
+    m->job = &L->jobv;
+    m->opts = *opts_in;
+    if (!m->opts.bind_addr) m->opts.bind_addr = "127.0.0.1";
+    if (m->opts.stop_grace_ms <= 0) m->opts.stop_grace_ms = DT_MASTER_STOP_GRACE_MS;
+
+    char jpath[4200];
+    int http_port = m->opts.port;
+    dt_err e = open_job(L, opts_in);
+    if (!e) {
+        path_in(L, jpath, sizeof jpath, "journal.jsonl");
+        e = m->opts.resume ? prepare_resumed(L, jpath, &http_port)
+                           : prepare_fresh(L, opts_in, jpath, &http_port);
+    }
+    if (!e) e = start_services(L, jpath, http_port);
+    int signals_set = L->sigfd >= 0;
+    if (e) {
+        close_job(L, signals_set);
+        return e;
+    }
+    /* Given, journaled (a resume keeps the first run's), or the default. */
+    if (m->opts.heartbeat_timeout_ms <= 0) m->opts.heartbeat_timeout_ms = 30000;
+    dt__ledger_set_leases(m->ledger, m->opts.lease_timeout_ms / 1000.0, DT_MASTER_LEASE_FLOOR_S);
+    double now = dt__wall_now(), tnow = mono();
+    /* The job's start on the monotonic clock: now, or as long ago as the journal says. */
+    L->start_mono = tnow - (m->opts.resume && m->st.start_time > 0 ? now - m->st.start_time : 0);
+    /* The replayed ledger's times are the journal's wall times: onto the monotonic clock. */
+    dt__ledger_resume(m->ledger, now, tnow);
+    L->wall_offset = now - tnow;
+    if (m->opts.resume)
+        begin_resumed(L, now, tnow);
+    else
+        begin_fresh(L, now);
+    launch_pending(L);
+    e = run_loop(L);
+    if (!e) {
+        result_json(L);
+        write_status(L);
+        draw_table(L);
+        sync_journal(L, "the job's end");
+        *outcome = m->st.outcome;
+    }
+    close_job(L, signals_set);
     return e;
 }
