@@ -196,6 +196,12 @@ int dt_job_spec_total_replicas(const dt_job_spec *job);
  * the first replica type without one. */
 dt_err dt_job_spec_check_local(const dt_job_spec *job);
 
+/* Can the kubernetes backend run this job, as the training operator's admission webhook
+ * would let it? metadata.name a DNS-1035 label whose replicas' Service names
+ * (<job>-<type>-<index>) fit 63 characters; every replica's container has an image (a
+ * TrainJob's run dtrain's). DT_ERR_SPEC "FILE:LINE: FIELD: ..." naming the first fault. */
+dt_err dt_job_spec_check_kubernetes(const dt_job_spec *job);
+
 /* "TFJob", "PyTorchJob", "TrainJob". */
 const char *dt_job_kind_name(dt_job_kind k);
 /* "none", "parameter_server", "allreduce". */

@@ -39,6 +39,21 @@ typedef enum dt_job_outcome {
 /* SIGTERM to SIGKILL, as Kubernetes' default terminationGracePeriodSeconds */
 #define DT_MASTER_STOP_GRACE_MS 30000
 
+/* Run the replicas as pods (the kubernetes backend, docs/KUBERNETES.md). */
+typedef struct dt_master_kube {
+    const char *kubeconfig;     /* NULL: $KUBECONFIG, ~/.kube/config, in-cluster */
+    const char *context;        /* NULL: the current context */
+    int in_cluster;             /* the pod's service account */
+    const char *namespace;      /* NULL: the context's (the pod's) */
+    const char *image;          /* dtrain's image, for built-in roles */
+    const char *claim;          /* the PersistentVolumeClaim mounted at the job dir */
+    const char *spec_configmap; /* the ConfigMap holding the spec file */
+    const char *token_secret;   /* the Secret holding the job's token (key "token") */
+    const char *advertise_url;  /* the master's URL as replicas reach it (its Service) */
+    /* The owner of every object made (the job's root object); all NULL: none. */
+    const char *owner_api_version, *owner_kind, *owner_name, *owner_uid;
+} dt_master_kube;
+
 typedef struct dt_master_opts {
     const char *job_dir;     /* required */
     const char *spec_path;   /* the spec file to copy into job_dir (NULL on resume) */
@@ -53,6 +68,7 @@ typedef struct dt_master_opts {
                                 least DT_MASTER_LEASE_FLOOR_S */
     int live_table;          /* redraw a table of replicas on `out` (a terminal) */
     FILE *out;               /* progress lines / the table; NULL: silent */
+    const dt_master_kube *kube; /* non-NULL: the kubernetes backend; NULL: local processes */
     int ready_fd;            /* > 0: write one byte there once every replica is launched,
                                 'R', or 'F' when the job failed while launching (used by
                                 `dtrain run --detach`), then close it (left open, the

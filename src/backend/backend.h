@@ -82,6 +82,25 @@ struct dt__backend {
  * in every thread (the master does it): the backend reads it from its own signalfd. */
 dt_err dt__local_backend_new(dt__backend **out, const char *job_dir);
 
+typedef struct dt__kube dt__kube;
+typedef struct dt__kube_backend_opts {
+    const dt_job_spec *job;
+    dt__kube *kube;            /* the connection (borrowed: used by the event loop's thread) */
+    const char *namespace;     /* NULL: the connection's */
+    const char *spec_path;     /* the manifest whose pod templates are passed through (NULL:
+                                  job->path); for built-in roles, where pods find the spec */
+    const char *spec_configmap; /* the ConfigMap holding the spec (mounted at its dir) */
+    const char *job_dir;       /* the job dir, where pods mount the claim */
+    const char *claim;         /* the PersistentVolumeClaim holding the job dir; NULL: none */
+    const char *image;         /* dtrain's image for built-in roles (NULL: dtrain:latest) */
+    const char *token_secret;  /* the Secret whose key "token" is the job's token */
+    const json_t *owner;       /* an ownerReference put on every object; NULL: none */
+    int grace_s;               /* a stopped pod's grace period (0: 30 s) */
+} dt__kube_backend_opts;
+
+/* The kubernetes backend (kube_backend.c): lists the job's pods, then watches them. */
+dt_err dt__kube_backend_new(dt__backend **out, const dt__kube_backend_opts *o);
+
 static inline void dt__backend_free(dt__backend *b) {
     if (b) b->ops->free(b);
 }

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/job.h"
@@ -48,6 +49,17 @@ static const char usage[] =
     "                      a data shard held this long without a report is handed out\n"
     "                      again, even from a replica that sends heartbeats (default 10 x\n"
     "                      the mean shard time, at least 300; kept by --resume)\n"
+    "\n"
+    "Kubernetes (docs/KUBERNETES.md):\n"
+    "  --backend B         local (default) or kubernetes: start the job in a cluster (its\n"
+    "                      master a pod there) and follow it until it ends\n"
+    "  --kubeconfig F      the cluster (default: $KUBECONFIG, ~/.kube/config)\n"
+    "  --context C         the kubeconfig's context (default: its current-context)\n"
+    "  --namespace NS      where the job runs (default: the context's)\n"
+    "  --image IMG         dtrain's image, for the master and built-in roles\n"
+    "                      (default dtrain:latest)\n"
+    "  --volume-claim PVC  the job dir's PersistentVolumeClaim (default: <job>-data, made)\n"
+    "  --in-cluster        be the job's master in its pod (what the master pod runs)\n"
     "  -h, --help          show this help\n"
     "\n"
     "While attached, Ctrl-C stops the job: every replica gets SIGTERM, then SIGKILL.\n"
@@ -136,9 +148,98 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     return DT_EXIT_FAILED;
 }
 
+/* The master pod's owner (its batch/v1 Job): every object the master makes is owned by it
+ * too, so deleting the Job deletes the whole job. Read from the pod itself. */
+static dt_err in_cluster_owner(dt_master_kube *ko) {
+    static char api[64], kind[64], name[256], uid[64];
+    const char *pod = getenv("DTRAIN_POD_NAME"), *ns = getenv("DTRAIN_NAMESPACE");
+    if (!pod || !ns) return DT_OK; /* not in dtrain's master pod: no owner */
+    dt__kube_conn c = {.in_cluster = 1};
+    dt__kube *k;
+    dt_err e = dt__kube_connect(&k, &c);
+    if (e) return e;
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, pod);
+    long status;
+    json_t *resp = NULL;
+    e = dt__kube_call(k, "GET", path, NULL, NULL, &status, &resp);
+    if (!e && status == 200) {
+        json_t *o = json_array_get(json_object_get(json_object_get(resp, "metadata"), "ownerReferences"), 0);
+        const char *v[4] = {json_string_value(json_object_get(o, "apiVersion")),
+                            json_string_value(json_object_get(o, "kind")),
+                            json_string_value(json_object_get(o, "name")),
+                            json_string_value(json_object_get(o, "uid"))};
+        if (v[0] && v[1] && v[2] && v[3]) {
+            snprintf(api, sizeof api, "%s", v[0]);
+            snprintf(kind, sizeof kind, "%s", v[1]);
+            snprintf(name, sizeof name, "%s", v[2]);
+            snprintf(uid, sizeof uid, "%s", v[3]);
+            ko->owner_api_version = api;
+            ko->owner_kind = kind;
+            ko->owner_name = name;
+            ko->owner_uid = uid;
+        }
+    } else if (!e) {
+        char why[256];
+        e = dt_err_set(DT_ERR_IO, "cannot read my own pod %s: %s", pod,
+                       dt__kube_why(resp, status, why, sizeof why));
+    }
+    json_decref(resp);
+    dt__kube_free(k);
+    return e;
+}
+
+/* `dtrain run JOB.yaml --backend kubernetes`: start the job in the cluster, follow it. */
+static int run_kubernetes(const dt__cli_cmd *cmd, int argc, char **argv, const dt_master_kube *ko,
+                          const dt_master_opts *mo) {
+    if (optind != argc - 1)
+        return dt__cli_usage_error(cmd, optind >= argc ? "missing JOB.yaml"
+                                                       : "expected one JOB.yaml, got %d",
+                                   argc - optind);
+    const char *spec = argv[optind];
+    dt_job_spec *job = NULL;
+    dt_err e = dt_job_spec_load(&job, spec);
+    if (!e) e = dt_job_spec_check_kubernetes(job);
+    if (e) {
+        fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        dt_job_spec_free(job);
+        return exit_for(e);
+    }
+    dt__kube_conn c = {.kubeconfig = ko->kubeconfig, .context = ko->context};
+    dt__kube *k = NULL;
+    if ((e = dt__kube_connect(&k, &c))) {
+        fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        dt_job_spec_free(job);
+        return exit_for(e);
+    }
+    const char *ns = ko->namespace ? ko->namespace : dt__kube_namespace(k);
+    dt__kube_submit_opts so = {.spec_path = spec,
+                               .namespace = ns,
+                               .image = ko->image,
+                               .claim = ko->claim,
+                               .stop_grace_s = mo->stop_grace_ms > 0 ? (mo->stop_grace_ms + 999) / 1000 : 30};
+    int rc = DT_EXIT_FAILED, outcome = -1;
+    if ((e = dt__kube_submit(k, job, &so))) {
+        fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        rc = exit_for(e);
+    } else {
+        fprintf(stderr, "job %s created in namespace %s (%s); its master is Job %s-master\n",
+                job->name, ns, dt__kube_server(k), job->name);
+        if ((e = dt__kube_follow(k, job, ns, stderr, &outcome)))
+            fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        static const char *const names[] = {"Succeeded", "Failed", "Stopped"};
+        printf("job %s %s\n", job->name, outcome >= 0 ? names[outcome] : "ended (outcome unknown)");
+        rc = outcome == 0 ? DT_EXIT_OK : DT_EXIT_FAILED;
+    }
+    dt__kube_free(k);
+    dt_job_spec_free(job);
+    return rc;
+}
+
 static int run(int argc, char **argv) {
     enum { OPT_JOB_DIR = 256, OPT_RESUME, OPT_DETACH, OPT_BIND, OPT_PORT, OPT_GRACE, OPT_HEARTBEAT,
-           OPT_LEASE };
+           OPT_LEASE, OPT_BACKEND, OPT_KUBECONFIG, OPT_CONTEXT, OPT_NAMESPACE, OPT_IMAGE,
+           OPT_CLAIM, OPT_IN_CLUSTER };
     static const struct option longopts[] = {
         {"job-dir", required_argument, NULL, OPT_JOB_DIR},
         {"resume", required_argument, NULL, OPT_RESUME},
@@ -148,12 +249,20 @@ static int run(int argc, char **argv) {
         {"stop-grace", required_argument, NULL, OPT_GRACE},
         {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
         {"lease-timeout", required_argument, NULL, OPT_LEASE},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+        {"context", required_argument, NULL, OPT_CONTEXT},
+        {"namespace", required_argument, NULL, OPT_NAMESPACE},
+        {"image", required_argument, NULL, OPT_IMAGE},
+        {"volume-claim", required_argument, NULL, OPT_CLAIM},
+        {"in-cluster", no_argument, NULL, OPT_IN_CLUSTER},
         {NULL, 0, NULL, 0},
     };
     const dt__cli_cmd *cmd = &dt__cmd_run;
     dt_master_opts mo = {.ready_fd = -1};
     const char *job_dir = NULL, *resume = NULL;
-    int detach = 0;
+    int detach = 0, kubernetes = 0;
+    dt_master_kube ko = {0};
     int64_t v;
     opterr = 0;
     optind = 1;
@@ -192,15 +301,55 @@ static int run(int argc, char **argv) {
                                            optarg);
             *(c == OPT_HEARTBEAT ? &mo.heartbeat_timeout_ms : &mo.lease_timeout_ms) = (int)v * 1000;
             break;
+        case OPT_BACKEND:
+            if (strcmp(optarg, "local") && strcmp(optarg, "kubernetes"))
+                return dt__cli_usage_error(cmd, "--backend: expected local or kubernetes, got '%s'",
+                                           optarg);
+            kubernetes = !strcmp(optarg, "kubernetes");
+            break;
+        case OPT_KUBECONFIG:
+            ko.kubeconfig = optarg;
+            break;
+        case OPT_CONTEXT:
+            ko.context = optarg;
+            break;
+        case OPT_NAMESPACE:
+            ko.namespace = optarg;
+            break;
+        case OPT_IMAGE:
+            ko.image = optarg;
+            break;
+        case OPT_CLAIM:
+            ko.claim = optarg;
+            break;
+        case OPT_IN_CLUSTER:
+            ko.in_cluster = 1;
+            kubernetes = 1;
+            break;
         case ':':
             return dt__cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:
             return dt__cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (!kubernetes && (ko.kubeconfig || ko.context || ko.namespace || ko.image || ko.claim))
+        return dt__cli_usage_error(cmd, "--kubeconfig, --context, --namespace, --image and "
+                                        "--volume-claim need --backend kubernetes");
+    if (kubernetes && !ko.in_cluster) return run_kubernetes(cmd, argc, argv, &ko, &mo);
     dt_job_spec *job = NULL;
     dt_err e;
     char default_dir[512];
+    if (ko.in_cluster && !resume && job_dir && optind == argc - 1) {
+        /* The master pod, made again (deleted, its node lost): its predecessor's journal
+         * is on the job's volume, and the job goes on from it. */
+        char jpath[4200];
+        snprintf(jpath, sizeof jpath, "%s/journal.jsonl", job_dir);
+        if (access(jpath, F_OK) == 0) {
+            resume = job_dir;
+            job_dir = NULL;
+            optind++;
+        }
+    }
     if (resume) {
         if (optind != argc)
             return dt__cli_usage_error(cmd, "--resume DIR takes no JOB.yaml");
@@ -227,6 +376,24 @@ static int run(int argc, char **argv) {
         }
     }
     mo.job_dir = job_dir;
+    if (ko.in_cluster) {
+        static char url[256], cm[128], secret[128];
+        const char *ns = getenv("DTRAIN_NAMESPACE");
+        snprintf(url, sizeof url, "http://%s-master.%s.svc:%d", job->name,
+                 ns && *ns ? ns : job->namespace, mo.port ? mo.port : 8080);
+        snprintf(cm, sizeof cm, "%s-spec", job->name);
+        snprintf(secret, sizeof secret, "%s-token", job->name);
+        ko.advertise_url = url;
+        ko.spec_configmap = cm;
+        ko.token_secret = secret;
+        if (ns && *ns && !ko.namespace) ko.namespace = ns;
+        if ((e = in_cluster_owner(&ko))) {
+            fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+            dt_job_spec_free(job);
+            return DT_EXIT_FAILED;
+        }
+        mo.kube = &ko;
+    }
     int rc;
     if (detach) {
         rc = run_detached(job, &mo);
@@ -239,6 +406,9 @@ static int run(int argc, char **argv) {
             rc = exit_for(e);
         } else {
             rc = report(job, job_dir, outcome);
+            /* In its pod the master succeeded when the job ended, however it ended: a
+             * non-zero exit would have the Job make the master again. */
+            if (ko.in_cluster) rc = DT_EXIT_OK;
         }
     }
     dt_job_spec_free(job);

@@ -528,3 +528,41 @@ dt_err dt_job_spec_check_local(const dt_job_spec *job) {
     }
     return DT_OK;
 }
+
+/* A DNS-1035 label (a Service's name): [a-z]([-a-z0-9]*[a-z0-9])?, at most 63. */
+static int dns1035_label(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || !(s[0] >= 'a' && s[0] <= 'z') || s[n - 1] == '-') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+dt_err dt_job_spec_check_kubernetes(const dt_job_spec *job) {
+    if (!dns1035_label(job->name))
+        return dt_err_set(DT_ERR_SPEC,
+                          "%s: metadata.name: '%s' is not a DNS-1035 label (lower case "
+                          "letters, digits and '-', starting with a letter, at most 63)",
+                          job->path, job->name);
+    for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) {
+        const dt_replica_spec *rs = &job->replicas[t];
+        if (!rs->present) continue;
+        /* The longest replica's Service name: <job>-<type>-<last index>. */
+        char name[128];
+        int last = rs->replicas > 0 ? rs->replicas - 1 : 0;
+        snprintf(name, sizeof name, "%s-%s-%d", job->name, dt_replica_type_name((dt_replica_type)t),
+                 last);
+        if (strlen(name) > 63)
+            return dt_err_set(DT_ERR_SPEC,
+                              "%s:%d: metadata.name: '%s' is too long: its Service '%s' would "
+                              "have %zu characters, more than the 63 of a DNS-1035 label",
+                              job->path, rs->line, job->name, name, strlen(name));
+        if (job->kind != DT_JOB_KIND_TRAINJOB && rs->replicas > 0 && !rs->image[0])
+            return dt_err_set(DT_ERR_SPEC,
+                              "%s:%d: %s.image: required on Kubernetes: every replica's "
+                              "container needs an image",
+                              job->path, rs->container_line, rs->container_path);
+    }
+    return DT_OK;
+}

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/kube-impl.h"
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/train.h"
@@ -89,6 +90,8 @@ struct loop {
     int continuing;   /* resumed a stopped job: it goes on (dt__job_state_reopen) */
     int new_ports;    /* ... on ports chosen anew */
     dt__backend *backend; /* runs the replicas (backend/backend.h) */
+    dt__kube *kube;       /* the kubernetes backend's connection; NULL: local */
+    json_t *owner;        /* its objects' ownerReference; NULL: none */
     source signals, http, replicas; /* the event loop's sources */
     int http_ready;
 };
@@ -255,16 +258,18 @@ static dt_err launch(loop *L, dt__replica *r) {
     }
     const int *const ports[DT_REPLICA_TYPE__COUNT] = {ports_of[0], ports_of[1], ports_of[2],
                                                        ports_of[3], ports_of[4]};
+    const dt_master_kube *ko = L->m.opts.kube;
     dt_job_env_opts eo = {.kubernetes = L->backend->ops->kubernetes_addresses,
+                          .namespace = L->kube ? dt__kube_namespace(L->kube) : NULL,
                           .bind_host = L->m.opts.bind_addr,
                           .ports = ports,
-                          .master_url = L->m.url,
+                          .master_url = ko && ko->advertise_url ? ko->advertise_url : L->m.url,
                           .job_token = L->m.token};
     if ((e = dt_job_env(job, r->type, r->index, &eo, &env, &nenv))) goto end;
 
     char replica_dir[4200], spec_abs[4200];
-    if (rs->argv) {
-        argv = rs->argv;
+    if (rs->argv || job->kind != DT_JOB_KIND_TRAINJOB) {
+        argv = rs->argv; /* NULL: the image's entrypoint (kubernetes) */
     } else if (job->strategy == DT_STRATEGY_PARAMETER_SERVER || L->ring_roles) {
         /* dtrain's built-in roles (`dtrain role`): each finds out who it is from TF_CONFIG
          * and DTRAIN_REPLICA; the job dir root holds every replica's own dir. The trainers
@@ -1266,7 +1271,9 @@ static dt_err open_job(loop *L, const dt_master_opts *opts_in) {
     dt_err e;
     L->ring_roles = job->kind == DT_JOB_KIND_TRAINJOB && job->strategy == DT_STRATEGY_ALLREDUCE &&
                     dt_job_spec_total_replicas(job) > 1;
-    if (job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job))) return e;
+    if (opts_in->kube ? (e = dt_job_spec_check_kubernetes(job))
+                      : job->kind != DT_JOB_KIND_TRAINJOB && (e = dt_job_spec_check_local(job)))
+        return e;
     /* A TrainJob's data and model are checked before anything is created or launched: a
      * job that could never train fails here, naming the spec's file and line, and not in
      * a loop of restarts. */
@@ -1307,8 +1314,15 @@ static dt_err prepare_fresh(loop *L, const dt_master_opts *opts_in, const char *
     if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
         return dt_err_set(DT_ERR_IO, "getrandom: %s", strerror(errno));
     for (int i = 0; i < 16; i++) snprintf(m->token + 2 * i, 3, "%02x", rnd[i]);
+    /* In a cluster the token is the job's Secret, which the replicas are given too. */
+    const char *tok = opts_in->kube ? getenv("DTRAIN_JOB_TOKEN") : NULL;
+    if (tok && *tok && strlen(tok) < sizeof m->token) snprintf(m->token, sizeof m->token, "%s", tok);
     if (!getcwd(L->cwd, sizeof L->cwd)) return dt_err_set(DT_ERR_IO, "getcwd: %s", strerror(errno));
-    if (!realpath(opts_in->spec_path, L->spec_src))
+    /* In a cluster the spec's path is where every pod mounts it (a ConfigMap: its real
+     * path is a versioned link target of that pod's own). */
+    if (opts_in->kube && opts_in->spec_path[0] == '/')
+        snprintf(L->spec_src, sizeof L->spec_src, "%s", opts_in->spec_path);
+    else if (!realpath(opts_in->spec_path, L->spec_src))
         return dt_err_set(DT_ERR_IO, "%s: %s", opts_in->spec_path, strerror(errno));
     dt_err e = copy_spec(L, opts_in->spec_path);
     return e ? e : alloc_ports(L, http_port);
@@ -1337,12 +1351,40 @@ static dt_err prepare_resumed(loop *L, const char *jpath, int *http_port) {
     return hold_ports(L, *http_port);
 }
 
+/* The backend that runs the replicas: local processes, or pods (opts.kube). */
+static dt_err start_backend(loop *L) {
+    const dt_master_kube *ko = L->m.opts.kube;
+    if (!ko) return dt__local_backend_new(&L->backend, L->m.dir);
+    dt__kube_conn c = {.kubeconfig = ko->kubeconfig, .context = ko->context,
+                       .in_cluster = ko->in_cluster};
+    dt_err e = dt__kube_connect(&L->kube, &c);
+    if (e) return e;
+    /* Replicas run `dtrain role` from the image's PATH, not this master's binary. */
+    snprintf(L->self_exe, sizeof L->self_exe, "dtrain");
+    if (ko->owner_uid && ko->owner_name && ko->owner_kind && ko->owner_api_version)
+        L->owner = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "apiVersion", ko->owner_api_version,
+                             "kind", ko->owner_kind, "name", ko->owner_name, "uid", ko->owner_uid,
+                             "controller", 1, "blockOwnerDeletion", 1);
+    dt__kube_backend_opts o = {.job = L->m.job,
+                               .kube = L->kube,
+                               .namespace = ko->namespace,
+                               .spec_path = L->spec_src,
+                               .spec_configmap = ko->spec_configmap,
+                               .job_dir = L->m.dir,
+                               .claim = ko->claim,
+                               .image = ko->image,
+                               .token_secret = ko->token_secret,
+                               .owner = L->owner,
+                               .grace_s = (L->m.opts.stop_grace_ms + 999) / 1000};
+    return dt__kube_backend_new(&L->backend, &o);
+}
+
 /* The journal, the signals, the backend and the API. */
 static dt_err start_services(loop *L, const char *jpath, int http_port) {
     dt__master *m = &L->m;
     dt_err e;
     if ((e = dt__journal_open(&m->journal, jpath)) || (e = setup_signals(L))) return e;
-    if ((e = dt__local_backend_new(&L->backend, m->dir))) return e;
+    if ((e = start_backend(L))) return e;
     L->replicas = (source){.fd = L->backend->ops->event_fd(L->backend), .ready = replicas_ready};
     if ((e = watch_source(L, &L->replicas, "the replicas"))) return e;
     /* A port chosen here (not --port, not a resumed master's own) that another program
@@ -1508,6 +1550,8 @@ static void close_job(loop *L, int signals_set) {
                "a resume of this job would not see them", dt__journal_why(m->journal));
     dt__journal_close(m->journal);
     dt__backend_free(L->backend);
+    dt__kube_free(L->kube);
+    json_decref(L->owner);
     dt__job_state_free(&m->st);
     dt__ledger_free(m->ledger);
     dt__rdzv_free(m->rdzv);

@@ -107,6 +107,9 @@ int dt__http_server_timeout_ms(const dt__http_server *s);
 
 typedef struct dt__http_client dt__http_client;
 
+/* libcurl's global state, set up once per process (thread-safe): for other users of
+ * libcurl in the program (the Kubernetes client). */
+dt_err dt__http_global_init(void);
 /* base_url "http://127.0.0.1:PORT"; token sent as a Bearer token when not NULL.
  * timeout_ms bounds each request (0: 30 s). */
 dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const char *token,

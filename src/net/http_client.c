@@ -54,6 +54,14 @@ static void global_init(void) {
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+dt_err dt__http_global_init(void) {
+    pthread_once(&global_once, global_init);
+    if (global_rc != CURLE_OK)
+        return dt_err_set(DT_ERR_IO, "cannot initialize libcurl: %s",
+                          curl_easy_strerror(global_rc));
+    return DT_OK;
+}
+
 static size_t on_data(char *data, size_t size, size_t nmemb, void *userdata) {
     dt__http_client *c = userdata;
     size_t n = size * nmemb;

@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <yaml.h>
 
 #include "dtrain/err.h"
@@ -162,5 +163,10 @@ dt_err dt__yget_enum(const dt__yval *v, const dt__yenum *table, int *out);
  * integers, got ..." for the list itself; an item's error names the item ("X[1]"). */
 dt_err dt__yget_i64_list(const dt__yval *v, int min_n, int max_n, int64_t lo, int64_t hi,
                          int64_t *out, int *n);
+
+/* ---- JSON ---- */
+/* v as JSON (*out a new reference): plain scalars typed as Kubernetes reads YAML (null,
+ * true/false, decimal integers, floats), quoted ones strings. An absent v is JSON null. */
+dt_err dt__yval_to_json(const dt__yval *v, json_t **out);
 
 #endif

@@ -16,6 +16,7 @@
  */
 #include "spec/yaml_doc-impl.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -637,5 +638,64 @@ dt_err dt__yget_i64_list(const dt__yval *v, int min_n, int max_n, int64_t lo, in
         if (e) return e;
     }
     *n = count;
+    return DT_OK;
+}
+
+/* ---- YAML to JSON (Kubernetes objects, kubeconfig files) ---- */
+
+/* A plain scalar's JSON type as sigs.k8s.io/yaml gives it for YAML 1.2's core schema: null,
+ * booleans, decimal integers, floats; anything else (and every quoted scalar) a string. */
+static json_t *scalar_json(const yaml_node_t *n) {
+    const char *s = (const char *)n->data.scalar.value;
+    if (!scalar_is_plain(n)) return json_stringn(s, n->data.scalar.length);
+    if (scalar_is_null(n)) return json_null();
+    if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")) return json_true();
+    if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE")) return json_false();
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s && !*end && errno == 0 && (isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '+'))
+        return json_integer(v);
+    double d = strtod(s, &end);
+    if (*s && !*end && (isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '+' || s[0] == '.') &&
+        isfinite(d))
+        return json_real(d);
+    return json_stringn(s, n->data.scalar.length);
+}
+
+static json_t *node_json(yaml_document_t *doc, yaml_node_t *n, int depth) {
+    if (!n || depth > 64) return NULL;
+    if (n->type == YAML_SCALAR_NODE) return scalar_json(n);
+    if (n->type == YAML_SEQUENCE_NODE) {
+        json_t *a = json_array();
+        for (yaml_node_item_t *it = n->data.sequence.items.start;
+             a && it < n->data.sequence.items.top; it++) {
+            json_t *v = node_json(doc, yaml_document_get_node(doc, *it), depth + 1);
+            if (!v || json_array_append_new(a, v)) {
+                json_decref(a);
+                return NULL;
+            }
+        }
+        return a;
+    }
+    if (n->type != YAML_MAPPING_NODE) return NULL;
+    json_t *o = json_object();
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; o && p < n->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        json_t *v = node_json(doc, yaml_document_get_node(doc, p->value), depth + 1);
+        if (!k || k->type != YAML_SCALAR_NODE || !v ||
+            json_object_set_new(o, (const char *)k->data.scalar.value, v)) {
+            json_decref(v);
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+dt_err dt__yval_to_json(const dt__yval *v, json_t **out) {
+    *out = v->node ? node_json(&v->doc->doc, v->node, 0) : json_null();
+    if (!*out) return dt__yerr(v, "cannot be read as JSON (a key that is not a string, or nested too deep)");
     return DT_OK;
 }
