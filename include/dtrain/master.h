@@ -52,6 +52,9 @@ typedef struct dt_master_kube {
     const char *advertise_url;  /* the master's URL as replicas reach it (its Service) */
     /* The owner of every object made (the job's root object); all NULL: none. */
     const char *owner_api_version, *owner_kind, *owner_name, *owner_uid;
+    /* The job's custom resource ("/apis/G/V/namespaces/NS/PLURAL/NAME"), whose status the
+     * master writes; NULL: none (a job started by `dtrain run --backend kubernetes`). */
+    const char *status_resource;
 } dt_master_kube;
 
 typedef struct dt_master_opts {

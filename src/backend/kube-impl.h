@@ -75,6 +75,8 @@ void dt__kube_watch_stop(dt__kube_watch *w); /* NULL: no-op */
 typedef struct dt_job_spec dt_job_spec;
 typedef struct dt__kube_submit_opts {
     const char *spec_path;       /* the manifest, put into the job's ConfigMap */
+    const char *spec_text;       /* or its text (spec_path then only names the file) */
+    const json_t *owner;         /* the master Job's owner (a custom resource); NULL: none */
     const char *namespace;       /* NULL: the connection's */
     const char *image;           /* dtrain's image (NULL: dtrain:latest) */
     const char *claim;           /* an existing PersistentVolumeClaim for the job dir; NULL:

@@ -137,7 +137,12 @@ dt_err dt__kube_submit(dt__kube *k, const dt_job_spec *job, const dt__kube_submi
     if (e) return e;
     char *spec_text = NULL;
     size_t spec_len = 0;
-    if ((e = dt__read_file(o->spec_path, &spec_text, &spec_len))) return e;
+    if (o->spec_text) {
+        if (!(spec_text = strdup(o->spec_text))) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+        spec_len = strlen(spec_text);
+    } else if ((e = dt__read_file(o->spec_path, &spec_text, &spec_len))) {
+        return e;
+    }
     const char *base = strrchr(o->spec_path, '/');
     base = base ? base + 1 : o->spec_path;
     char claim[128], name[128];
@@ -208,6 +213,9 @@ dt_err dt__kube_submit(dt__kube *k, const dt_job_spec *job, const dt__kube_submi
     }
     if (!e) {
         obj = master_job(job, ns, o, claim, base);
+        if (obj && o->owner)
+            json_object_set_new(json_object_get(obj, "metadata"), "ownerReferences",
+                                json_pack("[O]", o->owner));
         e = obj ? post(k, ns, "/apis/batch/v1", "jobs", obj, &made)
                 : dt_err_set(DT_ERR_NOMEM, "out of memory");
         json_decref(obj);

@@ -148,6 +148,30 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     return DT_EXIT_FAILED;
 }
 
+/* A custom resource (TrainJob, TFJob, PyTorchJob) that owns the master's Job: the master
+ * writes its status. */
+static dt_err resource_of_job(dt__kube *k, const char *ns, const char *job, dt_master_kube *ko) {
+    static char res[700];
+    static const char *const plurals[][2] = {
+        {"TrainJob", "trainjobs"}, {"TFJob", "tfjobs"}, {"PyTorchJob", "pytorchjobs"}};
+    char path[512];
+    snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", ns, job);
+    long status;
+    json_t *resp = NULL;
+    dt_err e = dt__kube_call(k, "GET", path, NULL, NULL, &status, &resp);
+    json_t *o = json_array_get(json_object_get(json_object_get(resp, "metadata"), "ownerReferences"), 0);
+    const char *api = json_string_value(json_object_get(o, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    const char *name = json_string_value(json_object_get(o, "name"));
+    for (size_t i = 0; !e && status == 200 && api && kind && name && i < 3; i++)
+        if (!strcmp(kind, plurals[i][0])) {
+            snprintf(res, sizeof res, "/apis/%s/namespaces/%s/%s/%s", api, ns, plurals[i][1], name);
+            ko->status_resource = res;
+        }
+    json_decref(resp);
+    return e;
+}
+
 /* The master pod's owner (its batch/v1 Job): every object the master makes is owned by it
  * too, so deleting the Job deletes the whole job. Read from the pod itself. */
 static dt_err in_cluster_owner(dt_master_kube *ko) {
@@ -178,6 +202,7 @@ static dt_err in_cluster_owner(dt_master_kube *ko) {
             ko->owner_kind = kind;
             ko->owner_name = name;
             ko->owner_uid = uid;
+            if (!strcmp(kind, "Job")) e = resource_of_job(k, ns, name, ko);
         }
     } else if (!e) {
         char why[256];

@@ -372,6 +372,8 @@ static const layout layouts[] = {
      .kind = DT_JOB_KIND_PYTORCHJOB,
      .layout = DT__JOB_LAYOUT_PYTORCH_V1},
     {.api_version = "dtrain/v1", .kind = DT_JOB_KIND_TRAINJOB, .layout = DT__JOB_LAYOUT_TRAINJOB},
+    /* the same as a Kubernetes custom resource (deploy/crd-trainjob.yaml) */
+    {.api_version = "dtrain.io/v1", .kind = DT_JOB_KIND_TRAINJOB, .layout = DT__JOB_LAYOUT_TRAINJOB},
 };
 #define NLAYOUTS (sizeof layouts / sizeof layouts[0])
 

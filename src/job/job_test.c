@@ -787,7 +787,7 @@ static void test_err_api_versions(void) {
                 "apiVersion: kind PyTorchJob needs apiVersion kubeflow.org/v1, got "
                 "'kubeflow.org/v1beta2'");
     CHECK_FAILS("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n", "apiVersion",
-                "apiVersion: kind TrainJob needs apiVersion dtrain/v1, got "
+                "apiVersion: kind TrainJob needs apiVersion dtrain/v1 or dtrain.io/v1, got "
                 "'trainer.kubeflow.org/v1alpha1' (Kubeflow Trainer's TrainJob is not "
                 "supported)");
 }

@@ -92,6 +92,8 @@ struct loop {
     dt__backend *backend; /* runs the replicas (backend/backend.h) */
     dt__kube *kube;       /* the kubernetes backend's connection; NULL: local */
     json_t *owner;        /* its objects' ownerReference; NULL: none */
+    double resource_written; /* the custom resource's status: last written (mono) */
+    int resource_dirty;      /* ... and changed since */
     source signals, http, replicas; /* the event loop's sources */
     int http_ready;
 };
@@ -193,9 +195,59 @@ static json_t *status_json(loop *L) {
     return j;
 }
 
+/* The job's custom resource (opts.kube->status_resource), its status subresource written
+ * as the training operator writes a TFJob's: conditions, replicaStatuses (active,
+ * succeeded, failed per type), startTime, completionTime, lastReconcileTime. At most once a
+ * second while the job runs, and at its end. */
+static void write_resource_status(loop *L, const json_t *st) {
+    const dt_master_kube *ko = L->m.opts.kube;
+    if (!L->kube || !ko || !ko->status_resource) return;
+    double now = mono();
+    if (!L->m.st.finished && now - L->resource_written < 1.0) {
+        L->resource_dirty = 1;
+        return;
+    }
+    L->resource_written = now;
+    L->resource_dirty = 0;
+    json_t *conds = json_array(), *rs = json_object();
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c) json_array_append(conds, c);
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(st, "replicaStatuses"), key, v)
+        json_object_set_new(rs, key, json_pack("{s:O, s:O, s:O}", "active",
+                                               json_object_get(v, "active"), "succeeded",
+                                               json_object_get(v, "succeeded"), "failed",
+                                               json_object_get(v, "failed")));
+    char ts[40], lr[40];
+    json_t *status = json_pack("{s:o, s:o, s:s}", "conditions", conds, "replicaStatuses", rs,
+                               "lastReconcileTime", dt__rfc3339(dt__wall_now(), lr, sizeof lr));
+    if (L->m.st.start_time > 0)
+        json_object_set_new(status, "startTime",
+                            json_string(dt__rfc3339(L->m.st.start_time, ts, sizeof ts)));
+    if (L->m.st.finished && L->m.st.completion_time > 0)
+        json_object_set_new(status, "completionTime",
+                            json_string(dt__rfc3339(L->m.st.completion_time, ts, sizeof ts)));
+    json_t *patch = json_pack("{s:o}", "status", status);
+    char path[700];
+    snprintf(path, sizeof path, "%s/status", ko->status_resource);
+    long code;
+    json_t *resp = NULL;
+    if (dt__kube_call(L->kube, "PATCH", path, patch, "application/merge-patch+json", &code, &resp))
+        say(L, "warning: the job's resource status: %s", dt_errmsg());
+    else if (code != 200) {
+        char why[256];
+        say(L, "warning: the job's resource status: %s", dt__kube_why(resp, code, why, sizeof why));
+    }
+    json_decref(resp);
+    json_decref(patch);
+}
+
 static void write_status(loop *L) {
     json_t *j = status_json(L);
     write_json_file(L, "status.json", j);
+    write_resource_status(L, j);
     json_decref(j);
     L->m.dirty = 0;
     L->status_written = mono();
@@ -735,6 +787,7 @@ static double next_deadline(const loop *L) {
         double s = L->status_written + STATUS_INTERVAL;
         if (s < t) t = s;
     }
+    if (L->resource_dirty && L->resource_written + 1.0 < t) t = L->resource_written + 1.0;
     if (L->m.opts.live_table) {
         double s = L->table_drawn + TABLE_INTERVAL;
         if (s < t) t = s;
@@ -1536,7 +1589,9 @@ static dt_err run_loop(loop *L) {
         for (int k = 0; k < n; k++) ((source *)evs[k].data.ptr)->ready(L);
         if (L->http_ready || http_ms == 0) dt__http_server_run(m->http);
         double now2 = mono();
-        if (m->dirty && now2 - L->status_written >= STATUS_INTERVAL) write_status(L);
+        if ((m->dirty && now2 - L->status_written >= STATUS_INTERVAL) ||
+            (L->resource_dirty && now2 - L->resource_written >= 1.0))
+            write_status(L);
         if (m->opts.live_table && now2 - L->table_drawn >= TABLE_INTERVAL) draw_table(L);
     }
     return DT_OK;

@@ -651,6 +651,17 @@ static dt_err expect_string(const dt__yval *root, const char *key, const char *w
     return DT_OK;
 }
 
+/* dtrain/v1, or dtrain.io/v1: the same kind as a Kubernetes custom resource (a CRD's
+ * group needs a dot). */
+static dt_err expect_api_version(const dt__yval *root) {
+    dt__yval v;
+    const char *s = NULL;
+    dt_err e = dt__ymap_require(root, "apiVersion", &v);
+    if (!e) e = dt__yget_str(&v, &s);
+    if (!e && !strcmp(s, "dtrain.io/v1")) return DT_OK;
+    return e ? e : expect_string(root, "apiVersion", API_VERSION);
+}
+
 static const char *const job_spec_keys[] = {"replicas",      "strategy",      "runPolicy",
                                             "successPolicy", "elasticPolicy", "pytorchEnv",
                                             "parameterServer", "allreduce", NULL};
@@ -677,7 +688,7 @@ dt_err dt__spec_parse_doc(dt_spec *sp, const dt__yval *root, const char *base_di
                         dt__yval_describe(root, got, sizeof got));
     }
     if ((e = dt__ymap_check_keys(root, top_keys, NULL)) ||
-        (e = expect_string(root, "apiVersion", API_VERSION)) ||
+        (e = expect_api_version(root)) ||
         (e = expect_string(root, "kind", KIND)) ||
         (e = parse_metadata(sp, root, extra ? extra->metadata_keys : NULL)) ||
         (e = get_map(root, "spec", 1, &spec)) || (e = dt__ymap_check_keys(&spec, spec_keys, NULL)))
