@@ -92,4 +92,16 @@ dt_err dt__kube_submit(dt__kube *k, const dt_job_spec *job, const dt__kube_submi
 dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE *out,
                        int *outcome);
 
+/* How the job ended, from its master's last words in its pod's log: "Succeeded",
+ * "Failed", "Stopped"; NULL when no master has said (it runs, or never ran). */
+const char *dt__kube_job_outcome(dt__kube *k, const char *ns, const char *job);
+
+typedef struct dt__http_client dt__http_client;
+/* A client of the job's master API through the API server's service proxy
+ * (/api/v1/namespaces/NS/services/<job>-master:http/proxy), with the job's token. */
+dt_err dt__kube_master_client(dt__kube *k, const char *ns, const char *job, const char *job_token,
+                              long timeout_ms, dt__http_client **out);
+/* GET path and write the answer to out as it arrives (a pod's log with follow=true). */
+dt_err dt__kube_stream(dt__kube *k, const char *path, FILE *out, long *status);
+
 #endif

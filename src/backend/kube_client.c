@@ -691,3 +691,51 @@ void dt__kube_watch_stop(dt__kube_watch *w) {
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
+
+/* ---- other clients of the cluster ---- */
+
+dt_err dt__kube_master_client(dt__kube *k, const char *ns, const char *job, const char *job_token,
+                              long timeout_ms, dt__http_client **out) {
+    char url[1200];
+    snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/services/%s-master:http/proxy", k->server,
+             ns, job);
+    dt_err e = dt__http_client_init(out, url, job_token, timeout_ms);
+    if (e) return e;
+    char *token = NULL;
+    if (k->token_file[0] && read_text(k->token_file, &token)) {
+        dt_err_clear();
+        token = NULL;
+    }
+    dt__http_via v = {.ca_pem = k->ca_pem, .cert_pem = k->cert_pem, .key_pem = k->key_pem,
+                      .insecure = k->insecure, .token = token ? token : k->token};
+    e = dt__http_client_via(*out, &v);
+    if (token) {
+        memset(token, 0, strlen(token));
+        free(token);
+    }
+    if (e) {
+        dt__http_client_free(*out);
+        *out = NULL;
+    }
+    return e;
+}
+
+static size_t to_file(char *data, size_t size, size_t nmemb, void *ud) {
+    size_t n = fwrite(data, size, nmemb, ud) * size;
+    fflush(ud);
+    return n;
+}
+
+dt_err dt__kube_stream(dt__kube *k, const char *path, FILE *out, long *status) {
+    dt_err e = prepare(k, "GET", path, NULL, 0);
+    if (e) return e;
+    curl_easy_setopt(k->curl, CURLOPT_WRITEFUNCTION, to_file);
+    curl_easy_setopt(k->curl, CURLOPT_WRITEDATA, out);
+    CURLcode rc = curl_easy_perform(k->curl);
+    *status = 0;
+    curl_easy_getinfo(k->curl, CURLINFO_RESPONSE_CODE, status);
+    if (rc != CURLE_OK)
+        return dt_err_set(DT_ERR_IO, "GET %s%s: %s", k->server, path,
+                          k->errbuf[0] ? k->errbuf : curl_easy_strerror(rc));
+    return DT_OK;
+}

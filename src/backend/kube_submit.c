@@ -251,6 +251,8 @@ dt_err dt__kube_submit(dt__kube *k, const dt_job_spec *job, const dt__kube_submi
 
 /* ---- following a job from outside the cluster ---- */
 
+const char *dt__kube_job_outcome(dt__kube *k, const char *ns, const char *job);
+
 static const char *phase_of(const json_t *pod) {
     const char *p = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
     return p ? p : "Pending";
@@ -278,6 +280,29 @@ static int outcome_in_log(dt__kube *k, const char *ns, const char *pod, const ch
     return out;
 }
 
+/* Has the job's master Job failed (condition Failed)? Its message said on out. */
+static int master_job_failed(dt__kube *k, const char *ns, const char *job, FILE *out) {
+    char path[512];
+    snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s-master", ns, job);
+    long status;
+    json_t *resp = NULL;
+    if (dt__kube_call(k, "GET", path, NULL, NULL, &status, &resp)) dt_err_clear();
+    int failed = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(resp, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *st = json_string_value(json_object_get(c, "status"));
+        if (t && st && !strcmp(t, "Failed") && !strcmp(st, "True")) {
+            const char *m = json_string_value(json_object_get(c, "message"));
+            fprintf(out, "the master's Job %s-master failed: %s\n", job, m ? m : "");
+            failed = 1;
+        }
+    }
+    json_decref(resp);
+    return failed;
+}
+
 dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE *out,
                        int *outcome) {
     char path[512], sel[256];
@@ -288,10 +313,16 @@ dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE
     if (e) return e;
     json_t *seen = json_object(); /* pod name -> "phase" last said */
     *outcome = -1;
+    int master_down = 0; /* its pod failed with no outcome: is its Job given up? */
     while (*outcome < 0) {
         struct pollfd pfd = {.fd = dt__kube_watch_fd(w), .events = POLLIN};
-        if (poll(&pfd, 1, 1000) < 0 && errno != EINTR) {
+        int n = poll(&pfd, 1, 1000);
+        if (n < 0 && errno != EINTR) {
             e = dt_err_set(DT_ERR_IO, "poll: %s", strerror(errno));
+            break;
+        }
+        if (n == 0 && master_down && master_job_failed(k, ns, job->name, out)) {
+            *outcome = 1;
             break;
         }
         char type[16];
@@ -311,12 +342,40 @@ dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE
                 json_object_set_new(seen, name, json_string(state));
             }
             int master = comp && !strcmp(comp, "master");
-            if (master && name && (!strcmp(state, "Succeeded") || !strcmp(state, "Failed")))
+            if (master && name && (!strcmp(state, "Succeeded") || !strcmp(state, "Failed"))) {
                 *outcome = outcome_in_log(k, ns, name, job->name);
+                /* A master that failed without an outcome is made again by its Job, unless
+                 * the Job has failed for good (backoffLimit). */
+                if (*outcome < 0 && master_job_failed(k, ns, job->name, out)) *outcome = 1;
+                master_down = *outcome < 0;
+            }
+            if (master && !strcmp(state, "Running")) master_down = 0;
             json_decref(pod);
         }
     }
     json_decref(seen);
     dt__kube_watch_stop(w);
     return e;
+}
+
+const char *dt__kube_job_outcome(dt__kube *k, const char *ns, const char *job) {
+    static const char *const names[] = {"Succeeded", "Failed", "Stopped"};
+    char path[512];
+    snprintf(path, sizeof path,
+             "/api/v1/namespaces/%s/pods?labelSelector=training.kubeflow.org%%2Fjob-name%%3D%s,"
+             "dtrain.io%%2Fcomponent%%3Dmaster",
+             ns, job);
+    long status;
+    json_t *resp = NULL;
+    if (dt__kube_call(k, "GET", path, NULL, NULL, &status, &resp)) dt_err_clear();
+    int out = -1;
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(resp, "items"), i, p) {
+        const char *name = json_string_value(json_object_get(json_object_get(p, "metadata"), "name"));
+        int o = name ? outcome_in_log(k, ns, name, job) : -1;
+        if (o >= 0) out = o;
+    }
+    json_decref(resp);
+    return out >= 0 ? names[out] : NULL;
 }

@@ -4,6 +4,10 @@
 
 #include <stdint.h>
 
+#include "dtrain/err.h"
+
+struct dt__http_client;
+
 /* Exit codes shared by every subcommand. */
 enum {
     DT_EXIT_OK = 0,
@@ -44,17 +48,35 @@ int dt__cli_usage_error(const dt__cli_cmd *cmd, const char *fmt, ...)
 
 /* A job named on the command line (a registered name or a job dir) and how to reach its
  * master (jobref.c). */
+/* Where a job runs, from the command line: --backend kubernetes, --kubeconfig, --context,
+ * --namespace (any of the last three implies kubernetes). */
+typedef struct dt__cli_kube {
+    int on;
+    const char *kubeconfig, *context, *namespace;
+} dt__cli_kube;
+/* Is argv[*i] one of those options? 1: taken (with its value; *i moved past it), 0: not
+ * one, -1: wrong (said; exit DT_EXIT_USAGE). */
+int dt__cli_kube_opt(const struct dt__cli_cmd *cmd, int argc, char **argv, int *i, dt__cli_kube *ko);
+
 typedef struct dt__jobref {
-    char dir[4096];
+    char dir[4096];  /* "" for a job in a cluster */
     char name[64];
-    char url[256];  /* from master.json; "" when none */
+    char url[1200]; /* from master.json; "" when none */
     char token[80];
-    int live;       /* a master holds the job dir's lock */
+    int live;       /* a master holds the job dir's lock (runs, in a cluster) */
+    dt__cli_kube kube; /* kube.on: the job runs in a cluster */
+    char ns[64];       /* ... in this namespace */
 } dt__jobref;
 
 /* Resolve JOB|DIR: an existing directory holding a job, else a name in the registry.
  * Prints "dtrain CMD: ..." and returns nonzero when neither. */
 int dt__jobref_resolve(const dt__cli_cmd *cmd, const char *arg, dt__jobref *out);
+/* The same, or (ko->on) the job named arg in a cluster: its token from its Secret, its
+ * master reached through the API server's service proxy. */
+int dt__jobref_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_kube *ko,
+                    dt__jobref *out);
+/* A client of the job's master (through the cluster's API server for a job there). */
+dt_err dt__jobref_client(const dt__jobref *ref, long timeout_ms, struct dt__http_client **out);
 /* The job's status: from its live master when there is one, else from status.json.
  * Returns a new reference, or NULL after printing why. */
 struct json_t *dt__jobref_status(const dt__cli_cmd *cmd, const dt__jobref *ref);

@@ -8,16 +8,21 @@
 
 #include <jansson.h>
 
+#include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "master/registry-impl.h"
 
 static const char usage[] =
-    "Usage: dtrain list [--json]\n"
+    "Usage: dtrain list [--json] [--backend kubernetes] [--namespace NS] [--kubeconfig F]\n"
     "\n"
     "List the jobs this user has run: name, phase, replicas active of all, age and job dir.\n"
     "Jobs are registered in $DTRAIN_HOME/jobs (default ~/.dtrain/jobs); a job whose\n"
     "directory is gone, or that finished longer ago than its ttlSecondsAfterFinished, is\n"
     "dropped from the list (its directory is kept).\n"
+    "\n"
+    "With --backend kubernetes (or --namespace, --kubeconfig, --context): the jobs in the\n"
+    "cluster's namespace, each a master Job labelled dtrain.io/component=master; DIR is\n"
+    "kubernetes:NAMESPACE.\n"
     "\n"
     "Options:\n"
     "  --json       print {\"jobs\": [{\"name\", \"phase\", \"jobDir\", \"active\", \"replicas\"}]}\n"
@@ -50,15 +55,73 @@ static void one(void *vctx, const char *name, const char *dir) {
     json_decref(st);
 }
 
+/* The jobs in a cluster's namespace: their masters' Jobs, their pods. */
+static dt_err list_kube(const dt__cli_kube *ko, list_ctx *ctx) {
+    dt__kube_conn c = {.kubeconfig = ko->kubeconfig, .context = ko->context};
+    dt__kube *k = NULL;
+    dt_err e = dt__kube_connect(&k, &c);
+    if (e) return e;
+    const char *ns = ko->namespace ? ko->namespace : dt__kube_namespace(k);
+    char path[600], where[128];
+    snprintf(where, sizeof where, "kubernetes:%s", ns);
+    snprintf(path, sizeof path,
+             "/apis/batch/v1/namespaces/%s/jobs?labelSelector=dtrain.io%%2Fcomponent%%3Dmaster", ns);
+    long status = 0;
+    json_t *jobs = NULL;
+    e = dt__kube_call(k, "GET", path, NULL, NULL, &status, &jobs);
+    if (!e && status != 200) {
+        char why[256];
+        e = dt_err_set(DT_ERR_IO, "%s: %s", dt__kube_server(k), dt__kube_why(jobs, status, why, sizeof why));
+    }
+    size_t i;
+    json_t *j;
+    json_array_foreach(e ? NULL : json_object_get(jobs, "items"), i, j) {
+        const json_t *md = json_object_get(j, "metadata");
+        const char *name = json_string_value(json_object_get(json_object_get(md, "labels"),
+                                                             "training.kubeflow.org/job-name"));
+        if (!name) continue;
+        snprintf(path, sizeof path,
+                 "/api/v1/namespaces/%s/pods?labelSelector=training.kubeflow.org%%2Fjob-name%%3D%s,"
+                 "!dtrain.io%%2Fcomponent", ns, name);
+        json_t *pods = NULL;
+        if (dt__kube_call(k, "GET", path, NULL, NULL, &status, &pods)) dt_err_clear();
+        long long active = 0, total = 0;
+        size_t q;
+        json_t *p;
+        json_array_foreach(json_object_get(pods, "items"), q, p) {
+            const char *ph = json_string_value(json_object_get(json_object_get(p, "status"), "phase"));
+            total++;
+            active += ph && !strcmp(ph, "Running");
+        }
+        json_decref(pods);
+        json_int_t running = json_integer_value(json_object_get(json_object_get(j, "status"), "active"));
+        const char *phase = running ? "Running" : dt__kube_job_outcome(k, ns, name);
+        const char *created = json_string_value(json_object_get(md, "creationTimestamp"));
+        json_array_append_new(ctx->jobs,
+                              json_pack("{s:s, s:s, s:s, s:I, s:I, s:f}", "name", name, "phase",
+                                        phase ? phase : "Unknown", "jobDir", where, "active",
+                                        (json_int_t)active, "replicas", (json_int_t)total, "age",
+                                        created ? dt__cli_age(created) : 0.0));
+    }
+    json_decref(jobs);
+    dt__kube_free(k);
+    return e;
+}
+
 static int run(int argc, char **argv) {
     const dt__cli_cmd *cmd = &dt__cmd_list;
     int as_json = 0;
+    dt__cli_kube ko = {0};
     for (int i = 1; i < argc; i++) {
-        if (argv[i] && !strcmp(argv[i], "--json")) as_json = 1;
-        else if (argv[i]) return dt__cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
+        if (!argv[i]) continue;
+        int k = dt__cli_kube_opt(cmd, argc, argv, &i, &ko);
+        if (k < 0) return DT_EXIT_USAGE;
+        if (k) continue;
+        if (!strcmp(argv[i], "--json")) as_json = 1;
+        else return dt__cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
     }
     list_ctx ctx = {.jobs = json_array()};
-    if (dt__registry_list(one, &ctx)) {
+    if (ko.on ? list_kube(&ko, &ctx) : dt__registry_list(one, &ctx)) {
         fprintf(stderr, "dtrain list: %s\n", dt_errmsg());
         json_decref(ctx.jobs);
         return DT_EXIT_FAILED;

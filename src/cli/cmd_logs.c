@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "net/http-impl.h"
 
@@ -68,17 +69,49 @@ static int replica_ended(dt__http_client *c, const char *job, const char *replic
     return 0;
 }
 
+/* A replica's log in a cluster: its pod's log (all of its containers' output since its
+ * current attempt), followed until the pod ends with -f. */
+static int kube_logs(const dt__cli_cmd *cmd, const dt__cli_kube *ko, const char *job,
+                     const char *replica, int follow) {
+    dt__kube_conn c = {.kubeconfig = ko->kubeconfig, .context = ko->context};
+    dt__kube *k = NULL;
+    if (dt__kube_connect(&k, &c)) {
+        fprintf(stderr, "dtrain %s: %s\n", cmd->name, dt_errmsg());
+        return DT_EXIT_FAILED;
+    }
+    char path[600], esc[200];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s-%s/log%s",
+             ko->namespace ? ko->namespace : dt__kube_namespace(k), job,
+             dt__kube_escape(replica, esc, sizeof esc), follow ? "?follow=true" : "");
+    long status = 0;
+    dt_err e = dt__kube_stream(k, path, stdout, &status);
+    int rc = DT_EXIT_OK;
+    if (e || status != 200) {
+        fprintf(stderr, "dtrain %s: %s\n", cmd->name,
+                e ? dt_errmsg() : status == 404 ? "no such job or replica in the cluster"
+                                                : "the API server refused the log");
+        rc = DT_EXIT_FAILED;
+    }
+    dt__kube_free(k);
+    return rc;
+}
+
 static int run(int argc, char **argv) {
     const dt__cli_cmd *cmd = &dt__cmd_logs;
     const char *pos[2] = {NULL, NULL};
     int npos = 0, follow = 0;
+    dt__cli_kube ko = {0};
     for (int i = 1; i < argc; i++) {
+        int k = dt__cli_kube_opt(cmd, argc, argv, &i, &ko);
+        if (k < 0) return DT_EXIT_USAGE;
+        if (k) continue;
         if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--follow")) follow = 1;
         else if (argv[i][0] == '-') return dt__cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         else if (npos < 2) pos[npos++] = argv[i];
         else return dt__cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
     }
     if (npos != 2) return dt__cli_usage_error(cmd, "expected JOB and REPLICA");
+    if (ko.on) return kube_logs(cmd, &ko, pos[0], pos[1], follow);
     dt__jobref ref;
     if (dt__jobref_resolve(cmd, pos[0], &ref)) return DT_EXIT_FAILED;
     const char *replica = pos[1];
@@ -87,7 +120,7 @@ static int run(int argc, char **argv) {
     long long offset = 0;
     if (ref.live) {
         dt__http_client *c = NULL;
-        if (dt__http_client_init(&c, ref.url, ref.token, 10000)) {
+        if (dt__jobref_client(&ref, 10000, &c)) {
             fprintf(stderr, "dtrain logs: %s\n", dt_errmsg());
             return DT_EXIT_FAILED;
         }

@@ -45,7 +45,11 @@ static void print_names(const char *what, json_t *names) {
 static int run(int argc, char **argv) {
     const dt__cli_cmd *cmd = &dt__cmd_scale;
     const char *arg = NULL, *workers = NULL;
+    dt__cli_kube ko = {0};
     for (int i = 1; i < argc; i++) {
+        int k = dt__cli_kube_opt(cmd, argc, argv, &i, &ko);
+        if (k < 0) return DT_EXIT_USAGE;
+        if (k) continue;
         if (!strcmp(argv[i], "--workers")) {
             if (i + 1 >= argc) return dt__cli_usage_error(cmd, "--workers needs a value");
             workers = argv[++i];
@@ -66,7 +70,7 @@ static int run(int argc, char **argv) {
         return dt__cli_usage_error(cmd, "--workers: expected an integer in 0..1024, got '%s'",
                                    workers);
     dt__jobref ref;
-    if (dt__jobref_resolve(cmd, arg, &ref)) return DT_EXIT_FAILED;
+    if (dt__jobref_find(cmd, arg, &ko, &ref)) return DT_EXIT_FAILED;
     if (!ref.live) {
         json_t *st = dt__jobref_status(cmd, &ref);
         fprintf(stderr, "dtrain scale: job %s is not running (phase %s): nothing to scale\n",
@@ -84,7 +88,7 @@ static int run(int argc, char **argv) {
     long status = 0;
     char *body = NULL;
     size_t blen = 0;
-    dt_err e = dt__http_client_init(&c, ref.url, ref.token, 30000);
+    dt_err e = dt__jobref_client(&ref, 30000, &c);
     if (!e) e = dt__http_client_request(c, "POST", route, req, (size_t)len, &status, &body, &blen);
     dt__http_client_free(c);
     json_t *j = !e && body ? json_loadb(body, blen, 0, NULL) : NULL;

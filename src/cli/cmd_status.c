@@ -114,22 +114,25 @@ static void print_status(json_t *st) {
 }
 
 static int run(int argc, char **argv) {
-    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
     const dt__cli_cmd *cmd = &dt__cmd_status;
-    int as_json = 0, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (c == 'j') as_json = 1;
-        else return dt__cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+    int as_json = 0;
+    dt__cli_kube ko = {0};
+    const char *arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        int k = dt__cli_kube_opt(cmd, argc, argv, &i, &ko);
+        if (k < 0) return DT_EXIT_USAGE;
+        if (k) continue;
+        if (!strcmp(argv[i], "--json")) as_json = 1;
+        else if (argv[i][0] == '-') return dt__cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+        else if (arg) return dt__cli_usage_error(cmd, "expected one JOB or DIR");
+        else arg = argv[i];
     }
-    if (optind == argc) {
+    if (!arg) {
         char *args[] = {"list", as_json ? "--json" : NULL, NULL};
         return dt__cmd_list.run(as_json ? 2 : 1, args);
     }
-    if (optind != argc - 1) return dt__cli_usage_error(cmd, "expected one JOB or DIR");
     dt__jobref ref;
-    if (dt__jobref_resolve(cmd, argv[optind], &ref)) return DT_EXIT_FAILED;
+    if (dt__jobref_find(cmd, arg, &ko, &ref)) return DT_EXIT_FAILED;
     json_t *st = dt__jobref_status(cmd, &ref);
     if (!st) return DT_EXIT_FAILED;
     if (as_json) {

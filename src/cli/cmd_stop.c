@@ -33,7 +33,11 @@ static int run(int argc, char **argv) {
     const dt__cli_cmd *cmd = &dt__cmd_stop;
     const char *arg = NULL;
     int wait = 1, now = 0;
+    dt__cli_kube ko = {0};
     for (int i = 1; i < argc; i++) {
+        int k = dt__cli_kube_opt(cmd, argc, argv, &i, &ko);
+        if (k < 0) return DT_EXIT_USAGE;
+        if (k) continue;
         if (!strcmp(argv[i], "--no-wait")) wait = 0;
         else if (!strcmp(argv[i], "--now")) now = 1;
         else if (argv[i][0] == '-') return dt__cli_usage_error(cmd, "unknown option '%s'", argv[i]);
@@ -42,7 +46,7 @@ static int run(int argc, char **argv) {
     }
     if (!arg) return dt__cli_usage_error(cmd, "missing JOB or DIR");
     dt__jobref ref;
-    if (dt__jobref_resolve(cmd, arg, &ref)) return DT_EXIT_FAILED;
+    if (dt__jobref_find(cmd, arg, &ko, &ref)) return DT_EXIT_FAILED;
     if (!ref.live) {
         json_t *st = dt__jobref_status(cmd, &ref);
         printf("job %s is not running (phase %s)\n", ref.name[0] ? ref.name : arg,
@@ -56,7 +60,7 @@ static int run(int argc, char **argv) {
     long status = 0;
     char *body = NULL;
     size_t len = 0;
-    dt_err e = dt__http_client_init(&c, ref.url, ref.token, 10000);
+    dt_err e = dt__jobref_client(&ref, 10000, &c);
     if (!e) e = dt__http_client_request(c, "POST", route, "", 0, &status, &body, &len);
     dt__http_client_free(c);
     if (e || status != 202) {
@@ -68,7 +72,8 @@ static int run(int argc, char **argv) {
     if (wait) {
         for (int i = 0; i < 3000; i++) {
             dt__jobref cur;
-            if (dt__jobref_resolve(cmd, ref.dir, &cur) || !cur.live) break;
+            if (dt__jobref_find(cmd, ref.kube.on ? ref.name : ref.dir, &ko, &cur) || !cur.live)
+                break;
             usleep(100 * 1000);
         }
     }

@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "master/registry-impl.h"
 #include "net/http-impl.h"
@@ -64,6 +65,8 @@ int dt__jobref_resolve(const dt__cli_cmd *cmd, const char *arg, dt__jobref *out)
     return 0;
 }
 
+static json_t *kube_status_without_master(const dt__cli_cmd *cmd, const dt__jobref *ref);
+
 json_t *dt__jobref_status(const dt__cli_cmd *cmd, const dt__jobref *ref) {
     if (ref->live) {
         dt__http_client *c = NULL;
@@ -72,7 +75,7 @@ json_t *dt__jobref_status(const dt__cli_cmd *cmd, const dt__jobref *ref) {
         long status = 0;
         char *body = NULL;
         size_t len = 0;
-        if (dt__http_client_init(&c, ref->url, ref->token, 5000) == DT_OK &&
+        if (dt__jobref_client(ref, 5000, &c) == DT_OK &&
             dt__http_client_request(c, "GET", route, NULL, 0, &status, &body, &len) == DT_OK &&
             status == 200) {
             json_t *j = json_loadb(body, len, 0, NULL);
@@ -85,6 +88,7 @@ json_t *dt__jobref_status(const dt__cli_cmd *cmd, const dt__jobref *ref) {
         }
         /* The master went away meanwhile: fall back to the file it kept. */
     }
+    if (ref->kube.on) return kube_status_without_master(cmd, ref);
     char path[4200];
     snprintf(path, sizeof path, "%s/status.json", ref->dir);
     json_error_t err;
@@ -98,4 +102,136 @@ double dt__cli_age(const char *t) {
     if (!t || !strptime(t, "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
     time_t then = timegm(&tm);
     return difftime(time(NULL), then);
+}
+
+/* ---- jobs in a cluster ---- */
+
+int dt__cli_kube_opt(const dt__cli_cmd *cmd, int argc, char **argv, int *i, dt__cli_kube *ko) {
+    static const char *const names[] = {"--backend", "--kubeconfig", "--context", "--namespace"};
+    const char *a = argv[*i];
+    for (int k = 0; k < 4; k++) {
+        size_t n = strlen(names[k]);
+        const char *v = NULL;
+        if (!strcmp(a, names[k])) {
+            if (*i + 1 >= argc) {
+                dt__cli_usage_error(cmd, "%s needs a value", names[k]);
+                return -1;
+            }
+            v = argv[++*i];
+        } else if (!strncmp(a, names[k], n) && a[n] == '=') {
+            v = a + n + 1;
+        } else {
+            continue;
+        }
+        if (k == 0) {
+            if (strcmp(v, "kubernetes") && strcmp(v, "local")) {
+                dt__cli_usage_error(cmd, "--backend: expected local or kubernetes, got '%s'", v);
+                return -1;
+            }
+            ko->on = !strcmp(v, "kubernetes");
+        } else {
+            *(k == 1 ? &ko->kubeconfig : k == 2 ? &ko->context : &ko->namespace) = v;
+            ko->on = 1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static dt_err kube_connect(const dt__cli_kube *ko, dt__kube **k) {
+    dt__kube_conn c = {.kubeconfig = ko->kubeconfig, .context = ko->context};
+    return dt__kube_connect(k, &c);
+}
+
+/* base64 of a Secret's value, decoded into out. */
+static int unbase64(const char *in, char *out, size_t cap) {
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (; *in && *in != '='; in++) {
+        const char *p = strchr(tbl, *in);
+        if (!p || !*p) return 0;
+        acc = acc << 6 | (unsigned)(p - tbl);
+        if ((bits += 6) >= 8) {
+            bits -= 8;
+            if (o + 1 >= cap) return 0;
+            out[o++] = (char)(acc >> bits & 0xff);
+        }
+    }
+    out[o] = 0;
+    return 1;
+}
+
+static int kube_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_kube *ko,
+                     dt__jobref *out) {
+    dt__kube *k = NULL;
+    if (kube_connect(ko, &k)) {
+        fprintf(stderr, "dtrain %s: %s\n", cmd->name, dt_errmsg());
+        return 1;
+    }
+    snprintf(out->ns, sizeof out->ns, "%s", ko->namespace ? ko->namespace : dt__kube_namespace(k));
+    snprintf(out->name, sizeof out->name, "%s", arg);
+    out->kube = *ko;
+    char path[600];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/secrets/%s-token", out->ns, arg);
+    long status = 0;
+    json_t *resp = NULL;
+    dt_err e = dt__kube_call(k, "GET", path, NULL, NULL, &status, &resp);
+    const char *tok = json_string_value(json_object_get(json_object_get(resp, "data"), "token"));
+    int rc = 0;
+    if (e || status != 200 || !tok || !unbase64(tok, out->token, sizeof out->token)) {
+        char why[256];
+        fprintf(stderr, "dtrain %s: job %s in namespace %s (%s): %s\n", cmd->name, arg, out->ns,
+                dt__kube_server(k),
+                e ? dt_errmsg()
+                  : status == 404 ? "no such job (its Secret " "is not there)"
+                                  : dt__kube_why(resp, status, why, sizeof why));
+        rc = 1;
+    }
+    json_decref(resp);
+    if (!rc) {
+        snprintf(path, sizeof path,
+                 "/api/v1/namespaces/%s/pods?labelSelector=training.kubeflow.org%%2Fjob-name%%3D%s,"
+                 "dtrain.io%%2Fcomponent%%3Dmaster&fieldSelector=status.phase%%3DRunning",
+                 out->ns, arg);
+        resp = NULL;
+        if (dt__kube_call(k, "GET", path, NULL, NULL, &status, &resp)) dt_err_clear();
+        out->live = json_array_size(json_object_get(resp, "items")) > 0;
+        json_decref(resp);
+        snprintf(out->url, sizeof out->url, "%s/api/v1/namespaces/%s/services/%s-master:http/proxy",
+                 dt__kube_server(k), out->ns, arg);
+    }
+    dt__kube_free(k);
+    return rc;
+}
+
+int dt__jobref_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_kube *ko,
+                    dt__jobref *out) {
+    if (!ko || !ko->on) return dt__jobref_resolve(cmd, arg, out);
+    memset(out, 0, sizeof *out);
+    return kube_find(cmd, arg, ko, out);
+}
+
+dt_err dt__jobref_client(const dt__jobref *ref, long timeout_ms, dt__http_client **out) {
+    if (!ref->kube.on) return dt__http_client_init(out, ref->url, ref->token, timeout_ms);
+    dt__kube *k = NULL;
+    dt_err e = kube_connect(&ref->kube, &k);
+    if (!e) e = dt__kube_master_client(k, ref->ns, ref->name, ref->token, timeout_ms, out);
+    dt__kube_free(k);
+    return e;
+}
+
+/* A job in a cluster whose master does not run: its outcome, from its master's last log. */
+static json_t *kube_status_without_master(const dt__cli_cmd *cmd, const dt__jobref *ref) {
+    dt__kube *k = NULL;
+    if (kube_connect(&ref->kube, &k)) {
+        fprintf(stderr, "dtrain %s: %s\n", cmd->name, dt_errmsg());
+        return NULL;
+    }
+    const char *outcome = dt__kube_job_outcome(k, ref->ns, ref->name);
+    dt__kube_free(k);
+    return json_pack("{s:s, s:s, s:s, s:[], s:{}}", "name", ref->name, "namespace", ref->ns,
+                     "phase", outcome ? outcome : "Unknown (its master is not running)",
+                     "conditions", "replicaStatuses");
 }

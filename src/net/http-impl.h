@@ -115,6 +115,16 @@ dt_err dt__http_global_init(void);
 dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const char *token,
                             long timeout_ms);
 void dt__http_client_free(dt__http_client *c);
+/* Reach the server through a gateway, such as the Kubernetes API server's service proxy:
+ * TLS trusted by ca_pem (PEM text; NULL: the system's), a client certificate and key, and
+ * the gateway's own bearer token, sent as Authorization while the job's token moves to
+ * X-Dtrain-Auth (which dtrain's servers take as well). Fields may be NULL. */
+typedef struct dt__http_via {
+    const char *ca_pem, *cert_pem, *key_pem;
+    int insecure;
+    const char *token;
+} dt__http_via;
+dt_err dt__http_client_via(dt__http_client *c, const dt__http_via *v);
 /* One request on the kept-alive connection. body may be NULL (no body). On success
  * *status is the HTTP status and *resp (malloc'd, NUL-terminated, caller frees) the body;
  * a transport failure (refused, timed out) is DT_ERR_IO "URL: reason". status, resp and

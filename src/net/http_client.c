@@ -163,6 +163,59 @@ err:
     return err;
 }
 
+/* Prepend h to both header lists (so it is sent with and without a body). */
+static int add_header(dt__http_client *c, const char *h) {
+    struct curl_slist *a = curl_slist_append(NULL, h), *b = curl_slist_append(NULL, h);
+    if (!a || !b) {
+        curl_slist_free_all(a);
+        curl_slist_free_all(b);
+        return 0;
+    }
+    a->next = c->headers;
+    c->headers = a;
+    b->next = c->json_headers;
+    c->json_headers = b;
+    return 1;
+}
+
+dt_err dt__http_client_via(dt__http_client *c, const dt__http_via *v) {
+    CURL *e = c->curl;
+    CURLcode rc = CURLE_OK;
+    if (v->ca_pem) {
+        struct curl_blob b = {.data = (void *)v->ca_pem, .len = strlen(v->ca_pem), .flags = CURL_BLOB_COPY};
+        rc = curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (!rc && v->cert_pem) {
+        struct curl_blob b = {.data = (void *)v->cert_pem, .len = strlen(v->cert_pem), .flags = CURL_BLOB_COPY};
+        rc = curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
+    }
+    if (!rc && v->key_pem) {
+        struct curl_blob b = {.data = (void *)v->key_pem, .len = strlen(v->key_pem), .flags = CURL_BLOB_COPY};
+        rc = curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
+    }
+    if (!rc && v->insecure) rc = curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    if (!rc && v->insecure) rc = curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    if (rc) return dt_err_set(DT_ERR_IO, "%s: cannot configure TLS: %s", c->base_url, curl_easy_strerror(rc));
+    if (v->token) {
+        if (has_ctl(v->token)) return dt_err_set(DT_ERR_ARG, "bad API token: it holds control characters");
+        /* The job's token moves to X-Dtrain-Auth (a name as long as Authorization, so it is
+         * renamed in place); Authorization becomes the gateway's. */
+        for (struct curl_slist *l = c->headers; l; l = l->next)
+            if (!strncmp(l->data, "Authorization:", 14)) memcpy(l->data, "X-Dtrain-Auth", 13);
+        for (struct curl_slist *l = c->json_headers; l; l = l->next)
+            if (!strncmp(l->data, "Authorization:", 14)) memcpy(l->data, "X-Dtrain-Auth", 13);
+        size_t n = strlen(v->token) + 32;
+        char *h = malloc(n);
+        if (!h) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+        snprintf(h, n, "Authorization: Bearer %s", v->token);
+        int ok = add_header(c, h);
+        memset(h, 0, n);
+        free(h);
+        if (!ok) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    }
+    return DT_OK;
+}
+
 void dt__http_client_free(dt__http_client *c) {
     if (!c) return;
     if (c->curl) curl_easy_cleanup(c->curl);

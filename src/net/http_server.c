@@ -436,9 +436,13 @@ static void begin(dt__http_server *s, http_call *c, struct MHD_Connection *conn,
         }
         return;
     }
+    /* X-Dtrain-Auth: the same, for a client that reaches the master through a
+     * gateway whose own Authorization it must send (the Kubernetes API server's proxy). */
     if (s->token && !c->route->route->public &&
-        !token_ok(
-            s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))) {
+        !token_ok(s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_AUTHORIZATION)) &&
+        !token_ok(s, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 "X-Dtrain-Auth"))) {
         refuse(c, 401, "missing or wrong job token: send 'Authorization: Bearer <token>'");
         dt__http_resp_header(&c->err, "WWW-Authenticate", "Bearer");
         return;
