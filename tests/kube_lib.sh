@@ -38,8 +38,13 @@ kube_api() {
 }
 
 # kube_py PATH EXPR: EXPR evaluated with o = the JSON at PATH (GET), printed.
+# (st(o): the object's status, {} for a Status answer such as a 404).
 kube_py() {
-    kube_api GET "$1" | /usr/bin/python3 -c "import json,sys; o=json.load(sys.stdin); print($2)"
+    kube_api GET "$1" | /usr/bin/python3 -c "
+import json, sys
+o = json.load(sys.stdin)
+def st(x): return x.get('status') if isinstance(x.get('status'), dict) else {}
+print($2)"
 }
 
 # kube_count PATH: how many items the list at PATH holds.

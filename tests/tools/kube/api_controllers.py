@@ -38,6 +38,7 @@ class Controllers(threading.Thread):
         self.job_backoff = job_backoff
         self.crd_delay = crd_delay
         self.last_failure = {}       # job uid -> time of its last counted pod failure
+        self.first_seen = {}         # CRD uid -> when this controller first saw it
         self.stopping = False
         self.next_wake = 0.0         # earliest time a timer wants a pass
 
@@ -137,7 +138,8 @@ class Controllers(threading.Thread):
         self.reg.custom = live
 
     def establish(self, crd):
-        age = time.time() - (parse_rfc3339(crd["metadata"]["creationTimestamp"]) or 0)
+        # (creationTimestamp has whole seconds only: too coarse for the delay)
+        age = time.time() - self.first_seen.setdefault(crd["metadata"]["uid"], time.time())
         if age < self.crd_delay:
             self.wake_at(time.time() + self.crd_delay - age)
             return
@@ -240,7 +242,8 @@ class Controllers(threading.Thread):
             if ref and ref.get("kind") == "Job":
                 by_owner.setdefault(ref.get("uid"), []).append(p)
         for job in self.objects(JOB.res):
-            JobSync(self, job, by_owner.get(job["metadata"]["uid"], [])).run()
+            if job["spec"].get("managedBy", "kubernetes.io/job-controller") == "kubernetes.io/job-controller":
+                JobSync(self, job, by_owner.get(job["metadata"]["uid"], [])).run()
         # Pods whose Job is gone (or that lost their controller) give up the tracking finalizer.
         for p in pods:
             if JOB_FINALIZER in (p["metadata"].get("finalizers") or []):

@@ -2,14 +2,9 @@
 server applies and the validation it does) and those declared by CustomResourceDefinitions."""
 import copy
 import ipaddress
-import re
 
 import api_schema as S
-from api_store import Cause
-
-
-class GoRaw(str):
-    """A value printed as is in a field error (a Go struct, say)."""
+from api_store import Cause, GoRaw  # noqa: F401 (GoRaw is used by api_registry too)
 
 
 class Kind:
@@ -126,6 +121,11 @@ def field_getters(kind):
 
 # ---------------------------------------------------------------- defaults
 
+def default_str(obj, key, value):
+    """Default a (non-pointer, in Go) string field: "" counts as unset, as in Go."""
+    if not obj.get(key):
+        obj[key] = value
+
 def image_pull_policy(image):
     if "@" in image:
         return "IfNotPresent"
@@ -140,12 +140,12 @@ def default_probe(p):
     for k, v in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
         p.setdefault(k, v)
     if "httpGet" in p:
-        p["httpGet"].setdefault("scheme", "HTTP")
+        default_str(p["httpGet"], "scheme", "HTTP")
 
 
 def default_container(c):
-    c.setdefault("terminationMessagePath", "/dev/termination-log")
-    c.setdefault("terminationMessagePolicy", "File")
+    default_str(c, "terminationMessagePath", "/dev/termination-log")
+    default_str(c, "terminationMessagePolicy", "File")
     if c.get("image") and "imagePullPolicy" not in c:
         c["imagePullPolicy"] = image_pull_policy(c["image"])
     c.setdefault("resources", {})
@@ -156,11 +156,11 @@ def default_container(c):
         for k, v in res["limits"].items():
             req.setdefault(k, v)
     for p in c.get("ports") or []:
-        p.setdefault("protocol", "TCP")
+        default_str(p, "protocol", "TCP")
     for e in c.get("env") or []:
         fr = (e.get("valueFrom") or {}).get("fieldRef")
         if fr is not None:
-            fr.setdefault("apiVersion", "v1")
+            default_str(fr, "apiVersion", "v1")
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         default_probe(c.get(probe))
 
@@ -186,11 +186,11 @@ def default_volume(v):
 
 
 def default_pod_spec(spec):
-    spec.setdefault("restartPolicy", "Always")
+    default_str(spec, "restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
+    default_str(spec, "dnsPolicy", "ClusterFirst")
     spec.setdefault("securityContext", {})
-    spec.setdefault("schedulerName", "default-scheduler")
+    default_str(spec, "schedulerName", "default-scheduler")
     spec.setdefault("enableServiceLinks", True)
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or []:
@@ -217,10 +217,10 @@ def qos_class(spec):
 
 def default_service(obj):
     spec = obj.setdefault("spec", {})
-    spec.setdefault("type", "ClusterIP")
-    spec.setdefault("sessionAffinity", "None")
+    default_str(spec, "type", "ClusterIP")
+    default_str(spec, "sessionAffinity", "None")
     for p in spec.get("ports") or []:
-        p.setdefault("protocol", "TCP")
+        default_str(p, "protocol", "TCP")
         if "targetPort" not in p and "port" in p:
             p["targetPort"] = p["port"]
     if spec["type"] != "ExternalName":
@@ -228,7 +228,7 @@ def default_service(obj):
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("internalTrafficPolicy", "Cluster")
     if spec["type"] in ("NodePort", "LoadBalancer"):
-        spec.setdefault("externalTrafficPolicy", "Cluster")
+        default_str(spec, "externalTrafficPolicy", "Cluster")
 
 
 def default_job(obj):
@@ -248,7 +248,7 @@ def default_job(obj):
 
 def default_secret(obj):
     import base64
-    obj.setdefault("type", "Opaque")
+    default_str(obj, "type", "Opaque")
     sd = obj.pop("stringData", None)
     if sd:
         data = obj.setdefault("data", {})
@@ -569,8 +569,8 @@ def validate_service(obj, old=None):
             if p["name"] in names:
                 causes.append(Cause(pp + ".name", "Duplicate", "", p["name"]))
             names.add(p["name"])
-        if "port" in p and not 1 <= p["port"] <= 65535:
-            causes.append(Cause(pp + ".port", "Invalid", S.PORT_RANGE, p["port"]))
+        if not 1 <= p.get("port", 0) <= 65535:
+            causes.append(Cause(pp + ".port", "Invalid", S.PORT_RANGE, p.get("port", 0)))
         if p.get("protocol") not in (None, "TCP", "UDP", "SCTP"):
             causes.append(Cause(pp + ".protocol", "NotSupported", ["SCTP", "TCP", "UDP"], p["protocol"]))
         tp = p.get("targetPort")
@@ -677,7 +677,10 @@ def validate_job(obj, old=None):
             causes.append(Cause("spec." + f, "Invalid", "must be greater than or equal to 0", spec[f]))
     if spec.get("activeDeadlineSeconds") is not None and spec["activeDeadlineSeconds"] <= 0:
         causes.append(Cause("spec.activeDeadlineSeconds", "Invalid", "must be greater than 0", spec["activeDeadlineSeconds"]))
-    if spec.get("completionMode") not in ("NonIndexed", "Indexed"):
+    if spec.get("completionMode") == "Indexed":
+        # Not implemented: refused rather than run as NonIndexed (no index annotation, env, hostname).
+        causes.append(Cause("spec.completionMode", "Forbidden", "Indexed Jobs are not implemented by the stand-in"))
+    elif spec.get("completionMode") != "NonIndexed":
         causes.append(Cause("spec.completionMode", "NotSupported", ["NonIndexed", "Indexed"], spec.get("completionMode")))
     S.check_labels(causes, "spec.template.metadata.labels", (tmpl.get("metadata") or {}).get("labels"))
     S.check_annotations(causes, "spec.template.metadata.annotations", (tmpl.get("metadata") or {}).get("annotations"))
@@ -706,11 +709,26 @@ def validate_namespace(obj, old=None):
 
 
 def validate_event(obj, old=None):
+    """core/v1 Events: an old-style one (no eventTime) must agree on its namespace; a
+    new-style one needs its reporting fields, as the real validation has it."""
     causes = []
     io = obj.get("involvedObject") or {}
-    ns = obj["metadata"].get("namespace")
-    if io.get("namespace") and ns and io["namespace"] != ns:
-        causes.append(Cause("involvedObject.namespace", "Invalid", "does not match event.namespace", io["namespace"]))
+    ions, ns = io.get("namespace", ""), obj["metadata"].get("namespace", "")
+    if not obj.get("eventTime"):
+        if (not ions and ns not in ("", "default")) or (ions and ions != ns):
+            causes.append(Cause("involvedObject.namespace", "Invalid", "does not match event.namespace", ions))
+        return causes
+    if not ions and ns not in ("default", "kube-system"):
+        causes.append(Cause("involvedObject.namespace", "Invalid", "does not match event.namespace", ions))
+    if not obj.get("reportingComponent"):
+        causes.append(Cause("reportingComponent", "Required"))
+    else:
+        S.check(causes, "reportingComponent", obj["reportingComponent"], S.qualified_name(obj["reportingComponent"]))
+    for f, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128), ("message", 1024)):
+        if not obj.get(f) and f != "message":
+            causes.append(Cause(f, "Required"))
+        elif len(obj.get(f) or "") > limit:
+            causes.append(Cause(f, "Invalid", "can have at most %d characters" % limit, ""))
     return causes
 
 

@@ -12,7 +12,7 @@ import api_kinds as K
 import api_patch as P
 import api_schema as S
 from api_store import (ApiError, Cause, already_exists, bad_request, conflict, forbidden, invalid,
-                       not_found, now_rfc3339, parse_rfc3339, rand_suffix, stale_conflict, unsupported_media)
+                       not_found, now_rfc3339, rand_suffix, stale_conflict, unsupported_media)
 
 NODE_NAME = "standin-node"
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
@@ -206,7 +206,8 @@ class Registry:
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
             if not any(t.get("key") == key for t in tol):
                 tol.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
-        spec.setdefault("nodeName", NODE_NAME)
+        if not spec.get("nodeName"):
+            spec["nodeName"] = NODE_NAME      # as the scheduler would
 
     def allocate(self, kind, obj):
         if kind.res == "/services":
@@ -224,10 +225,10 @@ class Registry:
         if not spec.get("clusterIP"):
             spec["clusterIP"] = self.free_ip()
         elif spec["clusterIP"] != "None" and spec["clusterIP"] != ospec.get("clusterIP"):
-            self.claim_ip(spec["clusterIP"])
+            self.claim_ip(spec["clusterIP"], svc["metadata"]["name"])
         spec["clusterIPs"] = [spec["clusterIP"]]
         if spec["type"] in ("NodePort", "LoadBalancer"):
-            self.allocate_node_ports(spec, ospec)
+            self.allocate_node_ports(spec, ospec, svc["metadata"]["name"])
 
     def used_ips(self):
         svcs, _ = self.store.list("/services")
@@ -240,7 +241,7 @@ class Registry:
             if ip not in used:
                 return ip
 
-    def claim_ip(self, ip):
+    def claim_ip(self, ip, name):
         why = None
         try:
             inside = ipaddress.ip_address(ip) in SERVICE_CIDR
@@ -251,10 +252,10 @@ class Registry:
         elif ip in self.used_ips():
             why = "provided IP is already allocated"
         if why:
-            raise invalid("Service", "", "", [Cause("spec.clusterIPs", "Invalid", "failed to allocate IP %s: %s"
-                                                    % (ip, why), [ip])])
+            raise invalid("Service", "", name, [Cause("spec.clusterIPs", "Invalid", "failed to allocate IP %s: %s"
+                                                      % (ip, why), [ip])])
 
-    def allocate_node_ports(self, spec, ospec):
+    def allocate_node_ports(self, spec, ospec, svc_name):
         svcs, _ = self.store.list("/services")
         used = {p.get("nodePort") for s in svcs for p in s["spec"].get("ports") or []}
         olds = {p.get("port"): p.get("nodePort") for p in ospec.get("ports") or []}
@@ -270,7 +271,8 @@ class Registry:
                 elif p["nodePort"] in used:
                     why = "provided port is already allocated"
                 if why:
-                    raise invalid("Service", "", "", [Cause("spec.ports[%d].nodePort" % i, "Invalid", why, p["nodePort"])])
+                    raise invalid("Service", "", svc_name, [Cause("spec.ports[%d].nodePort" % i, "Invalid", why,
+                                                                  p["nodePort"])])
             used.add(p["nodePort"])
 
     # ------------------------------------------------------------ update
@@ -483,10 +485,10 @@ class Registry:
         pol = opts.get("propagationPolicy")
         orphan = opts.get("orphanDependents")
         if pol is not None and orphan is not None:
-            raise invalid("DeleteOptions", "", "", [Cause("propagationPolicy", "Invalid",
+            raise invalid("DeleteOptions", "meta.k8s.io", "", [Cause("propagationPolicy", "Invalid",
                           "orphanDependents and deletionPropagation cannot be both set", pol)])
         if pol is not None and pol not in ("Foreground", "Background", "Orphan"):
-            raise invalid("DeleteOptions", "", "", [Cause("propagationPolicy", "NotSupported",
+            raise invalid("DeleteOptions", "meta.k8s.io", "", [Cause("propagationPolicy", "NotSupported",
                           ["Foreground", "Background", "Orphan", "nil"], pol)])
         if orphan is not None:
             return "Orphan" if orphan else "Background"

@@ -688,6 +688,11 @@ class SchemaValidator:
                 self.causes.append(Cause(join(path, r), "Required"))
         for k, x in v.items():
             p = join(path, k)
+            if root and k in implicit:
+                # The root's apiVersion, kind and metadata are the server's, whatever the schema says.
+                if k == "metadata" and not isinstance(x, dict) and x is not None:
+                    self.type_error(x, "object", p)
+                continue
             if k in props:
                 self.validate(x, props[k], p)
             elif isinstance(ap, dict):

@@ -170,8 +170,14 @@ class Cause:
         return "%s: %s" % (self.field, self.body()) if self.field else self.body()
 
 
+class GoRaw(str):
+    """A value a field error prints as it is (a Go struct, say)."""
+
+
 def go_value(v):
     """A value printed the way field.Error prints it (strings quoted, like Go's %q)."""
+    if isinstance(v, GoRaw):
+        return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:

@@ -14,6 +14,7 @@ validation), api_patch, api_registry (REST semantics), api_controllers, api_prin
 import argparse
 import base64
 import collections
+import gzip
 import hashlib
 import http.server
 import json
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import api_kinds as K  # noqa: E402
 import api_print  # noqa: E402
+import api_proto  # noqa: E402
 import api_schema as S  # noqa: E402
 from api_controllers import Controllers  # noqa: E402
 from api_registry import Registry  # noqa: E402
@@ -45,6 +47,7 @@ except ImportError:      # YAML bodies are then refused (415)
     yaml = None
 
 MAX_BODY = 3 * 1024 * 1024
+GZIP_THRESHOLD = 128 * 1024       # the real server compresses bigger responses when asked
 VERSION_INFO = {"major": "1", "minor": "32", "gitVersion": "v1.32.0", "gitCommit": "standin",
                 "gitTreeState": "clean", "buildDate": "2024-12-11T00:00:00Z", "goVersion": "go1.23.3",
                 "compiler": "gc", "platform": "linux/amd64"}
@@ -185,6 +188,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
     timeout = 120          # an idle keep-alive connection is closed after this
 
+    def setup(self):
+        super().setup()
+        self.started = False        # response headers sent?
+        self.extra_headers = {}
+
     def log_message(self, fmt, *args):
         if self.server.api.verbose:
             log("%s %s" % (self.address_string(), fmt % args))
@@ -282,9 +290,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
 
-    def send_json(self, code, obj):
-        body = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-        self.start_response(code, "application/json", len(body))
+    def send_json(self, code, obj, fmt="json"):
+        if fmt == "yaml":
+            body, ctype = yaml.safe_dump(obj, sort_keys=False).encode(), "application/yaml"
+        else:
+            body, ctype = (json.dumps(obj, separators=(",", ":")) + "\n").encode(), "application/json"
+        if len(body) > GZIP_THRESHOLD and "gzip" in (self.headers.get("Accept-Encoding") or "").lower():
+            body = gzip.compress(body)
+            self.extra_headers["Content-Encoding"] = "gzip"
+        self.start_response(code, ctype, len(body))
         if self.command != "HEAD":
             self.wfile.write(body)
 
@@ -423,13 +437,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.api.count({"log": "get", "finalize": "update", None: method.lower()}.get(verb, verb), r.pattern())
         if verb is None:
             raise method_not_allowed()
+        self.fmt = "json" if verb == "log" else self.negotiate(r.kind, stream=(verb == "watch"))
         getattr(self, "do_" + verb)(r)
 
     def verb(self, method, r):
         watch = r.watch_prefix or truthy(self.query.get("watch"))
         if r.name is None:
-            return {"GET": "watch" if watch else "list", "POST": "create" if r.ns is not None or not r.kind.namespaced
-                    else None, "DELETE": "deletecollection"}.get(method)
+            # Creating, or deleting a collection, of a namespaced kind needs the namespace.
+            scoped = r.ns is not None or not r.kind.namespaced
+            return {"GET": "watch" if watch else "list", "POST": "create" if scoped else None,
+                    "DELETE": "deletecollection" if scoped else None}.get(method)
         if r.sub == "log":
             return "log" if method == "GET" else None
         if r.sub == "finalize":
@@ -437,21 +454,50 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return {"GET": "watch" if watch else "get", "PUT": "update", "PATCH": "patch",
                 "DELETE": "delete" if not r.sub else None}.get(method)
 
+    def negotiate(self, kind, stream=False):
+        """The answer's form for the Accept header: "json", "table" or "yaml"."""
+        opts, protobuf = [], False
+        for i, part in enumerate((self.headers.get("Accept") or "*/*").split(",")):
+            fields = [f.strip() for f in part.split(";")]
+            params = dict(f.split("=", 1) for f in fields[1:] if "=" in f)
+            try:
+                q = float(params.pop("q", "1"))
+            except ValueError:
+                q = 1.0
+            opts.append((-q, i, fields[0].lower(), params))
+        for _, _, media, params in sorted(opts):
+            if media in ("application/json", "application/*", "*/*"):
+                if "as" not in params:
+                    return "json"
+                if params["as"] == "Table" and params.get("g") == "meta.k8s.io" and params.get("v") in ("v1", "v1beta1"):
+                    return "table"
+            elif media == "application/yaml" and yaml is not None and not stream:
+                return "yaml"
+            elif media == "application/vnd.kubernetes.protobuf" and not kind.custom:
+                # The real server would answer in protobuf; the stand-in answers with the
+                # client's next choice (Go clients send "protobuf, json"), or 406 if none.
+                protobuf = True
+        if protobuf:
+            raise ApiError(406, "NotAcceptable", "the stand-in does not serve application/vnd.kubernetes.protobuf "
+                           "(the real server would answer in protobuf)")
+        raise ApiError(406, "NotAcceptable", "only the following media types are accepted: "
+                       "application/json, application/yaml, application/vnd.kubernetes.protobuf")
+
     def wants_table(self):
-        accept = self.headers.get("Accept") or ""
-        first = accept.split(",")[0]
-        return "as=Table" in first and "g=meta.k8s.io" in first
+        return self.fmt == "table"
 
     def output(self, code, r, obj):
         obj = self.reg.render(r.kind, obj, r.version)
-        if self.wants_table() and obj.get("kind") == r.kind.kind:
+        if self.fmt == "table" and obj.get("kind") == r.kind.kind:
             self.send_json(code, api_print.table(r.kind, [obj], obj["metadata"].get("resourceVersion", ""),
                                                  r.version, self.query.get("includeObject", "Metadata")))
         else:
-            self.send_json(code, obj)
+            self.send_json(code, obj, "yaml" if self.fmt == "yaml" else "json")
 
-    def parse_body(self, allow_yaml=True):
+    def parse_body(self, allow_yaml=True, kind=None):
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+        if ctype == "application/vnd.kubernetes.protobuf" and kind is not None:
+            return api_proto.decode(kind, self.body)
         if ctype in ("application/yaml", "application/apply-patch+yaml") and allow_yaml:
             if yaml is None:
                 raise unsupported_media(BODY_TYPES)
@@ -475,11 +521,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_create(self, r):
         dry = self.query.get("dryRun") == "All"
-        obj = self.reg.create(r.kind, r.ns or "", self.parse_body(), r.version, dry_run=dry)
+        obj = self.reg.create(r.kind, r.ns or "", self.parse_body(kind=r.kind), r.version, dry_run=dry)
         self.output(201, r, obj)
 
     def do_update(self, r):
-        self.output(200, r, self.reg.update(r.kind, r.ns or "", r.name, self.parse_body(), r.version, r.sub))
+        self.output(200, r, self.reg.update(r.kind, r.ns or "", r.name, self.parse_body(kind=r.kind), r.version, r.sub))
 
     def do_patch(self, r):
         ctype = self.headers.get("Content-Type") or ""
@@ -535,7 +581,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.extra_headers["Warning"] = JOB_DELETE_WARNING
         obj, _ = self.reg.delete(r.kind, r.ns or "", r.name, opts)
         if obj.get("kind") == "Status":
-            self.send_json(200, obj)
+            self.send_json(200, obj, "yaml" if self.fmt == "yaml" else "json")
         else:
             self.output(200, r, obj)
 
@@ -550,7 +596,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except ApiError as e:
                 if e.code != 404:
                     raise
-        self.send_json(200, self.list_doc(r, out, self.api.store.rv))
+        self.send_json(200, self.list_doc(r, out, self.api.store.rv), "yaml" if self.fmt == "yaml" else "json")
 
     # ------------------------------------------------------------ list and watch
 
@@ -611,7 +657,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                 more.pop("rv", cur), r.version, self.query.get("includeObject", "Metadata")))
             return
         listrv = more.pop("rv", cur)
-        self.send_json(200, self.list_doc(r, objs, listrv, more))
+        self.send_json(200, self.list_doc(r, objs, listrv, more), "yaml" if self.fmt == "yaml" else "json")
 
     def page(self, objs, cur):
         """limit/continue: a page of the sorted list, and the metadata for the next."""

@@ -32,6 +32,16 @@ Accepted and ignored (no effect here): cpu/memory/storage resources, nodeSelecto
 tolerations, imagePullSecrets, imagePullPolicy, securityContext, probes (a running container is
 ready), lifecycle hooks, ports, dnsPolicy/dnsConfig, hostNetwork. Exception: a pod asking for an
 extended resource (nvidia.com/gpu, ...) stays Pending/Unschedulable, as on a node without it.
+
+Other differences from a real kubelet: no images (an image's entrypoint is known only for --image
+images: the binary named like the image); a command that cannot be run ends the container with
+127 and reason StartError (containerd says 128); SIGTERM goes to the container's whole process
+group (not only its first process); only the KUBERNETES_* service variables are set (no
+variables for other Services: their cluster IPs would lead nowhere); a Service without a Running
+pod has no name at all (a real ClusterIP Service's name resolves to its cluster IP); init
+containers with restartPolicy Always (sidecars) run as plain init containers; secret and
+configMap volumes are written once, when the pod starts; no Node object, events or probes; a
+pod that was running when the kubelet restarted starts over.
 """
 import argparse
 import atexit
@@ -187,7 +197,7 @@ def bind_mount(libc, source, target, read_only):
 
 class ApiError(Exception):
     def __init__(self, status, body):
-        super().__init__(f"HTTP {status}: {body}")
+        super().__init__(f"HTTP {status}: {' '.join(body.split())}")   # one log line
         self.status = status
 
 
@@ -252,7 +262,10 @@ class Watcher(threading.Thread):
                     lst = self.api.get(self.path)
                     rv = str(d(lst.get("metadata")).get("resourceVersion") or "0")
                     self.put(("list", self.resource, l(lst.get("items"))))
+                began = time.monotonic()
                 rv = self.watch(rv)
+                if time.monotonic() - began < 1.0:
+                    time.sleep(1.0)   # a server that ends watches at once is not asked in a loop
                 delay = 1.0
             except Exception as e:  # noqa: BLE001 - the watch goes on whatever happened
                 log(f"watch {self.resource}: {e}; again in {delay:g}s")
@@ -471,6 +484,15 @@ def image_repo(image):
     return str(image).split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
+def item_mode(item, default):
+    return item.get("mode") if isinstance(item.get("mode"), int) else default
+
+
+def cluster_names(name, ns):
+    """What a pod's resolver finds a Service (or hostname.subdomain) in namespace ns by."""
+    return [f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local", f"{name}.{ns}"]
+
+
 def extended_resources(spec):
     """Extended resources (a '/' in the name, outside kubernetes.io: nvidia.com/gpu, ...) that
     the pod's containers ask for."""
@@ -551,7 +573,8 @@ class Pod:
         inits = l(spec.get("initContainers"))
         self.init = [Ctr(c, True, False) for c in inits]
         self.ctrs = [Ctr(c, False, bool(inits)) for c in l(spec.get("containers"))]
-        self.policy = spec.get("restartPolicy") if spec.get("restartPolicy") in ("Always", "OnFailure", "Never") else "Always"
+        policy = spec.get("restartPolicy")
+        self.policy = policy if policy in ("Always", "OnFailure", "Never") else "Always"
         self.n = self.ip = None
         self.sandbox = False
         self.volumes = None       # volume name -> host path, once prepared
@@ -597,8 +620,8 @@ class Pod:
     def set_cond(self, typ, ok, reason=None, message=None, since=None):
         status = "True" if ok else "False"
         old = self.conds.get(typ)
-        c = {"type": typ, "status": status, "lastProbeTime": None,
-             "lastTransitionTime": old["lastTransitionTime"] if old and old["status"] == status else (since or now_rfc3339())}
+        since = old["lastTransitionTime"] if old and old["status"] == status else (since or now_rfc3339())
+        c = {"type": typ, "status": status, "lastProbeTime": None, "lastTransitionTime": since}
         if reason:
             c["reason"] = reason
         if message:
@@ -614,7 +637,7 @@ class Kubelet:
         with open(args.token_file) as f:
             token = f.read().strip()
         with open(args.sa_token_file, "rb") as f:
-            self.sa_token = f.read()
+            self.sa_token = f.read().strip()   # as a real token file: no newline
         with open(args.ca, "rb") as f:
             self.ca_bytes = f.read()
         self.api = Api(args.server, args.ca, token)
@@ -627,6 +650,7 @@ class Kubelet:
         self.gw = str(self.net.gateway)
         self.pods = {}            # uid -> Pod
         self.services = {}        # (ns, name) -> Service object
+        self.last_service_ip = {}  # (ns, name) -> the last pod IP a ClusterIP Service led to
         self.events = queue.Queue()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
@@ -663,7 +687,11 @@ class Kubelet:
         Watcher(self.api, "pods", pods_path, self.put, self.ready).start()
         Watcher(self.api, "services", "/api/v1/services", self.put).start()
         while not self.stopping:
-            self.loop_once()
+            try:
+                self.loop_once()
+            except Exception:  # noqa: BLE001 - a bug here must not take every pod down with it
+                log(f"main loop: {traceback.format_exc()}")
+                time.sleep(0.5)
         log("stopping")
 
     def loop_once(self):
@@ -791,7 +819,8 @@ class Kubelet:
         log(f"pod {p.key} ({p.uid}) admitted, restartPolicy {p.policy}")
         ext = extended_resources(p.spec)
         if ext:
-            p.unschedulable = "0/1 nodes are available: " + ", ".join(f"1 Insufficient {r}" for r in ext) + "."
+            # the default scheduler's words, on a node without them
+            p.unschedulable = f"0/1 nodes are available: {', '.join(f'1 Insufficient {r}' for r in ext)}."
             log(f"pod {p.key}: unschedulable: {p.unschedulable}")
             p.set_cond("PodScheduled", False, "Unschedulable", p.unschedulable)
             p.dirty = True
@@ -937,7 +966,8 @@ class Kubelet:
         c.state = {"running": {"startedAt": c.started_at}}
         p.dirty = True
         # the command before $(VAR) expansion: values from secrets stay out of the log
-        log(f"pod {p.key}: started container {c.name}, pid {proc.pid}, restarts {c.restarts}: {' '.join(raw)[:200]}")
+        log(f"pod {p.key}: started container {c.name}, pid {proc.pid}, restarts {c.restarts}: "
+            f"{' '.join(raw)[:200]}")
 
     def open_log(self, p, c, rotate):
         ld = self.log_dir(p)
@@ -967,7 +997,8 @@ class Kubelet:
         if err:
             term["reason"], term["message"] = "StartError", err
         c.exit_code = code
-        log(f"pod {p.key}: container {c.name} (pid {c.pid}) exited {code} after {ran:.1f}s" + (f": {err}" if err else ""))
+        log(f"pod {p.key}: container {c.name} (pid {c.pid}) exited {code} after {ran:.1f}s"
+            + (f": {err}" if err else ""))
         if self.should_restart(p, c, code):
             first = c.backoff == 0 or ran >= BACKOFF_RESET
             c.backoff = BACKOFF_FIRST if first else min(c.backoff * 2, BACKOFF_MAX)
@@ -976,7 +1007,8 @@ class Kubelet:
             if err:
                 c.waiting("RunContainerError", err)
             else:
-                c.waiting("CrashLoopBackOff", f"back-off {c.backoff:g}s restarting failed container={c.name} pod={p.name}_{p.ns}({p.uid})")
+                c.waiting("CrashLoopBackOff", f"back-off {c.backoff:g}s restarting failed "
+                          f"container={c.name} pod={p.name}_{p.ns}({p.uid})")
             self.add_timer(c.backoff, p)
         else:
             c.done = True
@@ -1023,7 +1055,8 @@ class Kubelet:
             if phase in TERMINAL:
                 p.set_cond(typ, False, "PodCompleted")
             elif unready or not p.ctrs:
-                p.set_cond(typ, False, "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+                p.set_cond(typ, False, "ContainersNotReady",
+                           f"containers with unready status: [{' '.join(unready)}]")
             else:
                 p.set_cond(typ, True)
         p.dirty = True
@@ -1066,7 +1099,8 @@ class Kubelet:
                 cmd = [repo]
             else:
                 raise SetupError("CreateContainerError",
-                                 f'no command specified: the stand-in kubelet knows no entrypoint of image "{image}" '
+                                 "no command specified: the stand-in kubelet knows no entrypoint of image "
+                                 f'"{image}" '
                                  "(only --image images have one); set the container's command", retry=False)
         return cmd + args
 
@@ -1124,7 +1158,8 @@ class Kubelet:
                 if key not in data:
                     if ref.get("optional"):
                         return None
-                    raise SetupError("CreateContainerConfigError", f"couldn't find key {key} in {what} {p.ns}/{ref.get('name')}")
+                    raise SetupError("CreateContainerConfigError",
+                                     f"couldn't find key {key} in {what} {p.ns}/{ref.get('name')}")
                 return data[key].decode(errors="replace")
         if isinstance(src.get("fieldRef"), dict):
             return self.field_value(p, str(src["fieldRef"].get("fieldPath") or ""))
@@ -1139,12 +1174,10 @@ class Kubelet:
         if key not in cache:
             try:
                 cache[key] = self.api.get(f"/api/v1/namespaces/{q(ns)}/{kind}/{q(name)}")
-            except ApiError as e:
-                if e.status != 404:
+            except (ApiError, OSError) as e:
+                if getattr(e, "status", None) != 404:
                     raise SetupError("CreateContainerConfigError", f"cannot read {kind[:-1]} {name}: {e}") from e
                 cache[key] = None
-            except OSError as e:
-                raise SetupError("CreateContainerConfigError", f"cannot read {kind[:-1]} {name}: {e}") from e
         obj = cache[key]
         if obj is None:
             if optional:
@@ -1246,8 +1279,8 @@ class Kubelet:
                 os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
                 open(path, "a").close()
             else:
-                raise SetupError("ContainerCreating",
-                                 f'MountVolume.SetUp failed for volume "{name}" : hostPath type check failed: {path} does not exist')
+                raise SetupError("ContainerCreating", f'MountVolume.SetUp failed for volume "{name}" : '
+                                 f"hostPath type check failed: {path} does not exist")
         return path
 
     def volume_files(self, p, kind, src, name):
@@ -1262,10 +1295,11 @@ class Kubelet:
         files = {}
         for s in l(src.get("sources")):
             s = d(s)
-            if isinstance(s.get("secret"), dict):
-                files.update(self.keyed_files(p, "secrets", s["secret"].get("name"), s["secret"], mode, name))
-            elif isinstance(s.get("configMap"), dict):
-                files.update(self.keyed_files(p, "configmaps", s["configMap"].get("name"), s["configMap"], mode, name))
+            secret, cm = s.get("secret"), s.get("configMap")
+            if isinstance(secret, dict):
+                files.update(self.keyed_files(p, "secrets", secret.get("name"), secret, mode, name))
+            elif isinstance(cm, dict):
+                files.update(self.keyed_files(p, "configmaps", cm.get("name"), cm, mode, name))
             elif isinstance(s.get("downwardAPI"), dict):
                 files.update(self.downward_files(p, s["downwardAPI"].get("items"), mode))
             elif isinstance(s.get("serviceAccountToken"), dict):
@@ -1279,7 +1313,8 @@ class Kubelet:
             if kind == "configmaps" and ref_name == "kube-root-ca.crt":
                 data = {"ca.crt": self.ca_bytes}   # the API server may not publish it: the --ca
             else:
-                raise SetupError("ContainerCreating", f'MountVolume.SetUp failed for volume "{vol}" : {e.message}') from e
+                raise SetupError("ContainerCreating",
+                                 f'MountVolume.SetUp failed for volume "{vol}" : {e.message}') from e
         if data is None:
             return {}
         items = l(src.get("items"))
@@ -1294,8 +1329,9 @@ class Kubelet:
                     continue
                 what = "configmap references non-existent config key" if kind == "configmaps" else \
                     "references non-existent secret key"
-                raise SetupError("ContainerCreating", f'MountVolume.SetUp failed for volume "{vol}" : {what}: {key}')
-            files[safe_relpath(it.get("path") or key)] = (data[key], it.get("mode") if isinstance(it.get("mode"), int) else mode)
+                raise SetupError("ContainerCreating",
+                                 f'MountVolume.SetUp failed for volume "{vol}" : {what}: {key}')
+            files[safe_relpath(it.get("path") or key)] = (data[key], item_mode(it, mode))
         return files
 
     def downward_files(self, p, items, mode):
@@ -1308,7 +1344,7 @@ class Kubelet:
                 value = self.resource_value(p, Ctr({}, False, False), it["resourceFieldRef"])
             else:
                 continue
-            files[safe_relpath(it.get("path") or "value")] = (value.encode(), it.get("mode") if isinstance(it.get("mode"), int) else mode)
+            files[safe_relpath(it.get("path") or "value")] = (value.encode(), item_mode(it, mode))
         return files
 
     @staticmethod
@@ -1331,7 +1367,8 @@ class Kubelet:
                 continue
             source = p.volumes.get(name)
             if source is None:
-                raise SetupError("CreateContainerConfigError", f'cannot find volume "{name}" to mount into container "{c.name}"')
+                raise SetupError("CreateContainerConfigError",
+                                 f'cannot find volume "{name}" to mount into container "{c.name}"')
             sub = vm.get("subPath") or (expand(vm["subPathExpr"], env) if vm.get("subPathExpr") else "")
             if sub:
                 source = os.path.join(source, safe_relpath(sub))
@@ -1349,6 +1386,7 @@ class Kubelet:
 
     def begin_termination(self, p):
         p.terminating = True
+        self.dns_dirty = True
         grace = p.meta.get("deletionGracePeriodSeconds")
         if not isinstance(grace, int):
             grace = p.spec.get("terminationGracePeriodSeconds")
@@ -1393,8 +1431,8 @@ class Kubelet:
         the phase Succeeded only if every container ended 0."""
         for c in p.all:
             if "waiting" in c.state and not c.done:
-                c.state = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
-                                          "message": "The container could not be located when the pod was terminated"}}
+                message = "The container could not be located when the pod was terminated"
+                c.state = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown", "message": message}}
                 c.exit_code, c.done = 137, True
         if p.phase not in TERMINAL:
             ok = all(c.done and c.exit_code == 0 for c in p.all)
@@ -1412,8 +1450,8 @@ class Kubelet:
             self.api.request("DELETE", path, body)
             log(f"pod {p.key}: deleted")
         except ApiError as e:
-            if e.status in (404, 409):
-                log(f"pod {p.key}: delete: {e} (gone already)")
+            if 400 <= e.status < 500 and e.status != 429:
+                log(f"pod {p.key}: delete: {e}")   # 404: gone already; 409: another pod of that name
             else:
                 self.retry_delete(p, e)
         except OSError as e:
@@ -1465,9 +1503,13 @@ class Kubelet:
             self.api.request("PATCH", f"/api/v1/namespaces/{q(p.ns)}/pods/{q(p.name)}/status",
                              body, "application/merge-patch+json")
             p.sent = text
-            log(f"pod {p.key}: status {p.phase} " + " ".join(f"{c.name}={next(iter(c.state))}" for c in p.all))
+            states = " ".join(f"{c.name}={next(iter(c.state))}" for c in p.all)
+            log(f"pod {p.key}: status {p.phase} {states}")
         except ApiError as e:
-            if e.status in (404, 409):
+            if 400 <= e.status < 500 and e.status != 429:
+                # gone (404), another pod of that name (409), refused (422): the same patch would
+                # fail again; the next change is tried
+                p.sent = text
                 log(f"pod {p.key}: status not stored: {e}")
             else:
                 self.retry_status(p, e)
@@ -1485,7 +1527,9 @@ class Kubelet:
         """Every pod namespace's hosts file: the Services (and hostname.subdomain pods) that lead
         to a Running pod, by name."""
         self.dns_dirty = False
-        running = sorted((p for p in self.pods.values() if p.phase == "Running" and p.ip and not p.gone),
+        # a pod being deleted has left its Services' endpoints already, as in a real cluster
+        running = sorted((p for p in self.pods.values()
+                          if p.phase == "Running" and p.ip and not p.gone and not p.terminating),
                          key=lambda p: (p.ns, p.name))
         records = []   # (ip, namespace, names for all, extra short names for the same namespace)
         for (ns, name), svc in sorted(self.services.items()):
@@ -1495,17 +1539,25 @@ class Kubelet:
             target = next((p for p in running if p.ns == ns and
                            all(p.labels.get(k) == v for k, v in selector.items())), None)
             if target:
-                records.append((target.ip, ns, [f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local", f"{name}.{ns}"], [name]))
+                self.last_service_ip[(ns, name)] = target.ip
+                records.append((target.ip, ns, cluster_names(name, ns), [name]))
+            elif d(svc.get("spec")).get("clusterIP") != "None" and (ns, name) in self.last_service_ip:
+                # A ClusterIP Service's name resolves whether or not a pod serves it (its
+                # virtual IP would then refuse connections): here, the last pod's IP.
+                records.append((self.last_service_ip[(ns, name)], ns, cluster_names(name, ns), [name]))
         for p in running:
             if p.spec.get("hostname") and p.subdomain:
                 h = f"{p.hostname}.{p.subdomain}"
-                records.append((p.ip, p.ns, [f"{h}.{p.ns}.svc", f"{h}.{p.ns}.svc.cluster.local", f"{h}.{p.ns}"], [h]))
+                records.append((p.ip, p.ns, cluster_names(h, p.ns), [h]))
         for p in self.pods.values():
             if p.sandbox:
                 text = self.hosts_file(p, records)
                 if text != p.hosts_text:
-                    rewrite_in_place(os.path.join(self.net.etc_dir(p.n), "hosts"), text)
-                    p.hosts_text = text
+                    try:
+                        rewrite_in_place(os.path.join(self.net.etc_dir(p.n), "hosts"), text)
+                        p.hosts_text = text
+                    except OSError as e:
+                        log(f"pod {p.key}: hosts file: {e}")
 
     def hosts_file(self, p, records):
         own = f"{p.ip}\t{p.hostname}"
@@ -1513,7 +1565,8 @@ class Kubelet:
             own = f"{p.ip}\t{p.hostname}.{p.subdomain}.{p.ns}.svc.cluster.local\t{p.hostname}"
         lines = ["# Kubernetes-managed hosts file (stand-in kubelet; rewritten as pods and services change).",
                  "127.0.0.1\tlocalhost", own,
-                 f"{self.gw}\tkubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local"]
+                 f"{self.gw}\tkubernetes kubernetes.default kubernetes.default.svc "
+                 "kubernetes.default.svc.cluster.local"]
         for ip, ns, names, short in records:
             lines.append(f"{ip}\t" + " ".join(names + (short if ns == p.ns else [])))
         return "\n".join(lines) + "\n"
@@ -1557,7 +1610,8 @@ def parse_args(argv):
     ap.add_argument("--sa-token-file", required=True, help="token the pods get as their service account's")
     ap.add_argument("--dir", required=True, help="logs/, pods/, volumes/ go here")
     ap.add_argument("--prefix", default="dtk", help="names of the bridge, namespaces, veths (default dtk)")
-    ap.add_argument("--gateway", default="10.99.0.1", help="the bridge's address in a /16 (default 10.99.0.1)")
+    ap.add_argument("--gateway", default="10.99.0.1",
+                    help="the bridge's address in a /16 (default 10.99.0.1)")
     ap.add_argument("--image", action="append", default=[], metavar="NAME=BINDIR",
                     help="image NAME runs with BINDIR first on PATH (repeatable)")
     ap.add_argument("--node-name", default=NODE_NAME, help=argparse.SUPPRESS)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kubelet_test.sh - the stand-in kubelet alone, against a throwaway fake API server (a few dozen
 # lines of Python written below: list/watch, create, status patch, delete with grace; no
-# validation). Needs root. Pods run in network namespaces on bridge $PFX-br (10.97.0.1/16, apart
-# from the stand-in's default 10.99/16); everything named $PFX-* is removed at the end.
+# validation), or with KUBELET_TEST_STANDIN=1 against the real stand-in (standin.py, which starts
+# the kubelet itself). Needs root. Pods run in network namespaces on bridge $PFX-br (10.97.0.1/16,
+# apart from the stand-in's default 10.99/16); everything named $PFX-* is removed at the end.
 #   tests/tools/kube/kubelet_test.sh        (KEEP=1 keeps the temp dir; ONLY="a b" runs some parts)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -11,6 +12,7 @@ PFX=${KUBELET_TEST_PREFIX:-kbt$$}
 PFX=${PFX:0:9}
 GW=10.97.0.1
 TMP=$(mktemp -d /tmp/kubelet-test-XXXXXX)
+STANDIN=${KUBELET_TEST_STANDIN:-}
 PASSED=0 FAILED=0
 fail() { echo "FAIL: $*" >&2; FAILED=$((FAILED + 1)); }
 pass() { echo "ok   $*"; PASSED=$((PASSED + 1)); }
@@ -178,27 +180,36 @@ PYEOF
 
 D=$TMP/k
 mkdir -p "$D" "$TMP/bin"
-(
-    cd "$D" &&
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=fake-ca &&
-    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=fake-api &&
-    printf 'subjectAltName=IP:%s,IP:127.0.0.1\n' "$GW" >san.ext &&
-    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt \
-        -days 2 -extfile san.ext
-) >"$TMP/openssl.log" 2>&1 || { fail "openssl: $(tail -3 "$TMP/openssl.log")"; exit 1; }
-echo "kubelet-token-$$" >"$D/token"
-echo "sa-token-$$" >"$D/sa-token"
 # an "image" whose entrypoint is a script named like it
 printf '#!/bin/sh\necho "toolimg $*"\n' >"$TMP/bin/toolimg" && chmod +x "$TMP/bin/toolimg"
-
-PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
-$PY "$TMP/fakeapi.py" "$PORT" "$D" 2>"$TMP/api.log" &
-APID=$!
-ASAN_OPTIONS=kept_for_pods LEAKY_VAR=not_for_pods $PY "$HERE/kubelet.py" --server "https://$GW:$PORT" \
-    --ca "$D/ca.crt" --token-file "$D/token" --sa-token-file "$D/sa-token" --dir "$D" \
-    --prefix "$PFX" --gateway "$GW" --image "toolimg=$TMP/bin" >"$TMP/kubelet.out" 2>"$TMP/kubelet.log" &
-KPID=$!
 ready() { grep -qx "kubelet ready" "$TMP/kubelet.out"; }
+kubelet_alive() { pgrep -f -- "kubelet.py .*--prefix $PFX " >/dev/null; }
+
+if [ -n "$STANDIN" ]; then
+    ASAN_OPTIONS=kept_for_pods LEAKY_VAR=not_for_pods $PY "$HERE/standin.py" --dir "$D" --prefix "$PFX" \
+        --gateway "$GW" --kubelet-arg=--image --kubelet-arg="toolimg=$TMP/bin" >"$TMP/kubelet.out" 2>"$TMP/kubelet.log" &
+    KPID=$!
+    WAIT_POLLS=300 wait_for test -s "$D/ready" || { fail "standin: $(tail -5 "$TMP/kubelet.log")"; exit 1; }
+    PORT=$(cat "$D/ready")
+else
+    (
+        cd "$D" &&
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=fake-ca &&
+        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=fake-api &&
+        printf 'subjectAltName=IP:%s,IP:127.0.0.1\n' "$GW" >san.ext &&
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt \
+            -days 2 -extfile san.ext
+    ) >"$TMP/openssl.log" 2>&1 || { fail "openssl: $(tail -3 "$TMP/openssl.log")"; exit 1; }
+    echo "kubelet-token-$$" >"$D/token"
+    echo "sa-token-$$" >"$D/sa-token"
+    PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+    $PY "$TMP/fakeapi.py" "$PORT" "$D" 2>"$TMP/api.log" &
+    APID=$!
+    ASAN_OPTIONS=kept_for_pods LEAKY_VAR=not_for_pods $PY "$HERE/kubelet.py" --server "https://$GW:$PORT" \
+        --ca "$D/ca.crt" --token-file "$D/token" --sa-token-file "$D/sa-token" --dir "$D" \
+        --prefix "$PFX" --gateway "$GW" --image "toolimg=$TMP/bin" >"$TMP/kubelet.out" 2>"$TMP/kubelet.log" &
+    KPID=$!
+fi
 WAIT_POLLS=150 wait_for ready && pass "kubelet ready" || { fail "not ready: $(tail -5 "$TMP/kubelet.log")"; exit 1; }
 ip link show "$PFX-br" | grep -q "UP" && pass "bridge $PFX-br up" || fail "no bridge"
 
@@ -222,7 +233,7 @@ if section basic; then
     create pods <<'EOF'
 {"metadata": {"name": "hello", "labels": {"app": "hello"}},
  "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
-   "command": ["sh", "-c"], "args": ["setsid sleep 301 & echo hi $(GREETING); ip -4 addr show eth0; cat /etc/hosts; hostname; env | sort; ls /var/run/secrets/kubernetes.io/serviceaccount; cat /var/run/secrets/kubernetes.io/serviceaccount/token; pwd"],
+   "command": ["sh", "-c"], "args": ["setsid sleep 301 & echo hi $(GREETING); ip -4 addr show eth0; cat /etc/hosts; hostname; env | sort; ls /var/run/secrets/kubernetes.io/serviceaccount; cat /var/run/secrets/kubernetes.io/serviceaccount/token; echo; pwd"],
    "workingDir": "/tmp",
    "env": [{"name": "GREETING", "value": "there"}, {"name": "MY_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
            {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -242,7 +253,7 @@ EOF
         grep -qx "$kv" "$L" && pass "env $kv" || fail "env: no $kv"
     done
     grep -q "LEAKY_VAR" "$L" && fail "the kubelet's environment leaked" || pass "no other kubelet variable"
-    grep -qx "sa-token-$$" "$L" && grep -qx "namespace" "$L" && pass "service account mounted" || fail "no service account token"
+    grep -qx "$(cat "$D/sa-token")" "$L" && grep -qx "namespace" "$L" && pass "service account mounted" || fail "no service account token"
     grep -qx "/tmp" "$L" && pass "workingDir" || fail "workingDir"
     [ "$(jpod hello 'cs["main"]["state"]["terminated"]["reason"], cs["main"]["state"]["terminated"]["exitCode"]')" = "('Completed', 0)" ] &&
         pass "hello: terminated Completed 0" || fail "hello: $(jpod hello 'cs["main"]')"
@@ -284,7 +295,7 @@ EOF
 {"metadata": {"name": "waiter"}, "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
    "command": ["sh", "-c", "echo started; for i in $(seq 100); do getent hosts late.default.svc && exit 0; sleep 0.1; done; exit 1"]}]}}
 EOF2
-    wait_for grep -q started "$LOGS/waiter/c.log" && pass "waiter started" || fail "waiter: $(jpod waiter st)"
+    wait_for grep -qs started "$LOGS/waiter/c.log" && pass "waiter started" || fail "waiter: $(jpod waiter st)"
     create services <<<'{"metadata": {"name": "late"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}'
     WAIT_POLLS=150 wait_for phase_is waiter Succeeded && grep -q "^$(jpod web-0 'st["podIP"]') *late.default.svc" "$LOGS/waiter/c.log" &&
         pass "a Service made later resolves in a running pod" || fail "waiter: $(jpod waiter st) $(cat "$LOGS/waiter/c.log")"
@@ -364,7 +375,25 @@ EOF
         pass "secret and configMap: env and files" || fail "cfg log: $(cat "$LOGS/cfg/m.log")"
     grep -qx "read-only" "$LOGS/cfg/m.log" && pass "configMap volume read-only" || fail "configMap volume writable"
     grep -q s3cr3t "$TMP/kubelet.log" && fail "a secret in the kubelet's log" || pass "no secret in the kubelet's log"
-    grep -q "kubelet-token-$$" "$TMP/kubelet.log" && fail "the token in the kubelet's log" || pass "no token in the kubelet's log"
+    grep -q "$(cat "$D/token")" "$TMP/kubelet.log" && fail "the token in the kubelet's log" || pass "no token in the kubelet's log"
+
+    # mount points are made on the host (empty), so under $TMP/mnt
+    create pods <<EOF
+{"metadata": {"name": "mounts"},
+ "spec": {"restartPolicy": "Never", "automountServiceAccountToken": false, "containers": [{"name": "m", "image": "busybox",
+   "command": ["sh", "-c", "cat $TMP/mnt/one.conf; echo x >$TMP/mnt/host/f && echo host-writable; touch $TMP/mnt/ro/x 2>/dev/null || echo ro-refused; ls /var/run/secrets/kubernetes.io/serviceaccount 2>/dev/null | wc -l"],
+   "volumeMounts": [{"name": "conf", "mountPath": "$TMP/mnt/one.conf", "subPath": "app.conf"},
+                    {"name": "host", "mountPath": "$TMP/mnt/host"},
+                    {"name": "scratch", "mountPath": "$TMP/mnt/ro", "readOnly": true}]}],
+   "volumes": [{"name": "conf", "configMap": {"name": "conf"}}, {"name": "scratch", "emptyDir": {}},
+               {"name": "host", "hostPath": {"path": "$TMP/hostdir", "type": "DirectoryOrCreate"}}]}}
+EOF
+    WAIT_POLLS=100 wait_for phase_is mounts Succeeded && pass "mounts: Succeeded" || fail "mounts: $(jpod mounts st)"
+    [ "$(cat "$LOGS/mounts/m.log")" = "$(printf 'x=1\nhost-writable\nro-refused\n0')" ] && [ "$(cat "$TMP/hostdir/f")" = x ] &&
+        pass "mounts: a configMap key by subPath, hostPath, a read-only emptyDir, no service account" ||
+        fail "mounts: $(cat "$LOGS/mounts/m.log")"
+    [ -f "$TMP/mnt/one.conf" ] && [ ! -s "$TMP/mnt/one.conf" ] && [ ! -e "$TMP/mnt/host/f" ] &&
+        pass "the mounts stay inside the pod (the host has empty mount points)" || fail "a mount leaked to the host"
 
     create pods <<'EOF'
 {"metadata": {"name": "nosecret"}, "spec": {"restartPolicy": "Never", "containers": [{"name": "m", "image": "busybox", "command": ["true"],
@@ -405,13 +434,13 @@ EOF
 {"metadata": {"name": "odd2"}, "spec": {"containers": [{"volumeMounts": [{"name": "nope", "mountPath": "/x"}], "command": ["true"]}]}}
 EOF
     sleep 1
-    kill -0 "$KPID" 2>/dev/null && pass "odd pods did not crash the kubelet" || fail "kubelet died: $(tail "$TMP/kubelet.log")"
+    kubelet_alive && pass "odd pods did not crash the kubelet" || fail "kubelet died: $(tail "$TMP/kubelet.log")"
     for p in gpu odd odd2 nocmd; do api -X DELETE "$URL/pods/$p?gracePeriodSeconds=1" >/dev/null; done
     wait_for gone gpu && wait_for gone odd && wait_for gone odd2 && wait_for gone nocmd && pass "never-started pods deleted" || fail "left: $(api "$URL/pods" | head -c 300)"
 fi
 
 # a SIGKILLed kubelet leaves its namespaces; the next one removes them
-if section crash; then
+if section crash && [ -z "$STANDIN" ]; then
     create pods <<'EOF'
 {"metadata": {"name": "sleeper"}, "spec": {"containers": [{"name": "m", "image": "busybox", "command": ["sleep", "300"]}]}}
 EOF
