@@ -5,7 +5,7 @@
 # training operator's, and succeeds; deleting its root (the master's Job) deletes the rest.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/kube_lib.sh"
-trap 'kube_stop; rm -rf "$TMP"' EXIT
+trap 'kube_stop; [ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
 cd "$TMP"
 
 kube_start || { fail "the stand-in did not start"; finish; exit 1; }

@@ -8,7 +8,7 @@
 # resource deletes its job.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/kube_lib.sh"
-trap 'kill $OP 2>/dev/null; kube_stop; rm -rf "$TMP"' EXIT
+trap 'kill $OP 2>/dev/null; kube_stop; [ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
 cd "$TMP"
 OP=
 

@@ -55,16 +55,18 @@ const char *dt__kube_escape(const char *s, char *buf, size_t len);
 typedef struct dt__kube_watch dt__kube_watch;
 
 /* Watch the collection at path (e.g. "/api/v1/namespaces/NS/pods") for objects matching
- * label_selector (may be NULL). The thread lists, hands every object out as "ADDED" after a
- * "RELIST" marker (objects the consumer knew and the list lacks are gone), then watches
+ * label_selector (may be NULL). The thread lists, hands every object out as "ADDED" between
+ * "RELIST" and "SYNCED" (objects the consumer knew and the list lacks are gone), then watches
  * from the list's resourceVersion; a dropped stream is resumed from the last version seen;
  * 410 Gone (or an expired version) lists again. Events wait in a queue. */
 dt_err dt__kube_watch_start(dt__kube_watch **out, const dt__kube *k, const char *path,
                             const char *label_selector);
 /* Readable while events wait. */
 int dt__kube_watch_fd(const dt__kube_watch *w);
-/* The next event: its object (a new reference; NULL for RELIST), its type into type
- * ("RELIST", "ADDED", "MODIFIED", "DELETED"); 0 when the queue is empty. */
+/* The next event: its object (a new reference; NULL for RELIST and SYNCED), its type into
+ * type: "RELIST" (a list follows: its objects as "ADDED", then "SYNCED"; the three are
+ * queued together, so a reader sees a whole list), "ADDED", "MODIFIED", "DELETED",
+ * "SYNCED"; 0 when the queue is empty. */
 int dt__kube_watch_next(dt__kube_watch *w, char *type, size_t len, json_t **object);
 /* Lists, watches, resumed streams and relists so far (for tests and the benchmark). */
 void dt__kube_watch_counts(const dt__kube_watch *w, int *lists, int *watches);

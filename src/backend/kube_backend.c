@@ -461,12 +461,14 @@ static void pod_seen(kube *b, const char *pod_name, const json_t *obj, const cha
     const json_t *md = json_object_get(obj, "metadata");
     const char *uid = json_string_value(json_object_get(md, "uid"));
     if (!obj || !strcmp(type, "DELETED")) {
-        int was_ours = p->live && p->uid[0] && uid && !strcmp(uid, p->uid);
+        /* This attempt's pod (a relist's sweep gives no object: the pod it knew) */
+        int was_ours = p->live && !p->pending &&
+                       (!obj || !p->uid[0] || (uid && !strcmp(uid, p->uid)));
         int code = p->code >= 0 ? p->code : 128 + SIGKILL;
         p->exists = p->terminal = p->deleting = 0;
         p->exists_uid[0] = 0;
         p->code = -1;
-        if (was_ours || (p->live && !p->uid[0] && !p->pending)) {
+        if (was_ours) {
             p->live = 0;
             p->uid[0] = 0;
             ended(ctx, p->name, code);
@@ -506,17 +508,22 @@ static void kube_events(dt__backend *base, dt__backend_ended_fn ended, void *ctx
     json_t *obj;
     while (dt__kube_watch_next(b->watch, type, sizeof type, &obj)) {
         if (!strcmp(type, "RELIST")) {
-            /* Objects the new list lacks are gone: marked now, seen again below. */
-            for (int i = 0; i < b->npods; i++) b->pods[i].exists = -1;
+            /* Objects the new list lacks are gone: marked now, seen again in the list. */
+            for (int i = 0; i < b->npods; i++)
+                if (b->pods[i].exists) b->pods[i].exists = -1;
+            continue;
+        }
+        if (!strcmp(type, "SYNCED")) {
+            /* The list is whole: what it did not hold was deleted while no watch ran. */
+            for (int i = 0; i < b->npods; i++)
+                if (b->pods[i].exists == -1)
+                    pod_seen(b, b->pods[i].pod, NULL, "DELETED", ended, ctx);
             continue;
         }
         const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
         if (name) pod_seen(b, name, obj, type, ended, ctx);
         json_decref(obj);
     }
-    /* After a relist: what was not listed again was deleted while no watch ran. */
-    for (int i = 0; i < b->npods; i++)
-        if (b->pods[i].exists == -1) pod_seen(b, b->pods[i].pod, NULL, "DELETED", ended, ctx);
 }
 
 static void kube_last_line(dt__backend *base, const char *name, char *out, size_t size) {

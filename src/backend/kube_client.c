@@ -483,23 +483,33 @@ struct dt__kube_watch {
     int gone; /* the stream said 410 Gone: list again */
 };
 
-static void push(dt__kube_watch *w, const char *type, json_t *obj) {
+static event *new_event(const char *type, json_t *obj) {
     event *ev = calloc(1, sizeof *ev);
     if (!ev) {
         json_decref(obj);
-        return;
+        return NULL;
     }
     snprintf(ev->type, sizeof ev->type, "%s", type);
     ev->object = obj;
+    return ev;
+}
+
+/* Append the chain first..last to the queue at once and wake the reader. */
+static void enqueue(dt__kube_watch *w, event *first, event *last) {
     pthread_mutex_lock(&w->mu);
-    if (w->tail) w->tail->next = ev;
-    else w->head = ev;
-    w->tail = ev;
+    if (w->tail) w->tail->next = first;
+    else w->head = first;
+    w->tail = last;
     pthread_mutex_unlock(&w->mu);
     uint64_t one = 1;
     if (write(w->efd, &one, sizeof one) < 0) {
         /* the counter is full: the reader is woken already */
     }
+}
+
+static void push(dt__kube_watch *w, const char *type, json_t *obj) {
+    event *ev = new_event(type, obj);
+    if (ev) enqueue(w, ev, ev);
 }
 
 static void take_rv(dt__kube_watch *w, const json_t *obj) {
@@ -571,10 +581,28 @@ static int do_list(dt__kube_watch *w) {
         return 0;
     }
     w->lists++;
-    push(w, "RELIST", NULL);
+    /* RELIST, the objects, SYNCED: queued at once, so the reader never sees part of a list
+     * (and takes what it lacks for deleted). */
+    event *first = new_event("RELIST", NULL), *last = first;
     size_t i;
     json_t *it;
-    json_array_foreach(json_object_get(resp, "items"), i, it) push(w, "ADDED", json_incref(it));
+    json_array_foreach(json_object_get(resp, "items"), i, it) {
+        event *ev = new_event("ADDED", json_incref(it));
+        if (ev && last) last = last->next = ev;
+    }
+    event *synced = new_event("SYNCED", NULL);
+    if (synced && last) last = last->next = synced;
+    if (first && synced) {
+        enqueue(w, first, last);
+    } else { /* out of memory: the list is dropped, and listed again */
+        for (event *ev = first, *next; ev; ev = next) {
+            next = ev->next;
+            json_decref(ev->object);
+            free(ev);
+        }
+        json_decref(resp);
+        return 0;
+    }
     take_rv(w, resp);
     json_decref(resp);
     return 1;

@@ -1415,9 +1415,12 @@ static dt_err start_backend(loop *L) {
     /* Replicas run `dtrain role` from the image's PATH, not this master's binary. */
     snprintf(L->self_exe, sizeof L->self_exe, "dtrain");
     if (ko->owner_uid && ko->owner_name && ko->owner_kind && ko->owner_api_version)
+        /* Owned, not controlled: the owner (the master's batch Job) controls only its own
+         * pod, and a Job controller releases pods it controls that its selector does not
+         * match. */
         L->owner = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "apiVersion", ko->owner_api_version,
                              "kind", ko->owner_kind, "name", ko->owner_name, "uid", ko->owner_uid,
-                             "controller", 1, "blockOwnerDeletion", 1);
+                             "controller", 0, "blockOwnerDeletion", 0);
     dt__kube_backend_opts o = {.job = L->m.job,
                                .kube = L->kube,
                                .namespace = ko->namespace,
