@@ -101,4 +101,10 @@ WAIT_POLLS=3000 wait_for iris_done && pass "the TrainJob Succeeded" ||
 gone() { [ "$(kube_count "$NS/pods?labelSelector=training.kubeflow.org%2Fjob-name%3Ddist-sleep")" = 0 ] &&
          [ "$(kube_count "/apis/batch/v1/namespaces/default/jobs?labelSelector=training.kubeflow.org%2Fjob-name%3Ddist-sleep")" = 0 ]; }
 WAIT_POLLS=600 wait_for gone && pass "kubectl delete tfjob: its pods and master go" || fail "delete: left"
+
+kill -TERM $OP
+wait $OP
+rc=$?
+OP=
+[ $rc -eq 0 ] && pass "the operator stops on SIGTERM, exit 0" || fail "operator exit $rc: $(tail -5 operator.log)"
 finish

@@ -33,6 +33,9 @@ typedef enum dt_job_outcome {
     DT_JOB_OUTCOME_SUCCEEDED = 0,
     DT_JOB_OUTCOME_FAILED,
     DT_JOB_OUTCOME_STOPPED, /* stopped by request (API, SIGINT, SIGTERM) */
+    /* Not an end: the master left the job running (opts.leave_on_signal), for another
+     * master to resume. */
+    DT_JOB_OUTCOME_LEFT,
 } dt_job_outcome;
 
 #define DT_MASTER_LEASE_FLOOR_S 300 /* the least adaptive lease deadline, seconds */
@@ -72,6 +75,10 @@ typedef struct dt_master_opts {
     int live_table;          /* redraw a table of replicas on `out` (a terminal) */
     FILE *out;               /* progress lines / the table; NULL: silent */
     const dt_master_kube *kube; /* non-NULL: the kubernetes backend; NULL: local processes */
+    /* SIGTERM or SIGINT make the master leave, the replicas running and the journal
+     * synced, instead of stopping the job: a master pod being deleted or evicted is not a
+     * stop request, and its Job makes another master that resumes. */
+    int leave_on_signal;
     int ready_fd;            /* > 0: write one byte there once every replica is launched,
                                 'R', or 'F' when the job failed while launching (used by
                                 `dtrain run --detach`), then close it (left open, the

@@ -154,9 +154,10 @@ static dt_err load_kubeconfig(dt__kube *k, const char *path, const char *context
     const json_t *user = named(root, "users", user_name, "user");
     const char *server = json_string_value(json_object_get(cluster, "server"));
     if (!cluster || !server) {
-        json_decref(root);
-        return dt_err_set(DT_ERR_SPEC, "%s: context \"%s\": cluster \"%s\" has no server",
-                          path, ctx_name, cluster_name ? cluster_name : "");
+        e = dt_err_set(DT_ERR_SPEC, "%s: context \"%s\": cluster \"%s\" has no server", path,
+                       ctx_name, cluster_name ? cluster_name : "");
+        json_decref(root); /* after the message: the names live in root */
+        return e;
     }
     snprintf(k->server, sizeof k->server, "%s", server);
     size_t sl = strlen(k->server);
@@ -180,12 +181,13 @@ static dt_err load_kubeconfig(dt__kube *k, const char *path, const char *context
         }
     }
     if (json_object_get(user, "exec") || json_object_get(user, "auth-provider")) {
+        e = dt_err_set(DT_ERR_SPEC,
+                       "%s: user \"%s\" authenticates through an exec or auth-provider plugin, "
+                       "which dtrain does not run: give a token, a tokenFile or a client "
+                       "certificate",
+                       path, user_name ? user_name : "");
         json_decref(root);
-        return dt_err_set(DT_ERR_SPEC,
-                          "%s: user \"%s\" authenticates through an exec or auth-provider "
-                          "plugin, which dtrain does not run: give a token, a tokenFile or a "
-                          "client certificate",
-                          path, user_name ? user_name : "");
+        return e;
     }
     snprintf(k->source, sizeof k->source, "kubeconfig %s, context %s", path, ctx_name);
     json_decref(root);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,6 +419,7 @@ static int run(int argc, char **argv) {
             return DT_EXIT_FAILED;
         }
         mo.kube = &ko;
+        mo.leave_on_signal = 1;
     }
     int rc;
     if (detach) {
@@ -430,10 +432,17 @@ static int run(int argc, char **argv) {
             fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
             rc = exit_for(e);
         } else {
-            rc = report(job, job_dir, outcome);
-            /* In its pod the master succeeded when the job ended, however it ended: a
-             * non-zero exit would have the Job make the master again. */
-            if (ko.in_cluster) rc = DT_EXIT_OK;
+            if (outcome == DT_JOB_OUTCOME_LEFT) {
+                /* Its pod deleted or evicted: not done, so not exit 0 (its Job would count
+                 * the pod a success and make no next master). */
+                fprintf(stderr, "job %s left running for the next master\n", job->name);
+                rc = 128 + SIGTERM;
+            } else {
+                rc = report(job, job_dir, outcome);
+                /* In its pod the master succeeded when the job ended, however it ended: a
+                 * non-zero exit would have the Job make the master again. */
+                if (ko.in_cluster) rc = DT_EXIT_OK;
+            }
         }
     }
     dt_job_spec_free(job);

@@ -96,6 +96,7 @@ struct loop {
     int resource_dirty;      /* ... and changed since */
     source signals, http, replicas; /* the event loop's sources */
     int http_ready;
+    int leaving; /* opts.leave_on_signal: a signal came; the loop ends, the job goes on */
 };
 
 static double mono(void) { return dt__mono_s(); }
@@ -1216,6 +1217,12 @@ static dt_err start_http(loop *L, int port) {
 static void read_signals(loop *L) {
     struct signalfd_siginfo si;
     while (read(L->sigfd, &si, sizeof si) == sizeof si) {
+        if (L->m.opts.leave_on_signal) {
+            say(L, "the master got %s: leaving the job to its next master",
+                sigabbrev_np((int)si.ssi_signo));
+            L->leaving = 1;
+            continue;
+        }
         char why[64];
         snprintf(why, sizeof why, "the master got %s", sigabbrev_np((int)si.ssi_signo));
         /* a second one while the replicas are stopping: no more grace */
@@ -1574,7 +1581,7 @@ static void launch_pending(loop *L) {
 /* The loop: until the job has finished and its replicas are cleaned up. */
 static dt_err run_loop(loop *L) {
     dt__master *m = &L->m;
-    while (!m->st.finished || replicas_running(L)) {
+    while ((!m->st.finished || replicas_running(L)) && !L->leaving) {
         tick(L);
         if (m->st.finished && !replicas_running(L)) break;
         double t = next_deadline(L);
@@ -1663,7 +1670,11 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
         begin_fresh(L, now);
     launch_pending(L);
     e = run_loop(L);
-    if (!e) {
+    if (!e && L->leaving) {
+        write_status(L);
+        sync_journal(L, "the master's leave");
+        *outcome = DT_JOB_OUTCOME_LEFT;
+    } else if (!e) {
         result_json(L);
         write_status(L);
         draw_table(L);

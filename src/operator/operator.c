@@ -17,6 +17,7 @@
 #include "operator/operator-impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <time.h>
@@ -149,11 +150,42 @@ static void reconcile(const dt__operator_opts *o, dt__kube *k, const kind *kd, c
     free(text);
 }
 
+/* SIGINT and SIGTERM are blocked in the operator's threads and read from a signalfd; a
+ * library's thread started before (OpenBLAS's pool) does not block them, and one delivered
+ * there runs this handler, which passes it on through a pipe. */
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(stop_pipe[1], &b, 1) < 0) {
+        /* the pipe is full: a stop is under way already */
+    }
+    errno = saved;
+}
+
 dt_err dt__operator_run(const dt__operator_opts *o) {
+    /* Blocked before the watch threads start (they inherit the mask): SIGINT and SIGTERM
+     * come only through the signalfd below. */
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+    if (stop_pipe[0] < 0 && pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return dt_err_set(DT_ERR_IO, "pipe: %s", strerror(errno));
+    }
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     dt__kube_conn c = {.kubeconfig = o->kubeconfig, .context = o->context};
     dt__kube *k;
     dt_err e = dt__kube_connect(&k, &c);
-    if (e) return e;
+    if (e) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return e;
+    }
     int nk = o->kubeflow ? 3 : 1;
     dt__kube_watch *w[3] = {0};
     for (int i = 0; i < nk && !e; i++) {
@@ -165,11 +197,6 @@ dt_err dt__operator_run(const dt__operator_opts *o) {
             snprintf(path, sizeof path, "/apis/%s/%s", kinds[i].group_version, kinds[i].plural);
         e = dt__kube_watch_start(&w[i], k, path, NULL);
     }
-    sigset_t mask, old;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigprocmask(SIG_BLOCK, &mask, &old);
     int sfd = e ? -1 : signalfd(-1, &mask, SFD_CLOEXEC);
     if (!e && sfd < 0) e = dt_err_set(DT_ERR_IO, "signalfd: %s", strerror(errno));
     if (!e)
@@ -177,14 +204,18 @@ dt_err dt__operator_run(const dt__operator_opts *o) {
             o->kubeflow ? "TrainJobs, TFJobs and PyTorchJobs" : "TrainJobs",
             o->namespace ? o->namespace : "every namespace", dt__kube_server(k));
     while (!e) {
-        struct pollfd pfd[4];
+        struct pollfd pfd[5];
         for (int i = 0; i < nk; i++) pfd[i] = (struct pollfd){.fd = dt__kube_watch_fd(w[i]), .events = POLLIN};
         pfd[nk] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        if (poll(pfd, (nfds_t)nk + 1, -1) < 0 && errno != EINTR) {
+        pfd[nk + 1] = (struct pollfd){.fd = stop_pipe[0], .events = POLLIN};
+        if (poll(pfd, (nfds_t)nk + 2, -1) < 0 && errno != EINTR) {
             e = dt_err_set(DT_ERR_IO, "poll: %s", strerror(errno));
             break;
         }
-        if (pfd[nk].revents) break;
+        if (pfd[nk].revents || pfd[nk + 1].revents) {
+            say(o, "dtrain operator: stopping");
+            break;
+        }
         for (int i = 0; i < nk; i++) {
             char type[16];
             json_t *obj;
