@@ -531,6 +531,26 @@ if section jobs; then
     req DELETE "$JOBS/j3?propagationPolicy=Background"
     wait_for eval 'jobpods j3; [ "$(jget "bool(d[\"items\"][0][\"metadata\"].get(\"deletionTimestamp\"))")" = True ]'
     ok "jobs: delete with Background deletes its pods (gracefully)" 200
+    # ClaimPods: a pod the Job controls that its selector does not match is released; an
+    # orphan it matches is adopted (and, one pod too many for parallelism 1, the newer goes).
+    req POST $JOBS "$(job j5 6)"
+    j5uid=$(jget 'd["metadata"]["uid"]')
+    wait_for eval 'jobpods j5; [ "$(jget "len(d[\"items\"])")" = 1 ]'
+    req POST $NS/pods "{\"metadata\":{\"name\":\"stray\",\"labels\":{\"app\":\"t\"},\"finalizers\":[\"batch.kubernetes.io/job-tracking\"],\"ownerReferences\":[{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"name\":\"j5\",\"uid\":\"$j5uid\",\"controller\":true,\"blockOwnerDeletion\":true},{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"name\":\"kube-root-ca.crt\",\"uid\":\"$(req GET $NS/configmaps/kube-root-ca.crt; jget 'd["metadata"]["uid"]')\"}]},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}"
+    wait_for eval 'req GET $NS/pods/stray; [ "$(jget "len(d[\"metadata\"][\"ownerReferences\"])")" = 1 ]'
+    ok "jobs: a pod the Job controls but its selector does not match is released (its other owners kept)" 200 \
+        'd["metadata"]["ownerReferences"][0]["kind"] == "ConfigMap" and "finalizers" not in d["metadata"]'
+    req GET $JOBS/j5
+    ok "jobs: ... and not counted" 200 'd["status"]["active"] == 1 and "failed" not in d["status"]'
+    sleep 1.1   # (creationTimestamp has whole seconds: the orphan is the newer pod)
+    req POST $NS/pods "{\"metadata\":{\"name\":\"orph\",\"labels\":{\"batch.kubernetes.io/controller-uid\":\"$j5uid\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}"
+    wait_for eval 'req GET $NS/pods/orph; [ "$(jget "bool(d[\"metadata\"].get(\"deletionTimestamp\"))")" = True ]'
+    ok "jobs: an orphan its selector matches is adopted; past parallelism the newer pod is deleted, untracked" 200 \
+        "d['metadata']['ownerReferences'] == [{'apiVersion':'batch/v1','kind':'Job','name':'j5','uid':'$j5uid','controller':True,'blockOwnerDeletion':True}] and 'finalizers' not in d['metadata']"
+    sleep 0.5
+    req GET $JOBS/j5
+    ok "jobs: ... not a failure" 200 'd["status"]["active"] == 1 and "failed" not in d["status"]'
+    for p in stray orph; do req DELETE "$NS/pods/$p?gracePeriodSeconds=0"; done
     req POST $JOBS '{"metadata":{"name":"of"},"spec":{"backoffLimit":2,"template":{"spec":{"restartPolicy":"OnFailure","containers":[{"name":"c","image":"i"}]}}}}'
     wait_for eval 'jobpods of; [ "$(jget "len(d[\"items\"])")" = 1 ]'
     p=$(jget 'd["items"][0]["metadata"]["name"]')

@@ -13,6 +13,7 @@ import time
 import traceback
 
 import api_kinds as K
+import api_schema as S
 from api_registry import CRD_FINALIZER, PVC_FINALIZER, set_condition
 from api_store import ApiError, now_rfc3339, parse_rfc3339
 
@@ -235,21 +236,75 @@ class Controllers(threading.Thread):
     # ------------------------------------------------------------ jobs
 
     def jobs(self):
-        pods = self.objects("/pods")
-        by_owner = {}
-        for p in pods:
-            ref = controller_ref(p)
-            if ref and ref.get("kind") == "Job":
-                by_owner.setdefault(ref.get("uid"), []).append(p)
         for job in self.objects(JOB.res):
             if job["spec"].get("managedBy", "kubernetes.io/job-controller") == "kubernetes.io/job-controller":
-                JobSync(self, job, by_owner.get(job["metadata"]["uid"], [])).run()
+                JobSync(self, job, self.claim_pods(job)).run()
         # Pods whose Job is gone (or that lost their controller) give up the tracking finalizer.
-        for p in pods:
+        for p in self.objects("/pods"):
             if JOB_FINALIZER in (p["metadata"].get("finalizers") or []):
                 ref = controller_ref(p)
                 if ref is None or self.store.by_uid(ref.get("uid"))[1] is None:
                     self.drop_finalizer(POD, p, JOB_FINALIZER)
+
+    def claim_pods(self, job):
+        """The Job's pods, as the real controller's getPodsForJob (ClaimPods) has them: the
+        pods of its namespace that match its selector and whose controller it is. A pod it
+        controls that does not match the selector is released (its ownerReference to the Job
+        and the tracking finalizer removed); a pod with no controller that matches is adopted
+        (ownerReference and tracking finalizer added) unless it or the Job is being deleted.
+        Pods controlled by anything else are left alone."""
+        jmd = job["metadata"]
+        uid, deleting = jmd["uid"], bool(jmd.get("deletionTimestamp"))
+        sel = job["spec"].get("selector")
+        out = []
+        for p in self.objects("/pods", jmd["namespace"]):
+            md = p["metadata"]
+            # (LabelSelectorAsSelector: a nil selector selects nothing, an empty one everything)
+            match = sel is not None and S.selector_matches(sel, md.get("labels"))
+            ref = controller_ref(p)
+            if ref is not None:
+                if ref.get("uid") != uid:
+                    continue                    # another controller's
+                if match:
+                    out.append(p)
+                elif not deleting:
+                    self.release_pod(job, p)
+                continue
+            if deleting or not match or md.get("deletionTimestamp"):
+                continue
+            adopted = self.adopt_pod(job, p)
+            if adopted is not None:
+                out.append(adopted)
+        return out
+
+    def release_pod(self, job, pod):
+        """ReleasePod: a strategic merge patch deleting the ownerReference with the Job's uid
+        and the tracking finalizer."""
+        uid = job["metadata"]["uid"]
+        new = copy.deepcopy(pod)
+        md = new["metadata"]
+        md["ownerReferences"] = [r for r in md.get("ownerReferences") or [] if r.get("uid") != uid]
+        if not md["ownerReferences"]:
+            del md["ownerReferences"]
+        md["finalizers"] = [f for f in md.get("finalizers") or [] if f != JOB_FINALIZER]
+        if not md["finalizers"]:
+            del md["finalizers"]
+        log("job %s/%s releases pod %s: it does not match the Job's selector" %
+            (job["metadata"]["namespace"], job["metadata"]["name"], pod["metadata"]["name"]))
+        return self.try_(self.write, POD, pod, new)
+
+    def adopt_pod(self, job, pod):
+        """AdoptPod: the Job's controller ownerReference (merged by uid) and the tracking
+        finalizer added."""
+        jmd = job["metadata"]
+        new = copy.deepcopy(pod)
+        md = new["metadata"]
+        md["ownerReferences"] = [r for r in md.get("ownerReferences") or [] if r.get("uid") != jmd["uid"]] + \
+            [{"apiVersion": "batch/v1", "kind": "Job", "name": jmd["name"], "uid": jmd["uid"],
+              "controller": True, "blockOwnerDeletion": True}]
+        if JOB_FINALIZER not in (md.get("finalizers") or []):
+            md["finalizers"] = (md.get("finalizers") or []) + [JOB_FINALIZER]
+        return self.try_(self.write, POD, pod, new)
 
     # ------------------------------------------------------------ PVCs
 
@@ -412,7 +467,10 @@ class JobSync:
         if completions is not None:
             want = min(want, completions - self.status.get("succeeded", 0))
         n = want - len(active)
-        if n <= 0 or not self.backoff_elapsed():
+        if n < 0:
+            self.remove_excess(active, -n)
+            return []
+        if n == 0 or not self.backoff_elapsed():
             return []
         made = []
         for _ in range(n):
@@ -420,6 +478,30 @@ class JobSync:
             if pod is not None:
                 made.append(pod)
         return made
+
+    def remove_excess(self, active, n):
+        """More active pods than wanted (parallelism lowered, a pod adopted): the first n in
+        the order of controller.ActivePods (unscheduled, Pending before Running, not ready
+        before ready, more restarts, newer first) are deleted, each after losing its
+        tracking finalizer (deleteJobPods): not counted as failed. (The pods deleted stay in
+        this pass's active count, as they do until the next sync for the real one.)"""
+        def ready(p):
+            return any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (p.get("status") or {}).get("conditions") or [])
+        def rank(p):
+            st = p.get("status") or {}
+            restarts = sum(c.get("restartCount", 0) for c in st.get("containerStatuses") or [])
+            created = parse_rfc3339(p["metadata"].get("creationTimestamp")) or float("inf")
+            return (bool(p["spec"].get("nodeName")), {"Pending": 0, "Unknown": 1, "Running": 2}.get(phase(p), 0),
+                    ready(p), -restarts, -created)
+        for p in sorted(active, key=rank)[:n]:
+            cur = self.ctl.store.get("/pods", p["metadata"]["namespace"], p["metadata"]["name"])
+            if cur is None or cur["metadata"]["uid"] != p["metadata"]["uid"]:
+                continue
+            if JOB_FINALIZER in (cur["metadata"].get("finalizers") or []):
+                cur = self.ctl.drop_finalizer(POD, cur, JOB_FINALIZER)
+            if cur is not None and not cur["metadata"].get("deletionTimestamp"):
+                self.ctl.delete(POD, cur)
 
     def backoff_elapsed(self):
         failed = self.status.get("failed", 0)
