@@ -92,6 +92,53 @@ kube_py $NS/pods/iris-ps-worker-0 'o["metadata"]["ownerReferences"][0]["kind"] +
 [ "$(cat own)" = "Job/iris-ps-master" ] && pass "iris: owned by the master's Job" || fail "iris: owner: $(cat own)"
 grep -rq "$(cat "$KUBE_DIR/token")" run.out run.err && fail "iris: the API token was printed" || pass "iris: no token printed"
 
+# ---- a running job from the laptop: list, status, logs, scale, stop ----
+cat >sleeper.yaml <<'YAML'
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: sleeper
+spec:
+  tfReplicaSpecs:
+    Chief:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - {name: tensorflow, image: busybox, command: ["sh", "-c", "echo hello from the chief; sleep 300"]}
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - {name: tensorflow, image: busybox, command: ["sh", "-c", "sleep 300"]}
+YAML
+"$DTRAIN" run sleeper.yaml "${KC[@]}" >sleeper.out 2>sleeper.err &
+SLEEPER=$!
+running() { "$DTRAIN" status sleeper "${KC[@]}" --json 2>/dev/null | grep -q '"phase": "Running"'; }
+WAIT_POLLS=600 wait_for running && pass "status: the running job, through the API server's proxy" ||
+    fail "status: $("$DTRAIN" status sleeper "${KC[@]}" 2>&1 | head -5)"
+"$DTRAIN" list "${KC[@]}" >list.out 2>&1
+grep -q "^sleeper .*Running .*kubernetes:default" list.out && pass "list: the job in the namespace" ||
+    fail "list: $(cat list.out)"
+hello() { "$DTRAIN" logs sleeper chief-0 "${KC[@]}" 2>&1 | grep -q "hello from the chief"; }
+wait_for hello && pass "logs: the chief's pod log" || fail "logs: $("$DTRAIN" logs sleeper chief-0 "${KC[@]}" 2>&1 | head -3)"
+expect_exit 0 "scale: to 2 workers" -- "$DTRAIN" scale sleeper --workers 2 "${KC[@]}"
+two() { [ "$(kube_py "$NS/pods/sleeper-worker-1" 'o.get("status", {}).get("phase", "")' 2>/dev/null)" = Running ]; }
+WAIT_POLLS=600 wait_for two && pass "scale: worker-1's pod runs" || fail "scale: no worker-1 pod"
+kube_py $NS/pods/sleeper-worker-1 '[e["value"] for e in o["spec"]["containers"][0]["env"] if e["name"] == "TF_CONFIG"][0]' >tfc1 2>&1
+grep -q '"worker":\["sleeper-worker-0.default.svc:2222","sleeper-worker-1.default.svc:2222"\]' tfc1 &&
+    pass "scale: the new worker's TF_CONFIG lists both workers" || fail "scale: TF_CONFIG $(cat tfc1)"
+expect_exit 0 "stop: the job" -- "$DTRAIN" stop sleeper "${KC[@]}"
+wait $SLEEPER
+rc=$?
+[ $rc -eq 1 ] && grep -q "job sleeper Stopped" sleeper.out && pass "stop: the run that followed it ends: Stopped" ||
+    fail "stop: rc $rc: $(cat sleeper.out; tail -5 sleeper.err)"
+"$DTRAIN" status sleeper "${KC[@]}" >st.out 2>&1
+grep -q "Stopped" st.out && pass "status after the end: Stopped (from the master's last words)" || fail "status: $(head -5 st.out)"
+expect_exit 1 "status of a job not there" -- "$DTRAIN" status nosuchjob "${KC[@]}"
+expect_err_has "status of a job not there: says so" "no such job"
+
 # ---- deleting the root deletes the job ----
 kube_api DELETE /apis/batch/v1/namespaces/default/jobs/iris-ps-master '{"propagationPolicy":"Background"}' >/dev/null
 WAIT_POLLS=600 wait_for nothing_made iris-ps && pass "delete the master Job: everything goes with it" ||

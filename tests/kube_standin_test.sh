@@ -2,7 +2,11 @@
 # kube_standin_test.sh - the stand-in Kubernetes API server (tests/tools/kube) answers as the
 # real kube-apiserver does: over real HTTPS (curl --cacert), with kubectl --kubeconfig, and a
 # small watch client. It starts the stand-in with --no-kubelet (a test plays the kubelet's part
-# with curl where needed). Any wrong behaviour fails it. ONLY="auth pods ..." runs some parts.
+# with curl where needed); the proxy section (services/NAME/proxy) starts a second one with its
+# kubelet, which needs root (skipped otherwise). Its pods' network: bridge PREFIX-br, gateway
+# GATEWAY/16, one per run (PREFIX dts<pid>, GATEWAY 10.200-249.0.1 by the pid: apart from
+# kube_lib.sh's 10.100-199), or KUBE_STANDIN_TEST_PREFIX / KUBE_STANDIN_TEST_GATEWAY.
+# Any wrong behaviour fails it. ONLY="auth pods ..." runs some parts.
 set -u
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=/usr/bin/python3
@@ -11,12 +15,14 @@ D=$TMP/kube
 PASSED=0
 FAILED=0
 SPID=
+PSPID=          # the proxy section's stand-in (with a kubelet)
 
 cleanup() {
-    if [ -n "$SPID" ]; then
-        kill -TERM "$SPID" 2>/dev/null
-        wait "$SPID" 2>/dev/null
-    fi
+    local p
+    for p in $SPID $PSPID; do
+        kill -TERM "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -26,11 +32,13 @@ pass() { echo "ok   $*"; PASSED=$((PASSED + 1)); }
 section() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # req METHOD PATH [BODY [CONTENT-TYPE]]: the response body goes to $TMP/body, its headers to
-# $TMP/hdrs, the status code to $CODE. TOK overrides the token.
+# $TMP/hdrs, the status code to $CODE. TOK overrides the token; XHDR adds a header.
 req() {
     local m=$1 p=$2 body=${3-} ct=${4:-application/json}
     local args=(-sS --cacert "$D/ca.crt" -X "$m" -D "$TMP/hdrs" -o "$TMP/body" -w '%{http_code}')
+    [ "$m" != HEAD ] || { args=(-sS --cacert "$D/ca.crt" -I -D "$TMP/hdrs" -o /dev/null -w '%{http_code}'); : >"$TMP/body"; }
     [ "${TOK-x}" = "" ] || args+=(-H "Authorization: Bearer ${TOK:-$TOKEN}")
+    [ -z "${XHDR:-}" ] || args+=(-H "$XHDR")
     if [ -n "$body" ]; then
         args+=(-H "Content-Type: $ct" --data-binary "$body")
     fi
@@ -38,7 +46,8 @@ req() {
 }
 
 # ok NAME WANT_CODE [PYTHON_CONDITION]: the last response had WANT_CODE and the condition holds
-# (d: the body as JSON, or its text; h: the headers, lowercased).
+# (d: the body as JSON, or its text; h: the headers, lowercased; eh: the headers the proxy
+# section's echo server got, keys lowercased).
 ok() {
     local name=$1 want=$2 cond=${3:-True}
     if [ "$CODE" != "$want" ]; then
@@ -53,6 +62,7 @@ try:
 except ValueError:
     d = raw
 h = open(sys.argv[2]).read().lower()
+eh = {k.lower(): v for k, v in d["headers"]} if isinstance(d, dict) and isinstance(d.get("headers"), list) else {}
 sys.exit(0 if eval(sys.argv[3]) else 1)
 PYEOF
 }
@@ -125,6 +135,9 @@ if section discovery; then
         '{g["name"] for g in d["groups"]} >= {"batch", "apiextensions.k8s.io"} and d["kind"] == "APIGroupList"'
     req GET /apis/batch/v1
     ok "discovery: /apis/batch/v1" 200 'any(r["name"] == "jobs" and r["kind"] == "Job" for r in d["resources"])'
+    req GET /api/v1
+    ok "discovery: /api/v1 lists services/proxy" 200 \
+        'any(r["name"] == "services/proxy" and r["kind"] == "ServiceProxyOptions" and "create" in r["verbs"] for r in d["resources"])'
     req GET /api/v1/frobs
     ok "discovery: an unknown resource is 404" 404 'd["reason"] == "NotFound"'
     req GET /openapi/v3
@@ -780,6 +793,219 @@ if section robust; then
         && pass "robust: a big response is gzipped when the client accepts gzip" || fail "robust: gzip: $(cat "$TMP/hdrs")"
 fi
 
+# ---------------------------------------------------------------- services proxy (with a kubelet)
+
+# The echo server of the proxy section's pod: answers each request with what it got (method,
+# path, query, its port, body, headers) as JSON; /status/N answers N, /redirect a Location on
+# itself, /stream two chunks 1.5 s apart with no length.
+write_echo_server() {
+    cat >"$1" <<'PYEOF'
+import http.server, json, sys, threading, time
+
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def body(self):
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            out = b""
+            while True:
+                n = int(self.rfile.readline().split(b";")[0], 16)
+                if n == 0:
+                    self.rfile.readline()
+                    return out
+                out += self.rfile.read(n)
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def any(self):
+        body = self.body()
+        path, _, query = self.path.partition("?")
+        if path == "/stream":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in (b"first\n", b"second\n"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+                time.sleep(1.5)
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", "/target?x=1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        code = int(path[len("/status/"):]) if path.startswith("/status/") else 200
+        out = json.dumps({"method": self.command, "path": path, "query": query, "port": self.server.server_address[1],
+                          "bodyLen": len(body), "body": body.decode("latin-1") if len(body) < 4096 else "",
+                          "headers": [[k, v] for k, v in self.headers.items()]}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Echo", "yes")
+        self.send_header("Access-Control-Allow-Origin", "*")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(out)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = any
+
+for port in sys.argv[1:]:
+    srv = http.server.ThreadingHTTPServer(("0.0.0.0", int(port)), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+threading.Event().wait()
+PYEOF
+}
+
+if section proxy && [ "$(id -u)" != 0 ]; then
+    echo "skip proxy: the kubelet needs root"
+elif section proxy; then
+    O_D=$D O_URL=$URL O_TOKEN=$TOKEN
+    D=$TMP/kp
+    PPREFIX=${KUBE_STANDIN_TEST_PREFIX:-dts$(( $$ % 10000 ))}
+    PGATEWAY=${KUBE_STANDIN_TEST_GATEWAY:-10.$(( 200 + $$ % 50 )).0.1}
+    $PY "$SRC/tests/tools/kube/standin.py" --dir "$D" --prefix "$PPREFIX" --gateway "$PGATEWAY" \
+        >"$TMP/kp.log" 2>&1 &
+    PSPID=$!
+    if ! WAIT_POLLS=300 wait_for test -f "$D/ready"; then
+        fail "proxy: the stand-in with a kubelet did not start: $(tail -20 "$TMP/kp.log")"
+    else
+        URL=https://127.0.0.1:$(cat "$D/ready")
+        TOKEN=$(cat "$D/token")
+        PX=$NS/services
+        write_echo_server "$TMP/echo.py"
+        req POST $NS/pods '{"metadata":{"name":"echo","labels":{"app":"echo"}},"spec":{"containers":[{"name":"c","image":"python","command":["'"$PY"'","-u","'"$TMP/echo.py"'","8080","9091"],"ports":[{"name":"web","containerPort":8080}]}]}}'
+        ok "proxy: an echo server pod" 201
+        # A Service of two named ports (one by the container port's name, one by number), one of
+        # a single unnamed port, one whose target nothing listens on, one that selects no pod,
+        # one whose only pod cannot be scheduled (Pending).
+        made=
+        for o in '{"metadata":{"name":"echo"},"spec":{"selector":{"app":"echo"},"ports":[{"name":"http","port":80,"targetPort":"web"},{"name":"metrics","port":9090,"targetPort":9091}]}}' \
+            '{"metadata":{"name":"one"},"spec":{"selector":{"app":"echo"},"ports":[{"port":8080}]}}' \
+            '{"metadata":{"name":"refused"},"spec":{"selector":{"app":"echo"},"ports":[{"port":80,"targetPort":9999}]}}' \
+            '{"metadata":{"name":"nobody"},"spec":{"selector":{"app":"nobody"},"ports":[{"port":80}]}}' \
+            '{"metadata":{"name":"pending"},"spec":{"selector":{"app":"pending"},"ports":[{"port":80}]}}'; do
+            req POST $NS/services "$o"
+            made+=" $CODE"
+        done
+        req POST $NS/pods '{"metadata":{"name":"pending","labels":{"app":"pending"}},"spec":{"containers":[{"name":"c","image":"python","command":["sleep","60"],"resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}'
+        [ "$made $CODE" = " 201 201 201 201 201 201" ] && pass "proxy: five services and a pod that stays Pending" \
+            || fail "proxy: creating the services and the pending pod: $made $CODE: $(head -c 300 "$TMP/body")"
+        WAIT_POLLS=300 wait_for eval 'req GET "$PX/echo:http/proxy/ready"; [ "$CODE" = 200 ]'
+        req GET $NS/pods/echo
+        POD_IP=$(jget 'd["status"].get("podIP", "")')
+
+        XHDR="X-Dtrain-Auth: job-secret" req GET "$PX/echo:http/proxy/a/b?x=1&y=two%20words"
+        ok "proxy: GET by port name (targetPort a container port's name), path and query passed" 200 \
+            'd["method"] == "GET" and d["path"] == "/a/b" and d["query"] == "x=1&y=two%20words" and d["port"] == 8080'
+        ok "proxy: Authorization is not forwarded, X-Dtrain-Auth is; X-Forwarded-Uri is added" 200 \
+            '"authorization" not in eh and eh["x-dtrain-auth"] == "job-secret" and eh["x-forwarded-uri"] == "/api/v1/namespaces/default/services/echo:http/proxy/a/b" and eh["host"].startswith("127.0.0.1:")'
+        ok "proxy: the backend's headers come back (CORS ones removed), with its Content-Length" 200 \
+            '"x-echo: yes" in h and "access-control-allow-origin" not in h and "content-length:" in h and "audit-id:" in h and "transfer-encoding" not in h'
+        req GET "$PX/echo:80/proxy/n"
+        ok "proxy: by port number (the Service's port)" 200 'd["port"] == 8080 and d["path"] == "/n"'
+        req GET "$PX/echo:metrics/proxy/m"
+        ok "proxy: by the name of a port whose targetPort is a number" 200 'd["port"] == 9091'
+        req GET "$PX/http:echo:9090/proxy/m"
+        ok "proxy: scheme:name:port" 200 'd["port"] == 9091'
+        req GET "$PX/one/proxy/"
+        ok "proxy: a Service's only, unnamed port needs no port" 200 'd["port"] == 8080 and d["path"] == "/"'
+        req GET "$PX/one/proxy?q=1"
+        ok "proxy: .../proxy without a slash is redirected (301) to .../proxy/" 301 \
+            '"location: /api/v1/namespaces/default/services/one/proxy/?q=1\n" in h'
+        req POST "$PX/echo:http/proxy/post?q=1" 'hello, body' text/plain
+        ok "proxy: POST with a body and its Content-Type" 200 \
+            'd["method"] == "POST" and d["body"] == "hello, body" and eh["content-type"] == "text/plain" and d["query"] == "q=1"'
+        for m in PUT PATCH DELETE OPTIONS; do
+            req $m "$PX/echo:http/proxy/m" '{"a":1}'
+            ok "proxy: $m" 200 'd["method"] == "'$m'" and d["body"] == "{\"a\":1}"'
+        done
+        req HEAD "$PX/echo:http/proxy/h"
+        ok "proxy: HEAD (headers, no body)" 200 '"content-length:" in h and d == ""'
+        req GET "$PX/echo:http/proxy/status/404"
+        ok "proxy: the backend's 404 is passed through (its body, not a Status)" 404 'd["path"] == "/status/404"'
+        req POST "$PX/echo:http/proxy/status/409" '{}'
+        ok "proxy: the backend's 409 is passed through" 409 'd["method"] == "POST"'
+        req GET "$PX/echo:http/proxy/redirect"
+        ok "proxy: a Location on the backend is rewritten under the proxy path" 302 \
+            '"location: /api/v1/namespaces/default/services/echo:http/proxy/target?x=1\n" in h'
+        head -c 5000000 /dev/urandom >"$TMP/big.bin"
+        CODE=$(curl -sS --cacert "$D/ca.crt" -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/octet-stream" \
+            -X PUT --data-binary @"$TMP/big.bin" -D "$TMP/hdrs" -o "$TMP/body" -w '%{http_code}' "$URL$PX/echo:http/proxy/big")
+        ok "proxy: a 5 MB body is streamed through (no API body limit)" 200 'd["bodyLen"] == 5000000'
+        CODE=$(curl -sS --cacert "$D/ca.crt" -H "Authorization: Bearer $TOKEN" -H "Transfer-Encoding: chunked" \
+            --data-binary 'in chunks' -D "$TMP/hdrs" -o "$TMP/body" -w '%{http_code}' "$URL$PX/echo:http/proxy/chunked")
+        ok "proxy: a chunked request body" 200 'd["body"] == "in chunks"'
+        curl -sS -N --cacert "$D/ca.crt" -H "Authorization: Bearer $TOKEN" -D "$TMP/stream.h" -o "$TMP/stream" \
+            "$URL$PX/echo:http/proxy/stream" &
+        cpid=$!
+        sleep 0.8
+        early=$(cat "$TMP/stream" 2>/dev/null)
+        wait $cpid
+        [ "$early" = first ] && [ "$(cat "$TMP/stream")" = "$(printf 'first\nsecond')" ] && grep -qi '^transfer-encoding: chunked' "$TMP/stream.h" \
+            && pass "proxy: a backend's stream without length comes chunked, as it comes" \
+            || fail "proxy: stream: early '$early', all '$(cat "$TMP/stream")', headers $(cat "$TMP/stream.h")"
+        out=$(kubectl --kubeconfig "$D/kubeconfig" --cache-dir "$TMP/kcache-kp" get --raw "/api/v1/namespaces/default/services/echo:http/proxy/raw?a=b" 2>&1)
+        echo "$out" | $PY -c 'import json,sys; d=json.load(sys.stdin); assert d["path"] == "/raw" and d["query"] == "a=b"' 2>/dev/null \
+            && pass "proxy: kubectl get --raw" || fail "proxy: kubectl get --raw: $out"
+
+        TOK="" req GET "$PX/echo:http/proxy/x"
+        ok "proxy: no token is 401" 401 'd["reason"] == "Unauthorized" and d["kind"] == "Status"'
+        (printf 'POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n' \
+            "$PX/echo:http/proxy/x" "$PX/echo:http/proxy/after" "$TOKEN"; sleep 1) \
+            | timeout 5 openssl s_client -quiet -connect "127.0.0.1:$(cat "$D/ready")" >"$TMP/raw" 2>/dev/null
+        grep -qa '^HTTP/1.1 401' "$TMP/raw" && grep -qa '"path": "/after"' "$TMP/raw" \
+            && pass "proxy: after a 401 with an unread body the connection serves the next request" \
+            || fail "proxy: keep-alive after 401: $(head -c 400 "$TMP/raw")"
+        req GET "$PX/nosvc:80/proxy/"
+        ok "proxy: an unknown service (port number) is 404 services not found" 404 \
+            'd["reason"] == "NotFound" and d["message"] == "services \"nosvc\" not found"'
+        req GET "$PX/nosvc:http/proxy/"
+        ok "proxy: an unknown service (port name) is 404 endpoints not found (as the real one)" 404 \
+            'd["message"] == "endpoints \"nosvc\" not found"'
+        req GET "$PX/a:b:c:d/proxy/"
+        ok "proxy: a malformed name is 400" 400 'd["message"] == "invalid service request \"a:b:c:d\""'
+        req GET "$PX/echo:81/proxy/"
+        ok "proxy: an unknown port number is 503" 503 \
+            'd["reason"] == "ServiceUnavailable" and d["message"] == "no service port 81 found for service \"echo\""'
+        req GET "$PX/echo:nope/proxy/"
+        ok "proxy: an unknown port name is 503 no endpoints" 503 'd["message"] == "no endpoints available for service \"echo:nope\""'
+        req GET "$PX/echo/proxy/"
+        ok "proxy: no port on a Service of named ports is 503 (only an unnamed port is the default)" 503 \
+            'd["message"] == "no endpoints available for service \"echo\""'
+        req GET "$PX/nobody/proxy/"
+        ok "proxy: a Service that selects no pod is 503" 503 'd["message"] == "no endpoints available for service \"nobody\""'
+        req GET "$PX/pending/proxy/"
+        ok "proxy: a Service whose pod is not running is 503" 503 'd["message"] == "no endpoints available for service \"pending\""'
+        req GET "$PX/refused/proxy/"
+        ok "proxy: nothing listening on the target port is 503 error trying to reach service" 503 \
+            'd["reason"] == "ServiceUnavailable" and d["message"] == "error trying to reach service: dial tcp '"$POD_IP"':9999: connect: connection refused"'
+
+        req POST /_standin/requests/reset
+        req GET "$PX/echo:http/proxy/c"
+        req POST "$PX/echo:http/proxy/c" '{}'
+        TOK="" req GET "$PX/echo:http/proxy/c"
+        req GET /_standin/requests
+        ok "proxy: counted as verb + the proxy pattern" 200 \
+            'd["requests"].get("get /api/v1/namespaces/{namespace}/services/{name}/proxy") == 1 and d["requests"].get("create /api/v1/namespaces/{namespace}/services/{name}/proxy") == 1'
+        req DELETE $NS/pods/echo
+        req GET "$PX/one/proxy/"
+        ok "proxy: a terminating pod is no longer a backend" 503 'd["message"] == "no endpoints available for service \"one\""'
+
+        kill -TERM $PSPID
+        wait $PSPID
+        rc=$?
+        PSPID=
+        [ "$rc" = 0 ] && pass "proxy: the stand-in and its kubelet stop with 0" || fail "proxy: stand-in exit $rc: $(tail -20 "$TMP/kp.log")"
+    fi
+    D=$O_D URL=$O_URL TOKEN=$O_TOKEN
+fi
+
 if section stop; then
     kill -TERM "$SPID"
     wait "$SPID"
@@ -787,8 +1013,8 @@ if section stop; then
     SPID=
     [ "$rc" = 0 ] && pass "stop: SIGTERM ends the stand-in with 0" || fail "stop: exit $rc"
 fi
-if grep -q "Traceback" "$TMP/standin.log"; then
-    fail "the stand-in logged a traceback: $(grep -A20 Traceback "$TMP/standin.log" | head -40)"
+if grep -q "Traceback" "$TMP/standin.log" $([ -f "$TMP/kp.log" ] && echo "$TMP/kp.log"); then
+    fail "the stand-in logged a traceback: $(grep -h -A20 Traceback "$TMP/standin.log" $([ -f "$TMP/kp.log" ] && echo "$TMP/kp.log") | head -40)"
 else
     pass "no traceback in the stand-in's log"
 fi

@@ -47,6 +47,9 @@ dt_err dt__kube_call(dt__kube *k, const char *method, const char *path, const js
 dt_err dt__kube_get_text(dt__kube *k, const char *path, long *status, char **text);
 /* The message of an error answer (a Status object's message), else "HTTP N". */
 const char *dt__kube_why(const json_t *resp, long status, char *buf, size_t len);
+/* base64 (standard alphabet, padding optional; a Secret's data, a kubeconfig's -data)
+ * decoded into a new NUL-terminated string (free()); NULL when it is not base64. */
+char *dt__kube_b64_decode(const char *in);
 /* s with every character outside [A-Za-z0-9-_.~] %-encoded, into buf. */
 const char *dt__kube_escape(const char *s, char *buf, size_t len);
 

@@ -53,8 +53,7 @@ static dt_err read_text(const char *path, char **out) {
     return DT_OK;
 }
 
-/* base64 (standard alphabet, padding optional) decoded into a new NUL-terminated string. */
-static char *b64_decode(const char *in) {
+char *dt__kube_b64_decode(const char *in) {
     static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t n = strlen(in);
     char *out = malloc(n * 3 / 4 + 4);
@@ -89,7 +88,7 @@ static dt_err pem_of(const json_t *obj, const char *key, const char *base, const
     const char *file = json_string_value(json_object_get(obj, key));
     *out = NULL;
     if (data) {
-        if (!(*out = b64_decode(data)))
+        if (!(*out = dt__kube_b64_decode(data)))
             return dt_err_set(DT_ERR_SPEC, "%s: %s: not base64", cfg, dkey);
         return DT_OK;
     }

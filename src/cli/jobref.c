@@ -143,24 +143,13 @@ static dt_err kube_connect(const dt__cli_kube *ko, dt__kube **k) {
     return dt__kube_connect(k, &c);
 }
 
-/* base64 of a Secret's value, decoded into out. */
+/* A Secret's value (base64) decoded into out. */
 static int unbase64(const char *in, char *out, size_t cap) {
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (; *in && *in != '='; in++) {
-        const char *p = strchr(tbl, *in);
-        if (!p || !*p) return 0;
-        acc = acc << 6 | (unsigned)(p - tbl);
-        if ((bits += 6) >= 8) {
-            bits -= 8;
-            if (o + 1 >= cap) return 0;
-            out[o++] = (char)(acc >> bits & 0xff);
-        }
-    }
-    out[o] = 0;
-    return 1;
+    char *v = dt__kube_b64_decode(in);
+    int ok = v && strlen(v) < cap;
+    if (ok) memcpy(out, v, strlen(v) + 1);
+    free(v);
+    return ok;
 }
 
 static int kube_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_kube *ko,

@@ -2,7 +2,7 @@
 """A stand-in for the Kubernetes API server (kube-apiserver 1.32), for dtrain's tests.
 
 HTTPS with bearer tokens, an in-memory store, and the REST API of the kinds dtrain
-uses: core v1 pods (+status, +log), services, secrets, configmaps, PVCs, events,
+uses: core v1 pods (+status, +log), services (+proxy), secrets, configmaps, PVCs, events,
 namespaces, serviceaccounts; batch/v1 jobs; CRDs and the custom resources they declare.
 LIST/WATCH with selectors and resourceVersions, strict validation, graceful deletion,
 garbage collection and a Job controller, discovery and the bits of OpenAPI v3 kubectl
@@ -10,7 +10,8 @@ needs. Test hooks under /_standin/. See README.md beside this file.
 
 The modules beside it: api_store (objects, history, watches, errors, selectors),
 api_schema (strict decoding, field rules, CRD schemas), api_kinds (kinds, defaults,
-validation), api_patch, api_registry (REST semantics), api_controllers, api_print."""
+validation), api_patch, api_registry (REST semantics), api_controllers, api_print, api_proxy
+(the services proxy subresource)."""
 import argparse
 import base64
 import collections
@@ -35,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import api_kinds as K  # noqa: E402
 import api_print  # noqa: E402
 import api_proto  # noqa: E402
+import api_proxy  # noqa: E402
 import api_schema as S  # noqa: E402
 from api_controllers import Controllers  # noqa: E402
 from api_registry import Registry  # noqa: E402
@@ -234,6 +236,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.started = False
         self.extra_headers = {}
         try:
+            proxy = api_proxy.match(self.path)
+            if proxy:       # services/NAME/proxy: the body is streamed to the backend, not read here
+                return api_proxy.serve(self, method, proxy)
             self.body = self.read_body()
             self.route(method)
         except ApiError as e:
@@ -923,6 +928,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 verbs = {"status": ["get", "patch", "update"], "log": ["get"], "finalize": ["update"]}[sub]
                 res.append({"name": k.plural + "/" + sub, "singularName": "", "namespaced": k.namespaced,
                             "kind": k.kind, "verbs": verbs})
+            if k.res == "/services":    # served by api_proxy
+                res.append({"name": "services/proxy", "singularName": "", "namespaced": True,
+                            "kind": "ServiceProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]})
         gv = group + "/" + version if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": res}
 
