@@ -371,6 +371,14 @@ static const layout layouts[] = {
     {.api_version = "kubeflow.org/v1",
      .kind = DT_JOB_KIND_PYTORCHJOB,
      .layout = DT__JOB_LAYOUT_PYTORCH_V1},
+    /* KubeDL's TFJob and PyTorchJob share Kubeflow v1's schema (their run policy inline,
+     * which v1 accepts as its older layout did) */
+    {.api_version = "training.kubedl.io/v1alpha1",
+     .kind = DT_JOB_KIND_TFJOB,
+     .layout = DT__JOB_LAYOUT_TFJOB_V1},
+    {.api_version = "training.kubedl.io/v1alpha1",
+     .kind = DT_JOB_KIND_PYTORCHJOB,
+     .layout = DT__JOB_LAYOUT_PYTORCH_V1},
     {.api_version = "dtrain/v1", .kind = DT_JOB_KIND_TRAINJOB, .layout = DT__JOB_LAYOUT_TRAINJOB},
     /* the same as a Kubernetes custom resource (deploy/crd-trainjob.yaml) */
     {.api_version = "dtrain.io/v1", .kind = DT_JOB_KIND_TRAINJOB, .layout = DT__JOB_LAYOUT_TRAINJOB},

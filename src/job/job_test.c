@@ -776,16 +776,41 @@ static void test_err_metadata(void) {
                      "status)");
 }
 
+/* KubeDL's TFJob: Kubeflow's schema, its run policy inline. */
+static void test_kubedl(void) {
+    static const char text[] = "apiVersion: training.kubedl.io/v1alpha1\n"
+                               "kind: TFJob\n"
+                               "metadata: {name: kdl}\n"
+                               "spec:\n"
+                               "  cleanPodPolicy: None\n"
+                               "  backoffLimit: 3\n"
+                               "  tfReplicaSpecs:\n"
+                               "    Worker:\n"
+                               "      replicas: 2\n"
+                               "      template:\n"
+                               "        spec:\n"
+                               "          containers:\n"
+                               "            - {name: tensorflow, image: kubedl/tf-mnist:1.0, "
+                               "command: [python, m.py]}\n";
+    dt_job_spec *job = NULL;
+    DT_CHECK_OK(dt_job_spec_parse(&job, text, sizeof text - 1, "kdl.yaml"));
+    DT_CHECK(job->kind == DT_JOB_KIND_TFJOB && job->replicas[DT_REPLICA_TYPE_WORKER].replicas == 2);
+    DT_CHECK(job->clean_pod_policy == DT_CLEAN_POD_POLICY_NONE && job->backoff_limit == 3);
+    DT_CHECK(!strcmp(job->api_version, "training.kubedl.io/v1alpha1"));
+    dt_job_spec_free(job);
+}
+
 static void test_err_api_versions(void) {
     CHECK_EDIT_FAILS("kubeflow.org/v1\n", "kubeflow.org/v2\n", "apiVersion",
                      "apiVersion: kind TFJob needs apiVersion kubeflow.org/v1 or "
-                     "kubeflow.org/v1alpha2 or kubeflow.org/v1alpha1, got 'kubeflow.org/v2'");
+                     "kubeflow.org/v1alpha2 or kubeflow.org/v1alpha1 or "
+                     "training.kubedl.io/v1alpha1, got 'kubeflow.org/v2'");
     CHECK_EDIT_FAILS("apiVersion: kubeflow.org/v1\n", "", "kind",
                      "apiVersion: required field missing");
     CHECK_FAILS("apiVersion: kubeflow.org/v1beta2\nkind: PyTorchJob\nmetadata: {name: a}\n",
                 "apiVersion",
-                "apiVersion: kind PyTorchJob needs apiVersion kubeflow.org/v1, got "
-                "'kubeflow.org/v1beta2'");
+                "apiVersion: kind PyTorchJob needs apiVersion kubeflow.org/v1 or "
+                "training.kubedl.io/v1alpha1, got 'kubeflow.org/v1beta2'");
     CHECK_FAILS("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n", "apiVersion",
                 "apiVersion: kind TrainJob needs apiVersion dtrain/v1 or dtrain.io/v1, got "
                 "'trainer.kubeflow.org/v1alpha1' (Kubeflow Trainer's TrainJob is not "
@@ -1280,7 +1305,7 @@ DT_TEST_MAIN(DT_T(test_names), DT_T(test_tfjob_v1), DT_T(test_tfjob_v1_lowercase
              DT_T(test_tf_config_local), DT_T(test_env_bad_args), DT_T(test_check_local),
              DT_T(test_kubernetes_fields_tolerated), DT_T(test_err_replica_types),
              DT_T(test_err_replicas), DT_T(test_err_templates), DT_T(test_err_containers),
-             DT_T(test_err_policies), DT_T(test_err_metadata), DT_T(test_err_api_versions),
+             DT_T(test_err_policies), DT_T(test_err_metadata), DT_T(test_kubedl), DT_T(test_err_api_versions),
              DT_T(test_err_documents), DT_T(test_err_pytorch), DT_T(test_err_v1alpha1),
              DT_T(test_err_trainjob), DT_T(test_parameter_server),
              DT_T(test_err_parameter_server), DT_T(test_allreduce), DT_T(test_err_allreduce),
