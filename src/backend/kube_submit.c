@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/kube-impl.h"
@@ -303,6 +304,57 @@ static int master_job_failed(dt__kube *k, const char *ns, const char *job, FILE 
     return failed;
 }
 
+/* One pod's row of the live table: {phase, restarts, exit, started}. */
+static json_t *row_of(const json_t *pod, const char *type) {
+    const json_t *st = json_object_get(pod, "status");
+    long long restarts = 0, code = -1;
+    size_t i;
+    json_t *cs;
+    json_array_foreach(json_object_get(st, "containerStatuses"), i, cs) {
+        restarts += json_integer_value(json_object_get(cs, "restartCount"));
+        const json_t *t = json_object_get(json_object_get(cs, "state"), "terminated");
+        if (t) code = json_integer_value(json_object_get(t, "exitCode"));
+    }
+    const char *started = json_string_value(json_object_get(st, "startTime"));
+    return json_pack("{s:s, s:I, s:I, s:s}", "phase",
+                     !strcmp(type, "DELETED") ? "Deleted" : phase_of(pod), "restarts",
+                     (json_int_t)restarts, "exit", (json_int_t)code, "started",
+                     started ? started : "");
+}
+
+/* Seconds since an RFC 3339 time ("": 0). */
+static double age_of(const char *t) {
+    struct tm tm = {0};
+    if (!t || !*t || !strptime(t, "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
+    return difftime(time(NULL), timegm(&tm));
+}
+
+/* The live table on a terminal, drawn over its last drawing (*lines tall). */
+static void draw_table(FILE *out, const dt_job_spec *job, const char *ns, json_t *rows,
+                       int *lines) {
+    if (*lines) fprintf(out, "\033[%dA", *lines);
+    int n = 0;
+    fprintf(out, "\033[2Kjob %s  namespace %s\n", job->name, ns);
+    fprintf(out, "\033[2K%-40s %-10s %8s %5s %8s\n", "POD", "PHASE", "RESTARTS", "EXIT", "AGE");
+    n += 2;
+    const char *name;
+    json_t *r;
+    json_object_foreach(rows, name, r) {
+        char code[24] = "-";
+        json_int_t c = json_integer_value(json_object_get(r, "exit"));
+        if (c >= 0) snprintf(code, sizeof code, "%lld", (long long)c);
+        fprintf(out, "\033[2K%-40.40s %-10s %8lld %5s %7.0fs\n", name,
+                json_string_value(json_object_get(r, "phase")),
+                (long long)json_integer_value(json_object_get(r, "restarts")), code,
+                age_of(json_string_value(json_object_get(r, "started"))));
+        n++;
+    }
+    for (int extra = n; extra < *lines; extra++) fprintf(out, "\033[2K\n"); /* rows gone */
+    if (n < *lines) n = *lines;
+    fflush(out);
+    *lines = n;
+}
+
 dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE *out,
                        int *outcome) {
     char path[512], sel[256];
@@ -312,6 +364,8 @@ dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE
     dt_err e = dt__kube_watch_start(&w, k, path, sel);
     if (e) return e;
     json_t *seen = json_object(); /* pod name -> "phase" last said */
+    json_t *rows = json_object(); /* pod name -> its row of the live table */
+    int table = isatty(fileno(out)), lines = 0;
     *outcome = -1;
     int master_down = 0; /* its pod failed with no outcome: is its Job given up? */
     while (*outcome < 0) {
@@ -336,11 +390,13 @@ dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE
             char state[64];
             snprintf(state, sizeof state, "%s", !strcmp(type, "DELETED") ? "deleted" : phase_of(pod));
             const char *was = json_string_value(json_object_get(seen, name ? name : ""));
-            if (name && (!was || strcmp(was, state))) {
+            if (name && table) {
+                json_object_set_new(rows, name, row_of(pod, type));
+            } else if (name && (!was || strcmp(was, state))) {
                 fprintf(out, "pod %s: %s\n", name, state);
                 fflush(out);
-                json_object_set_new(seen, name, json_string(state));
             }
+            if (name) json_object_set_new(seen, name, json_string(state));
             int master = comp && !strcmp(comp, "master");
             if (master && name && (!strcmp(state, "Succeeded") || !strcmp(state, "Failed"))) {
                 *outcome = outcome_in_log(k, ns, name, job->name);
@@ -352,7 +408,9 @@ dt_err dt__kube_follow(dt__kube *k, const dt_job_spec *job, const char *ns, FILE
             if (master && !strcmp(state, "Running")) master_down = 0;
             json_decref(pod);
         }
+        if (table) draw_table(out, job, ns, rows, &lines); /* at least once a second: ages */
     }
+    json_decref(rows);
     json_decref(seen);
     dt__kube_watch_stop(w);
     return e;
