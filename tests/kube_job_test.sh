@@ -123,6 +123,25 @@ grep -q "^sleeper .*Running .*kubernetes:default" list.out && pass "list: the jo
     fail "list: $(cat list.out)"
 hello() { "$DTRAIN" logs sleeper chief-0 "${KC[@]}" 2>&1 | grep -q "hello from the chief"; }
 wait_for hello && pass "logs: the chief's pod log" || fail "logs: $("$DTRAIN" logs sleeper chief-0 "${KC[@]}" 2>&1 | head -3)"
+# The watch history compacted and every stream cut: the master's watch gets 410 Gone when it
+# resumes, lists again, and takes none of its running replicas for ended.
+lists() { kube_api GET /_standin/requests | /usr/bin/python3 -c '
+import json, sys
+print(json.load(sys.stdin)["requests"].get("list /api/v1/namespaces/{namespace}/pods", 0))'; }
+chief_uid=$(kube_py "$NS/pods/sleeper-chief-0" 'o["metadata"]["uid"]')
+l0=$(lists)
+# (a change the watches do not select moves the history on past what they have seen)
+kube_api POST $NS/configmaps '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"noise"}}' >/dev/null
+kube_api POST /_standin/compact >/dev/null
+kube_api POST /_standin/drop-watches >/dev/null
+relisted() { [ "$(lists)" -ge $((l0 + 2)) ]; } # the master's watch and the follower's
+WAIT_POLLS=300 wait_for relisted && pass "410 Gone after a compaction: the watches listed again" ||
+    fail "no relist: lists $l0 -> $(lists)"
+sleep_ok() { "$DTRAIN" status sleeper "${KC[@]}" --json 2>/dev/null | grep -q '"phase": "Running"'; }
+[ "$(kube_py "$NS/pods/sleeper-chief-0" 'o["metadata"]["uid"]')" = "$chief_uid" ] && sleep_ok &&
+    ! "$DTRAIN" status sleeper "${KC[@]}" --json | grep -q '"restarts": [1-9]' &&
+    pass "after the relist: the same pods, nothing restarted" ||
+    fail "after the relist: $("$DTRAIN" status sleeper "${KC[@]}" 2>&1 | head -12)"
 expect_exit 0 "scale: to 2 workers" -- "$DTRAIN" scale sleeper --workers 2 "${KC[@]}"
 two() { [ "$(kube_py "$NS/pods/sleeper-worker-1" 'o.get("status", {}).get("phase", "")' 2>/dev/null)" = Running ]; }
 WAIT_POLLS=600 wait_for two && pass "scale: worker-1's pod runs" || fail "scale: no worker-1 pod"
