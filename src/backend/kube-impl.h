@@ -66,6 +66,8 @@ dt_err dt__kube_watch_start(dt__kube_watch **out, const dt__kube *k, const char 
                             const char *label_selector);
 /* Readable while events wait. */
 int dt__kube_watch_fd(const dt__kube_watch *w);
+/* Make the fd readable now (the owner has something of its own to say). */
+void dt__kube_watch_wake(dt__kube_watch *w);
 /* The next event: its object (a new reference; NULL for RELIST and SYNCED), its type into
  * type: "RELIST" (a list follows: its objects as "ADDED", then "SYNCED"; the three are
  * queued together, so a reader sees a whole list), "ADDED", "MODIFIED", "DELETED",

@@ -103,6 +103,7 @@ static pod *add(kube *b, const char *name) {
 }
 
 static void say_end(kube *b, const char *name, int code) {
+    if (b->watch) dt__kube_watch_wake(b->watch); /* events() says it */
     void *n1 = realloc(b->ends, (size_t)(b->nends + 1) * sizeof *b->ends);
     if (!n1) return;
     b->ends = n1;
@@ -175,18 +176,40 @@ static json_t *template_of(const kube *b, dt_replica_type t) {
     return json_is_object(at) ? json_deep_copy(at) : NULL;
 }
 
-/* The environment as the pod's: DTRAIN_JOB_TOKEN from the Secret. */
-static json_t *env_of(const kube *b, const dt__backend_launch *l) {
+/* Variable i of the launch as a pod's env entry: DTRAIN_JOB_TOKEN from the Secret. */
+static json_t *env_entry(const kube *b, const dt__backend_launch *l, int i) {
+    if (!strcmp(l->env[i].name, "DTRAIN_JOB_TOKEN") && b->o.token_secret)
+        return json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", l->env[i].name, "valueFrom",
+                         "secretKeyRef", "name", b->o.token_secret, "key", "token");
+    return json_pack("{s:s, s:s}", "name", l->env[i].name, "value", l->env[i].value);
+}
+
+static int env_index(const dt__backend_launch *l, const char *name) {
+    for (int i = 0; name && i < l->nenv; i++)
+        if (!strcmp(l->env[i].name, name)) return i;
+    return -1;
+}
+
+/* The container's environment: the template's entries in their order (valueFrom ones
+ * too: the loader skips those), each one dtrain sets given dtrain's value, then the rest of
+ * dtrain's; DTRAIN_JOB_TOKEN from the Secret. */
+static json_t *env_of(const kube *b, const dt__backend_launch *l, const json_t *tpl_env) {
     json_t *env = json_array();
-    for (int i = 0; env && i < l->nenv; i++) {
-        if (!strcmp(l->env[i].name, "DTRAIN_JOB_TOKEN") && b->o.token_secret)
-            json_array_append_new(env, json_pack("{s:s, s:{s:{s:s, s:s}}}", "name",
-                                                 l->env[i].name, "valueFrom", "secretKeyRef",
-                                                 "name", b->o.token_secret, "key", "token"));
-        else
-            json_array_append_new(env, json_pack("{s:s, s:s}", "name", l->env[i].name, "value",
-                                                 l->env[i].value));
+    char *taken = calloc((size_t)l->nenv + 1, 1);
+    size_t k;
+    json_t *it;
+    json_array_foreach(tpl_env, k, it) {
+        int i = env_index(l, json_string_value(json_object_get(it, "name")));
+        if (i < 0) {
+            json_array_append(env, it);
+        } else if (taken && !taken[i]) {
+            taken[i] = 1;
+            json_array_append_new(env, env_entry(b, l, i));
+        }
     }
+    for (int i = 0; env && i < l->nenv; i++)
+        if (!taken || !taken[i]) json_array_append_new(env, env_entry(b, l, i));
+    free(taken);
     return env;
 }
 
@@ -254,17 +277,13 @@ static dt_err pod_of(const kube *b, const dt__backend_launch *l, const char *pod
         return dt_err_set(DT_ERR_SPEC, "%s: %s: the pod template has no container", job->path,
                           l->name);
     }
-    if (!tpl || !json_object_get(container, "command")) {
-        /* A TrainJob's built-in role; a template's own command is left alone. */
-        if (!tpl || l->argv) {
-            json_t *cmd = json_array();
-            for (int i = 0; l->argv && l->argv[i]; i++) json_array_append_new(cmd, json_string(l->argv[i]));
-            if (json_array_size(cmd)) json_object_set_new(container, "command", cmd);
-            else json_decref(cmd);
-        }
+    if (!tpl) { /* a TrainJob's built-in role; a template's command and args stay as written */
+        json_t *cmd = json_array();
+        for (int i = 0; l->argv && l->argv[i]; i++) json_array_append_new(cmd, json_string(l->argv[i]));
+        json_object_set_new(container, "command", cmd);
+        if (l->cwd) json_object_set_new(container, "workingDir", json_string(l->cwd));
     }
-    if (!tpl && l->cwd) json_object_set_new(container, "workingDir", json_string(l->cwd));
-    json_object_set_new(container, "env", env_of(b, l));
+    json_object_set_new(container, "env", env_of(b, l, json_object_get(container, "env")));
     /* The replica's port, named as the operator names it, unless the template has it. */
     json_t *ports = json_object_get(container, "ports");
     int has_port = 0;
@@ -327,15 +346,47 @@ static void delete_pod(kube *b, const char *pod_name, int grace) {
     json_decref(body);
 }
 
+static json_t *get_pod(kube *b, const char *pod_name) {
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", b->ns, pod_name);
+    long status;
+    json_t *resp = NULL;
+    if (dt__kube_call(b->k, "GET", path, NULL, NULL, &status, &resp)) dt_err_clear();
+    if (status != 200) {
+        json_decref(resp);
+        return NULL;
+    }
+    return resp;
+}
+
 static dt_err create_pod(kube *b, pod *p, json_t *obj) {
     json_t *made = NULL;
     long status;
     dt_err e = create(b, "pods", obj, &made, &status);
-    if (e) return e;
-    if (status == 409) { /* made since we looked: it is ours from before, or a stray one */
-        p->pending = json_incref(obj);
+    for (int tries = 0; !e && status == 409 && tries < 3; tries++) {
+        /* A pod of that name was made since we looked: alive, it is this replica's (taken
+         * over, as at a launch); ended or going, it goes first and ours follows (events). */
+        json_t *cur = get_pod(b, p->pod);
+        if (!cur) { /* gone meanwhile: try again */
+            e = create(b, "pods", obj, &made, &status);
+            continue;
+        }
+        const json_t *md = json_object_get(cur, "metadata");
+        const char *ph = json_string_value(json_object_get(json_object_get(cur, "status"), "phase"));
+        int deleting = json_object_get(md, "deletionTimestamp") != NULL;
+        int ended = ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed"));
+        if (!deleting && !ended) {
+            const char *uid = json_string_value(json_object_get(md, "uid"));
+            snprintf(p->uid, sizeof p->uid, "%s", uid ? uid : "");
+        } else {
+            if (!deleting) delete_pod(b, p->pod, 0);
+            p->pending = json_incref(obj);
+        }
+        json_decref(cur);
         return DT_OK;
     }
+    if (e) return e;
+    if (status == 409) return dt_err_set(DT_ERR_IO, "pods %s: AlreadyExists, again and again", p->pod);
     const char *uid = json_string_value(json_object_get(json_object_get(made, "metadata"), "uid"));
     snprintf(p->uid, sizeof p->uid, "%s", uid ? uid : "");
     json_decref(made);
@@ -468,10 +519,13 @@ static void pod_seen(kube *b, const char *pod_name, const json_t *obj, const cha
         p->exists = p->terminal = p->deleting = 0;
         p->exists_uid[0] = 0;
         p->code = -1;
-        if (was_ours) {
+        char name[32];
+        snprintf(name, sizeof name, "%s", p->name);
+        if (was_ours) { /* p is not used after ended(): the master may forget it */
             p->live = 0;
             p->uid[0] = 0;
-            ended(ctx, p->name, code);
+            ended(ctx, name, code);
+            return;
         }
         if (p->pending) { /* the old pod is gone: the new attempt's can be made */
             json_t *obj2 = p->pending;
@@ -479,7 +533,7 @@ static void pod_seen(kube *b, const char *pod_name, const json_t *obj, const cha
             if (create_pod(b, p, obj2)) {
                 dt_err_clear();
                 p->live = 0;
-                ended(ctx, p->name, 128 + SIGKILL);
+                ended(ctx, name, 128 + SIGKILL);
             }
             json_decref(obj2);
         }
@@ -496,7 +550,9 @@ static void pod_seen(kube *b, const char *pod_name, const json_t *obj, const cha
         snprintf(p->uid, sizeof p->uid, "%s", uid);
     if (p->live && p->terminal && uid && !strcmp(uid, p->uid)) {
         p->live = 0;
-        ended(ctx, p->name, p->code);
+        char name[32];
+        snprintf(name, sizeof name, "%s", p->name);
+        ended(ctx, name, p->code);
     }
 }
 
@@ -514,10 +570,15 @@ static void kube_events(dt__backend *base, dt__backend_ended_fn ended, void *ctx
             continue;
         }
         if (!strcmp(type, "SYNCED")) {
-            /* The list is whole: what it did not hold was deleted while no watch ran. */
-            for (int i = 0; i < b->npods; i++)
-                if (b->pods[i].exists == -1)
-                    pod_seen(b, b->pods[i].pod, NULL, "DELETED", ended, ctx);
+            /* The list is whole: what it did not hold was deleted while no watch ran. (The
+             * names first: an end said may make the master forget a replica, and the table
+             * move.) */
+            int n = 0;
+            char(*gone)[128] = calloc((size_t)b->npods + 1, sizeof *gone);
+            for (int i = 0; gone && i < b->npods; i++)
+                if (b->pods[i].exists == -1) snprintf(gone[n++], sizeof gone[0], "%s", b->pods[i].pod);
+            for (int i = 0; i < n; i++) pod_seen(b, gone[i], NULL, "DELETED", ended, ctx);
+            free(gone);
             continue;
         }
         const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -475,8 +476,8 @@ struct dt__kube_watch {
     int efd;
     pthread_mutex_t mu;
     event *head, *tail;
-    volatile int stop;
-    int lists, watches;
+    atomic_int stop;         /* set by the owner's thread, read by the watch's */
+    atomic_int lists, watches;
     /* the stream being read */
     char rv[64];
     char *line;
@@ -609,14 +610,15 @@ static int do_list(dt__kube_watch *w) {
     return 1;
 }
 
-static void do_watch(dt__kube_watch *w) {
+/* One watch stream, until it ends; the HTTP status it had (0: none). */
+static long do_watch(dt__kube_watch *w) {
     char path[2048], sel[1024];
     snprintf(path, sizeof path, "%s?watch=1&allowWatchBookmarks=true&timeoutSeconds=600&resourceVersion=%s%s%s",
              w->path, w->rv, w->selector[0] ? "&labelSelector=" : "",
              w->selector[0] ? dt__kube_escape(w->selector, sel, sizeof sel) : "");
     if (prepare(w->k, "GET", path, NULL, 0)) {
         dt_err_clear();
-        return;
+        return 0;
     }
     CURL *c = w->k->curl;
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
@@ -633,6 +635,7 @@ static void do_watch(dt__kube_watch *w) {
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status == 410) w->gone = 1;
+    return status;
 }
 
 static void *watch_main(void *arg) {
@@ -646,12 +649,19 @@ static void *watch_main(void *arg) {
         }
         backoff = 200;
         w->gone = 0;
+        int refused = 100;
         while (!w->stop && !w->gone) {
-            int before = w->watches;
-            do_watch(w);
-            /* Dropped: resumed from the last version seen; a server that refuses at once
-             * is not hammered. */
-            if (!w->gone && w->watches == before + 1) nap(w, 100);
+            long status = do_watch(w);
+            /* Dropped: resumed from the last version seen. A server that refuses (401, 403,
+             * 5xx) or cannot be reached is asked again less and less often, up to 5 s. */
+            if (w->gone) break;
+            if (status == 200) {
+                refused = 100;
+                nap(w, 100);
+            } else {
+                nap(w, refused);
+                refused = refused < 5000 ? refused * 2 : 5000;
+            }
         }
     }
     return NULL;
@@ -679,6 +689,13 @@ dt_err dt__kube_watch_start(dt__kube_watch **out, const dt__kube *k, const char 
 }
 
 int dt__kube_watch_fd(const dt__kube_watch *w) { return w->efd; }
+
+void dt__kube_watch_wake(dt__kube_watch *w) {
+    uint64_t one = 1;
+    if (write(w->efd, &one, sizeof one) < 0) {
+        /* the counter is full: the reader is woken already */
+    }
+}
 
 int dt__kube_watch_next(dt__kube_watch *w, char *type, size_t len, json_t **object) {
     pthread_mutex_lock(&w->mu);

@@ -15,8 +15,9 @@
  *                             given; ReadWriteMany, since every replica mounts it
  *
  * The master pod then makes the replicas' Pods and Services (kube_backend.c), owned by the
- * same Job. The Job is made first and the others after it, each with its uid as owner; the
- * master pod waits (the kubelet retries) until its Secret and ConfigMap exist.
+ * same Job. The Secret, ConfigMap, claim and Service are made first (the master's pod needs
+ * them when it starts), then the Job, and then each of the first four is given the Job as
+ * owner (a merge patch of its ownerReferences).
  */
 #include <errno.h>
 #include <poll.h>

@@ -113,7 +113,8 @@ static void test_env_and_in_cluster(void) {
 }
 
 static void test_yaml_as_json(void) {
-    static const char doc[] = "a: 1\nb: '1'\nc: true\nd: ~\ne: 1.5\nf: [x, 2]\ng: yes\nh: -3\n";
+    static const char doc[] = "a: 1\nb: '1'\nc: true\nd: ~\ne: 1.5\nf: [x, 2]\ng: yes\nh: -3\n"
+                              "i: 0644\nj: 0x1F\nk: '0644'\nl: off\nm: 08\n";
     dt__ystream *s;
     dt__ydoc *d;
     DT_CHECK_OK(dt__ystream_open_mem(&s, doc, sizeof doc - 1, "t.yaml"));
@@ -123,8 +124,11 @@ static void test_yaml_as_json(void) {
     json_t *j;
     DT_CHECK_OK(dt__yval_to_json(&root, &j));
     char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    /* YAML 1.1 as sigs.k8s.io/yaml reads it: yes/off booleans, 0644 octal (a defaultMode
+     * of 420), 0x1F hex; 08 is no octal number (a float, 8, as go-yaml reads it) */
     DT_CHECK(!strcmp(text, "{\"a\":1,\"b\":\"1\",\"c\":true,\"d\":null,\"e\":1.5,\"f\":[\"x\",2],"
-                           "\"g\":\"yes\",\"h\":-3}"));
+                           "\"g\":true,\"h\":-3,\"i\":420,\"j\":31,\"k\":\"0644\",\"l\":false,"
+                           "\"m\":8}"));
     free(text);
     json_decref(j);
     dt__ydoc_free(d);

@@ -1139,6 +1139,14 @@ static dt_err take_lock(loop *L) {
     L->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (L->lock_fd < 0)
         return dt_err_set(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* In a cluster the next master pod may start while the last one is still terminating
+     * (a Job replaces a pod that is being deleted): it waits for the lock, a while. */
+    int waits = L->m.opts.kube && L->m.opts.kube->in_cluster ? 240 : 0;
+    while (flock(L->lock_fd, LOCK_EX | LOCK_NB) != 0 && waits-- > 0) {
+        if (waits % 20 == 19) say(L, "waiting for the last master of this job to let go of %s", path);
+        struct timespec half = {0, 500 * 1000 * 1000};
+        nanosleep(&half, NULL);
+    }
     if (flock(L->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         char buf[32] = "";
         ssize_t n = pread(L->lock_fd, buf, sizeof buf - 1, 0);

@@ -196,14 +196,15 @@ dt_err dt__http_client_via(dt__http_client *c, const dt__http_via *v) {
     if (!rc && v->insecure) rc = curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
     if (!rc && v->insecure) rc = curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
     if (rc) return dt_err_set(DT_ERR_IO, "%s: cannot configure TLS: %s", c->base_url, curl_easy_strerror(rc));
+    /* The job's token moves to X-Dtrain-Auth (a name as long as Authorization, so it is
+     * renamed in place), whether or not the gateway takes a bearer token of its own: the
+     * gateway never sees it as its Authorization. */
+    for (struct curl_slist *l = c->headers; l; l = l->next)
+        if (!strncmp(l->data, "Authorization:", 14)) memcpy(l->data, "X-Dtrain-Auth", 13);
+    for (struct curl_slist *l = c->json_headers; l; l = l->next)
+        if (!strncmp(l->data, "Authorization:", 14)) memcpy(l->data, "X-Dtrain-Auth", 13);
     if (v->token) {
         if (has_ctl(v->token)) return dt_err_set(DT_ERR_ARG, "bad API token: it holds control characters");
-        /* The job's token moves to X-Dtrain-Auth (a name as long as Authorization, so it is
-         * renamed in place); Authorization becomes the gateway's. */
-        for (struct curl_slist *l = c->headers; l; l = l->next)
-            if (!strncmp(l->data, "Authorization:", 14)) memcpy(l->data, "X-Dtrain-Auth", 13);
-        for (struct curl_slist *l = c->json_headers; l; l = l->next)
-            if (!strncmp(l->data, "Authorization:", 14)) memcpy(l->data, "X-Dtrain-Auth", 13);
         size_t n = strlen(v->token) + 32;
         char *h = malloc(n);
         if (!h) return dt_err_set(DT_ERR_NOMEM, "out of memory");

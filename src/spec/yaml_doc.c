@@ -649,10 +649,30 @@ static json_t *scalar_json(const yaml_node_t *n) {
     const char *s = (const char *)n->data.scalar.value;
     if (!scalar_is_plain(n)) return json_stringn(s, n->data.scalar.length);
     if (scalar_is_null(n)) return json_null();
-    if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")) return json_true();
-    if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE")) return json_false();
+    /* YAML 1.1's booleans, as go-yaml v2 (under sigs.k8s.io/yaml) reads them */
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On",
+                                      "ON", "y", "Y", NULL};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off",
+                                     "OFF", "n", "N", NULL};
+    for (int i = 0; yes[i]; i++)
+        if (!strcmp(s, yes[i])) return json_true();
+    for (int i = 0; no[i]; i++)
+        if (!strcmp(s, no[i])) return json_false();
     char *end;
     errno = 0;
+    /* YAML 1.1's other integer forms: 0644 is octal (420), 0x1F hex, 0o17 octal */
+    const char *digits = s + (s[0] == '-' || s[0] == '+');
+    int base = 10;
+    if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X') && digits[2]) base = 16;
+    else if (digits[0] == '0' && digits[1] == 'o' && digits[2]) base = 8;
+    else if (digits[0] == '0' && digits[1] >= '0' && digits[1] <= '7') base = 8;
+    if (base != 10) {
+        unsigned long long u =
+            strtoull(digits + (base == 8 && digits[1] != 'o' ? 1 : 2), &end, base);
+        if (!*end && errno == 0 && u <= (unsigned long long)INT64_MAX)
+            return json_integer(s[0] == '-' ? -(long long)u : (long long)u);
+        errno = 0;
+    }
     long long v = strtoll(s, &end, 10);
     if (*s && !*end && errno == 0 && (isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '+'))
         return json_integer(v);
@@ -684,9 +704,12 @@ static json_t *node_json(yaml_document_t *doc, yaml_node_t *n, int depth) {
          p++) {
         yaml_node_t *k = yaml_document_get_node(doc, p->key);
         json_t *v = node_json(doc, yaml_document_get_node(doc, p->value), depth + 1);
-        if (!k || k->type != YAML_SCALAR_NODE || !v ||
-            json_object_set_new(o, (const char *)k->data.scalar.value, v)) {
+        if (!k || k->type != YAML_SCALAR_NODE || !v) {
             json_decref(v);
+            json_decref(o);
+            return NULL;
+        }
+        if (json_object_set_new(o, (const char *)k->data.scalar.value, v)) { /* v is taken */
             json_decref(o);
             return NULL;
         }
