@@ -105,7 +105,14 @@ spec:
       template:
         spec:
           containers:
-            - {name: tensorflow, image: busybox, command: ["sh", "-c", "echo hello from the chief; sleep 300"]}
+            - name: tensorflow
+              image: busybox
+              command: ["sh", "-c"]
+              args: ["echo hello from the chief at $MY_IP; sleep 300"]
+              env:
+                - {name: GREETING, value: hi}
+                - name: MY_IP
+                  valueFrom: {fieldRef: {fieldPath: status.podIP}}
     Worker:
       replicas: 1
       template:
@@ -121,7 +128,7 @@ WAIT_POLLS=600 wait_for running && pass "status: the running job, through the AP
 "$DTRAIN" list "${KC[@]}" >list.out 2>&1
 grep -q "^sleeper .*Running .*kubernetes:default" list.out && pass "list: the job in the namespace" ||
     fail "list: $(cat list.out)"
-hello() { "$DTRAIN" logs sleeper chief-0 "${KC[@]}" 2>&1 | grep -q "hello from the chief"; }
+hello() { "$DTRAIN" logs sleeper chief-0 "${KC[@]}" 2>&1 | grep -q "hello from the chief at [0-9]"; }
 wait_for hello && pass "logs: the chief's pod log" || fail "logs: $("$DTRAIN" logs sleeper chief-0 "${KC[@]}" 2>&1 | head -3)"
 # The watch history compacted and every stream cut: the master's watch gets 410 Gone when it
 # resumes, lists again, and takes none of its running replicas for ended.
@@ -142,6 +149,9 @@ sleep_ok() { "$DTRAIN" status sleeper "${KC[@]}" --json 2>/dev/null | grep -q '"
     ! "$DTRAIN" status sleeper "${KC[@]}" --json | grep -q '"restarts": [1-9]' &&
     pass "after the relist: the same pods, nothing restarted" ||
     fail "after the relist: $("$DTRAIN" status sleeper "${KC[@]}" 2>&1 | head -12)"
+kube_py $NS/pods/sleeper-chief-0 '(o["spec"]["containers"][0]["command"], o["spec"]["containers"][0]["args"], [e for e in o["spec"]["containers"][0]["env"] if e["name"] in ("GREETING", "MY_IP")])' >tpl 2>&1
+grep -qF "(['sh', '-c'], ['echo hello from the chief at \$MY_IP; sleep 300'], [{'name': 'GREETING', 'value': 'hi'}, {'name': 'MY_IP', 'valueFrom': {'fieldRef': {'fieldPath': 'status.podIP'" tpl &&
+    pass "the template passed through: command, args, env with valueFrom" || fail "template: $(cat tpl)"
 expect_exit 0 "scale: to 2 workers" -- "$DTRAIN" scale sleeper --workers 2 "${KC[@]}"
 two() { [ "$(kube_py "$NS/pods/sleeper-worker-1" 'o.get("status", {}).get("phase", "")' 2>/dev/null)" = Running ]; }
 WAIT_POLLS=600 wait_for two && pass "scale: worker-1's pod runs" || fail "scale: no worker-1 pod"
