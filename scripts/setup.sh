@@ -8,11 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
-          zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist procps iproute2
-          python3 curl faketime python3-kubernetes openssl)
+          zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev libpng-dev dataset-fashion-mnist procps
+          iproute2 python3 curl faketime python3-kubernetes openssl python3-onnx)
 # kubectl, for the Kubernetes tests (tests/kube_*): Debian's kubernetes-client when no
 # kubectl is installed.
 command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
+# Node.js and npm, for ONNX Runtime in the ONNX export test (tests/onnx_export_test.sh): Debian's
+# when none is installed (a Node.js from elsewhere that brings its own npm is kept).
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -23,6 +27,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# onnxruntime-node (tests/js/package-lock.json) when tests/js/node_modules is missing or older
+# than the lock file. --ignore-scripts: its postinstall would fetch CUDA binaries from outside
+# the npm registry; the CPU binaries are in the package itself.
+if [ ! -f tests/js/node_modules/.package-lock.json ] ||
+    [ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then
+    echo "setup: npm ci in tests/js (onnxruntime-node, ~300 MB)" >&2
+    (cd tests/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)

@@ -32,6 +32,9 @@ typedef struct dt_dataset {
     int target_dim;     /* 0 for classification */
     int num_classes;    /* 0 for regression */
     char **class_names; /* num_classes names when labels were strings (CSV), owned, or NULL */
+    /* The normalization applied to x, as x = raw * norm_scale[j] + norm_shift[j] per feature
+     * (row floats each, owned), for exports to apply to raw input; NULL: none recorded. */
+    float *norm_scale, *norm_shift;
 } dt_dataset;
 
 /* IDX files (MNIST, Fashion-MNIST), gzip-compressed (.gz, detected by content) or raw.

@@ -107,6 +107,13 @@ int64_t dt_model_param_count(const dt_model *m);
 const dt_shape *dt_model_input_shape(const dt_model *m);
 const dt_shape *dt_model_output_shape(const dt_model *m);
 int64_t dt_model_max_batch(const dt_model *m);
+/* The layers, for exporters: layer i's config (its name filled in), per-sample input and
+ * output shapes. Parameters are found by name ("<layer>/kernel", "<layer>/bias"). */
+int dt_model_num_layers(const dt_model *m);
+const dt_layer_conf *dt_model_layer_conf(const dt_model *m, int i);
+const dt_shape *dt_model_layer_input(const dt_model *m, int i);
+const dt_shape *dt_model_layer_output(const dt_model *m, int i);
+dt_loss_kind dt_model_loss_kind(const dt_model *m);
 /* A one-line-per-layer summary (name, kind, output shape, parameter count) into buf. */
 void dt_model_summary(const dt_model *m, char *buf, size_t len);
 

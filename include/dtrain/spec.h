@@ -76,6 +76,9 @@ typedef struct dt_spec {
     float scale, shift; /* DT_NORM_SCALE, DT_NORM_MEAN_STD (scale default 1) */
     float mean, std;    /* DT_NORM_MEAN_STD */
     int shuffle;        /* default 1 */
+    char **class_names; /* data.classes: names of the classes 0.., owned, or NULL */
+    int num_class_names;
+    int classes_line;
 
     dt_shape input;        /* per-sample input shape; ndim 0 = taken from the data */
     int input_line;        /* where model.input is in the spec (0: not given) */

@@ -61,6 +61,8 @@ void dt_dataset_free(dt_dataset *d) {
             free(d->class_names[i]);
         free(d->class_names);
     }
+    free(d->norm_scale);
+    free(d->norm_shift);
     free(d->x);
     free(d->labels);
     free(d->targets);

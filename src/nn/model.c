@@ -387,6 +387,26 @@ int64_t dt_model_max_batch(const dt_model *m) {
     return m->max_batch;
 }
 
+int dt_model_num_layers(const dt_model *m) {
+    return m->nlayers;
+}
+
+const dt_layer_conf *dt_model_layer_conf(const dt_model *m, int i) {
+    return &m->layers[i].conf;
+}
+
+const dt_shape *dt_model_layer_input(const dt_model *m, int i) {
+    return &m->layers[i].in;
+}
+
+const dt_shape *dt_model_layer_output(const dt_model *m, int i) {
+    return &m->layers[i].out;
+}
+
+dt_loss_kind dt_model_loss_kind(const dt_model *m) {
+    return m->loss;
+}
+
 void dt_model_want_input_grad(dt_model *m, int on) {
     m->want_input_grad = on != 0;
 }

@@ -1,7 +1,7 @@
 /*
  * export.c - the chief's last duties, shared by the parameter-server and all-reduce trainers:
- * evaluate the final model, export it (model.safetensors in the checkpoint layout, and the
- * spec that describes the model, in JOB_DIR/export/<step>/, a directory that appears whole),
+ * evaluate the final model, export it (JOB_DIR/export/<step>/ in TF Serving's layout, a
+ * directory that appears whole: include/dtrain/export.h),
  * record the figures in the chief's result, and wait for the evaluator to report on the final
  * checkpoint.
  */
@@ -14,43 +14,25 @@
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/checkpoint.h"
+#include "dtrain/export.h"
 #include "role/role-impl.h"
 
 /* How long the chief waits at the end for the evaluator to report the final checkpoint. */
 #define EVALUATOR_WAIT_S 120
 
-static dt_err export_model(const dt__role *r, dt_model *model, int64_t step, int64_t epoch,
-                           char *dir, size_t len) {
-    char base[4100], tmp[4300], file[4400];
+static dt_err export_model(const dt__role *r, dt_model *model, const dt_dataset *train,
+                           int64_t step, int64_t epoch, char *dir, size_t len) {
+    char base[4100];
     snprintf(base, sizeof base, "%.4000s/export", r->job_dir);
-    snprintf(dir, len, "%s/%lld", base, (long long)step);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%lld-%d", base, (long long)step, (int)getpid());
-    dt_err e = dt__mkdirs(tmp);
-    if (e) return e;
-    dt_train_state st = {.step = step, .epoch = epoch, .seed = r->spec->seed};
-    snprintf(file, sizeof file, "%s/model.safetensors", tmp);
-    if ((e = dt_checkpoint_save(file, model, NULL, &st))) return e;
     char *spec = NULL;
     size_t slen = 0;
-    if ((e = dt__read_file(r->job->path, &spec, &slen))) return e;
-    snprintf(file, sizeof file, "%s/spec.yaml", tmp);
-    e = dt__write_file_atomic(file, spec, slen);
-    free(spec);
+    dt_err e = dt__read_file(r->job->path, &spec, &slen);
     if (e) return e;
-    char old[4400];
-    snprintf(old, sizeof old, "%s.old-%d", dir, (int)getpid());
-    int had = rename(dir, old) == 0; /* a rerun at the same step replaces it */
-    if (rename(tmp, dir) != 0)
-        return dt_err_set(DT_ERR_IO, "%s: cannot rename into place: %s", dir, strerror(errno));
-    if (had) {
-        char f[4500];
-        snprintf(f, sizeof f, "%s/model.safetensors", old);
-        unlink(f);
-        snprintf(f, sizeof f, "%s/spec.yaml", old);
-        unlink(f);
-        rmdir(old);
-    }
-    return DT_OK;
+    dt_export_src src;
+    dt__export_src_init(&src, r->spec, model, train, spec, slen, step, epoch);
+    e = dt_export_write(base, &src, DT_EXPORT_FORMAT_DTRAIN | DT_EXPORT_FORMAT_ONNX, dir, len);
+    free(spec);
+    return e;
 }
 
 /* The evaluator's own result.json names the last step it evaluated: wait until it has seen
@@ -79,7 +61,7 @@ dt_err dt__role_chief_finish(const dt__role *r, dt_model *model, const dt_datase
     dt_err e = dt__train_evaluate(model, eval, batch, b, &eval_loss, &eval_acc);
     if (e) return e;
     char dir[4200];
-    if ((e = export_model(r, model, step, epoch, dir, sizeof dir))) return e;
+    if ((e = export_model(r, model, train, step, epoch, dir, sizeof dir))) return e;
     fprintf(r->log, "%s: done: step %lld, eval accuracy %.4f, loss %.4f; exported %s\n", r->name,
             (long long)step, eval_acc, eval_loss, dir);
     fflush(r->log);

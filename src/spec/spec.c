@@ -254,9 +254,32 @@ static dt_err parse_normalize(dt_spec *sp, const dt__yval *v) {
     return DT_OK;
 }
 
+/* data.classes: the classes' names, label 0 first (what a served model answers with). */
+static dt_err parse_classes(dt_spec *sp, const dt__yval *v) {
+    dt_err e = dt__yexpect_seq(v);
+    if (e) return e;
+    int n = dt__yseq_size(v);
+    if (n < 1 || n > 1 << 16) return dt__yerr(v, "expected 1 to 65536 class names, got %d", n);
+    if (!(sp->class_names = calloc((size_t)n, sizeof *sp->class_names)))
+        return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    sp->num_class_names = n;
+    sp->classes_line = v->decl_line;
+    for (int i = 0; i < n; i++) {
+        dt__yval item;
+        const char *name = NULL;
+        dt__yseq_item(v, i, &item);
+        if ((e = dt__yget_str(&item, &name))) return e;
+        if (!name[0] || strlen(name) > 256)
+            return dt__yerr(&item, "expected a class name of 1 to 256 bytes, got %zu bytes",
+                            strlen(name));
+        if (!(sp->class_names[i] = strdup(name))) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    }
+    return DT_OK;
+}
+
 static dt_err parse_data(dt_spec *sp, const dt__yval *spec, const char *base_dir) {
-    static const char *const keys[] = {"train",     "eval",    "eval_fraction",
-                                       "normalize", "shuffle", NULL};
+    static const char *const keys[] = {"train",   "eval",    "eval_fraction", "normalize",
+                                       "shuffle", "classes", NULL};
     dt__yval m, v, frac;
     dt_err e;
     if ((e = get_map(spec, "data", 1, &m)) || (e = dt__ymap_check_keys(&m, keys, NULL)) ||
@@ -276,6 +299,7 @@ static dt_err parse_data(dt_spec *sp, const dt__yval *spec, const char *base_dir
         if ((e = dt__yget_f64(&frac, OPEN_UNIT, &sp->eval_fraction))) return e;
     }
     if (dt__ymap_get(&m, "normalize", &v) && (e = parse_normalize(sp, &v))) return e;
+    if (dt__ymap_get(&m, "classes", &v) && (e = parse_classes(sp, &v))) return e;
     return opt_bool(&m, "shuffle", &sp->shuffle);
 }
 
@@ -792,6 +816,9 @@ dt_err dt_spec_parse(dt_spec **out, const char *yaml, size_t len, const char *pa
 
 void dt_spec_free(dt_spec *spec) {
     if (!spec) return;
+    for (int i = 0; i < spec->num_class_names; i++)
+        free(spec->class_names[i]);
+    free(spec->class_names);
     free(spec->layers);
     free(spec);
 }

@@ -30,20 +30,36 @@ static dt_err load_source(const dt_spec *spec, const dt_data_source *src, uint64
     return e;
 }
 
+/* Record on train the affine x = raw * scale + shift that normalization applied (an export
+ * folds it into the model, whose input is then raw features). */
+static dt_err record_norm(dt_dataset *train, const float *mean, const float *std, float scale,
+                          float shift) {
+    int64_t row = dt_dataset_row(train);
+    train->norm_scale = malloc((size_t)row * sizeof(float));
+    train->norm_shift = malloc((size_t)row * sizeof(float));
+    if (!train->norm_scale || !train->norm_shift)
+        return dt_err_set(DT_ERR_NOMEM, "normalize: out of memory");
+    for (int64_t j = 0; j < row; j++) {
+        train->norm_scale[j] = mean ? 1.0f / std[j] : scale;
+        train->norm_shift[j] = mean ? -mean[j] / std[j] : shift;
+    }
+    return DT_OK;
+}
+
 static dt_err normalize(const dt_spec *spec, dt_dataset *train, dt_dataset *eval) {
     switch (spec->norm) {
     case DT_NORM_NONE:
-        return DT_OK;
+        return record_norm(train, NULL, NULL, 1.0f, 0.0f);
     case DT_NORM_SCALE:
         dt_dataset_scale(train, spec->scale, spec->shift);
         dt_dataset_scale(eval, spec->scale, spec->shift);
-        return DT_OK;
+        return record_norm(train, NULL, NULL, spec->scale, spec->shift);
     case DT_NORM_MEAN_STD: {
         /* (x*scale - mean)/std = x*(scale/std) - mean/std */
         float a = spec->scale / spec->std, b = -spec->mean / spec->std;
         dt_dataset_scale(train, a, b);
         dt_dataset_scale(eval, a, b);
-        return DT_OK;
+        return record_norm(train, NULL, NULL, a, b);
     }
     case DT_NORM_STANDARD: {
         int64_t row = dt_dataset_row(train);
@@ -56,9 +72,10 @@ static dt_err normalize(const dt_spec *spec, dt_dataset *train, dt_dataset *eval
         dt_dataset_feature_stats(train, mean, std);
         dt_dataset_standardize(train, mean, std);
         dt_dataset_standardize(eval, mean, std);
+        dt_err e = record_norm(train, mean, std, 0, 0);
         free(mean);
         free(std);
-        return DT_OK;
+        return e;
     }
     }
     return DT_OK;

@@ -26,6 +26,7 @@ dt_err dt__write_result(const char *job_dir, const char *status, const char *mes
     if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss is in KiB on Linux */
         json_object_set_new(root, "peak_rss_mb", json_real((double)ru.ru_maxrss / 1024.0));
     if (message) json_object_set_new(root, "message", json_string(message));
+    if (r->export_dir[0]) json_object_set_new(root, "export", json_string(r->export_dir));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(root);
     if (!text) return dt_err_set(DT_ERR_NOMEM, "result.json: out of memory");

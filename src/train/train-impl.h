@@ -38,6 +38,13 @@ typedef struct dt__batch_bufs {
 dt_err dt__train_evaluate(dt_model *model, const dt_dataset *d, int64_t batch,
                           const dt__batch_bufs *b, double *loss_out, double *acc_out);
 
+/* An export of the model trained on `train` (its normalization, its or the spec's class
+ * names) at step/epoch, with spec_text the spec file's bytes (export.c; include/dtrain/export.h). */
+struct dt_export_src;
+void dt__export_src_init(struct dt_export_src *src, const dt_spec *s, dt_model *model,
+                         const dt_dataset *train, const char *spec_text, size_t spec_len,
+                         int64_t step, int64_t epoch);
+
 /* progress.c: one line per update, or a redrawn bar on a TTY. */
 typedef struct dt__progress {
     FILE *out;

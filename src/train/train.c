@@ -19,6 +19,7 @@
 #include "core/stop-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
+#include "dtrain/export.h"
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"
 #include "dtrain/threadpool.h"
@@ -94,6 +95,19 @@ dt_err dt__train_check_labels(const dt_spec *s, const dt_dataset *train, const d
                               "%s: spec.model.layers: the model outputs %lld values per sample "
                               "but the data has %d classes",
                               s->path, (long long)k, nc);
+        if (s->num_class_names && s->num_class_names != k)
+            return dt_err_set(DT_ERR_SPEC,
+                              "%s:%d: spec.data.classes: %d names, but the model outputs %lld "
+                              "classes",
+                              s->path, s->classes_line, s->num_class_names, (long long)k);
+        if (s->num_class_names && train->class_names)
+            return dt_err_set(DT_ERR_SPEC,
+                              "%s:%d: spec.data.classes: the data names its classes already "
+                              "(CSV labels); leave this out",
+                              s->path, s->classes_line);
+    } else if (s->num_class_names) {
+        return dt_err_set(DT_ERR_SPEC, "%s:%d: spec.data.classes: only for a classifier (loss "
+                          "softmax_cross_entropy)", s->path, s->classes_line);
     } else {
         int64_t want = train->targets ? train->target_dim : train->num_classes;
         if (k != want)
@@ -206,6 +220,23 @@ static dt_err setup(struct run *r, uint64_t seed) {
     return DT_OK;
 }
 
+/* A finished run exports its model to JOB_DIR/export/<step>/ (include/dtrain/export.h). */
+static dt_err export_final(struct run *r, char *dir, size_t len) {
+    char base[4200];
+    snprintf(base, sizeof base, "%.4000s/export", r->opts->job_dir);
+    char *text = NULL;
+    size_t tlen = 0;
+    dt_err e = dt__read_file(r->spec->path, &text, &tlen);
+    if (e) return dt_err_wrap(e, "export");
+    dt_export_src src;
+    dt__export_src_init(&src, r->spec, r->model, r->train, text, tlen, r->state.step,
+                        r->state.epoch);
+    e = dt_export_write(base, &src, DT_EXPORT_FORMAT_DTRAIN | DT_EXPORT_FORMAT_ONNX, dir, len);
+    free(text);
+    if (!e) fprintf(r->opts->log, "exported %s\n", dir);
+    return e;
+}
+
 static void teardown(struct run *r) {
     free(r->xbuf);
     free(r->ybuf);
@@ -310,6 +341,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
         fprintf(opts.log, "stopped (%s) at step %lld: checkpoint written; the same job dir "
                           "continues from it\n",
                 strsignal(res->stopped_by), (long long)r.state.step);
+    if (!stopped && (e = export_final(&r, res->export_dir, sizeof res->export_dir))) goto end;
     res->samples_per_sec = train_time > 0 ? (double)samples_session / train_time : 0;
     res->wall_seconds = dt__now() - t_start;
     e = dt__write_result(opts.job_dir, stopped ? "Stopped" : "Succeeded", NULL, spec, res,
