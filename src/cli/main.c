@@ -20,7 +20,9 @@ static const dt__cli_cmd *const commands[] = {
     &dt__cmd_scale,
     &dt__cmd_list,
     &dt__cmd_operator,
+    &dt__cmd_predict,
     &dt__cmd_export,
+    &dt__cmd_serve,
     &dt__cmd_version,
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,541 @@
+/*
+ * rest.c - TF Serving's REST API over libmicrohttpd (FORMATS.md 2; docs/SERVING.md).
+ *
+ * libmicrohttpd runs a pool of --rest_api_num_threads threads, each with its own epoll set.
+ * A predict or classify request is parsed on its connection's thread; without batching
+ * the model runs there too, with batching the connection is suspended while the request
+ * waits in the batch queue and resumed by the executor that ran it, so no thread blocks on a
+ * queued request. Every answer is JSON; errors are {"error": "..."} with the HTTP status
+ * TF Serving gives the canonical error code.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "serve/serve-impl.h"
+
+int dt__sv_http_status(dt__sv_code c) {
+    switch (c) {
+    case DT__SV_OK: return 200;
+    case DT__SV_INVALID_ARGUMENT:
+    case DT__SV_FAILED_PRECONDITION: return 400;
+    case DT__SV_NOT_FOUND: return 404;
+    case DT__SV_RESOURCE_EXHAUSTED: return 429;
+    case DT__SV_UNIMPLEMENTED: return 501;
+    case DT__SV_UNAVAILABLE: return 503;
+    default: return 500;
+    }
+}
+
+const char *dt__sv_code_name(dt__sv_code c) {
+    switch (c) {
+    case DT__SV_OK: return "OK";
+    case DT__SV_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case DT__SV_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case DT__SV_NOT_FOUND: return "NOT_FOUND";
+    case DT__SV_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case DT__SV_UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case DT__SV_UNAVAILABLE: return "UNAVAILABLE";
+    default: return "INTERNAL";
+    }
+}
+
+typedef struct dt__sv_rest {
+    dt__sv_server *s;
+    struct MHD_Daemon *d;
+} dt__sv_rest;
+
+typedef enum { VERB_NONE = 0, VERB_PREDICT, VERB_CLASSIFY, VERB_REGRESS } verb;
+
+/* One request, from its first callback to its completion. */
+typedef struct request {
+    dt__sv_server *s;
+    struct MHD_Connection *conn;
+    char *body;
+    size_t len, cap;
+    int too_big;
+    int waiting; /* suspended while its batch runs */
+    verb verb;
+    dt__sv_input in;
+    dt__sv_job job;
+} request;
+
+/* ---- answers ---- */
+
+static enum MHD_Result answer(struct MHD_Connection *c, int status, char *body, size_t len) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, body, body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result answer_status(struct MHD_Connection *c, int status, const char *msg) {
+    dt__sv_buf b = {0};
+    dt__sv_buf_puts(&b, "{ \"error\": ");
+    dt__sv_buf_str(&b, msg);
+    dt__sv_buf_puts(&b, " }");
+    if (b.oom) {
+        free(b.p);
+        return MHD_NO;
+    }
+    return answer(c, status, b.p, b.len);
+}
+
+static enum MHD_Result answer_error(struct MHD_Connection *c, dt__sv_code code, const char *msg) {
+    return answer_status(c, dt__sv_http_status(code), msg);
+}
+
+static enum MHD_Result answer_json(struct MHD_Connection *c, json_t *j) {
+    char *text = j ? json_dumps(j, JSON_INDENT(4) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    if (!text) return answer_error(c, DT__SV_INTERNAL, "out of memory");
+    return answer(c, 200, text, strlen(text));
+}
+
+/* ---- status and metadata ---- */
+
+static json_t *status_entry(const dt__sv_record *r) {
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)r->version);
+    return json_pack("{s:s, s:s, s:{s:s, s:s}}", "version", v, "state",
+                     dt__sv_state_name(r->state), "status", "error_code",
+                     dt__sv_code_name(r->code), "error_message", r->message);
+}
+
+static enum MHD_Result get_status(dt__sv_server *s, struct MHD_Connection *c, const char *name,
+                                  int64_t version, const char *label) {
+    dt__sv_model *m = dt__sv_model_find(s, name);
+    char msg[512];
+    if (m && label) {
+        version = -2;
+        for (int i = 0; i < m->conf.nlabels; i++)
+            if (!strcmp(m->conf.label_names[i], label)) version = m->conf.label_versions[i];
+        if (version == -2) {
+            snprintf(msg, sizeof msg, "Unrecognized servable version label: %s", label);
+            return answer_error(c, DT__SV_INVALID_ARGUMENT, msg);
+        }
+    }
+    json_t *list = json_array();
+    if (m) {
+        pthread_mutex_lock(&m->mu);
+        for (int i = 0; i < m->nrec; i++)
+            if (version < 0 || m->rec[i].version == version)
+                json_array_append_new(list, status_entry(&m->rec[i]));
+        pthread_mutex_unlock(&m->mu);
+    }
+    if (json_array_size(list) == 0) {
+        json_decref(list);
+        if (version >= 0)
+            snprintf(msg, sizeof msg, "Could not find version %lld of model %s",
+                     (long long)version, name);
+        else
+            snprintf(msg, sizeof msg, "Could not find any versions of model %s", name);
+        return answer_error(c, DT__SV_NOT_FOUND, msg);
+    }
+    return answer_json(c, json_pack("{s:o}", "model_version_status", list));
+}
+
+static json_t *tensor_info(const char *dtype, const dt_shape *shape, int batch, const char *name) {
+    json_t *dims = json_array();
+    if (batch) json_array_append_new(dims, json_pack("{s:s, s:s}", "size", "-1", "name", ""));
+    for (int i = 0; shape && i < shape->ndim; i++) {
+        char d[32];
+        snprintf(d, sizeof d, "%lld", (long long)shape->dim[i]);
+        json_array_append_new(dims, json_pack("{s:s, s:s}", "size", d, "name", ""));
+    }
+    return json_pack("{s:s, s:{s:o, s:b}, s:s}", "dtype", dtype, "tensor_shape", "dim", dims,
+                     "unknown_rank", 0, "name", name);
+}
+
+static json_t *predict_signature(const dt__sv_version *v, const char *sig) {
+    char in[160], out[160];
+    snprintf(in, sizeof in, "%s_%s:0", sig, v->input_name);
+    snprintf(out, sizeof out, "StatefulPartitionedCall:0");
+    const dt_shape *is = dt_model_input_shape(v->ex->model);
+    const dt_shape *os = dt_model_output_shape(v->ex->model);
+    json_t *inputs = json_object(), *outputs = json_object();
+    json_object_set_new(inputs, v->input_name, tensor_info("DT_FLOAT", is, 1, in));
+    json_object_set_new(outputs, v->output_name, tensor_info("DT_FLOAT", os, 1, out));
+    return json_pack("{s:o, s:o, s:s}", "inputs", inputs, "outputs", outputs, "method_name",
+                     "tensorflow/serving/predict");
+}
+
+static json_t *classify_signature(const dt__sv_version *v) {
+    dt_shape k = {.ndim = 1, .dim = {v->ex->num_classes}};
+    json_t *inputs = json_object(), *outputs = json_object();
+    json_object_set_new(inputs, "inputs", tensor_info("DT_STRING", NULL, 1, "input_example_tensor:0"));
+    json_object_set_new(outputs, "classes", tensor_info("DT_STRING", &k, 1, "classes:0"));
+    json_object_set_new(outputs, "scores", tensor_info("DT_FLOAT", &k, 1, "scores:0"));
+    return json_pack("{s:o, s:o, s:s}", "inputs", inputs, "outputs", outputs, "method_name",
+                     "tensorflow/serving/classify");
+}
+
+static int is_regressor(const dt__sv_version *v) {
+    return v->ex->num_classes == 0 && dt_shape_numel(dt_model_output_shape(v->ex->model)) == 1;
+}
+
+static json_t *regress_signature(const dt__sv_version *v) {
+    dt_shape one = {.ndim = 1, .dim = {1}};
+    json_t *inputs = json_object(), *outputs = json_object();
+    json_object_set_new(inputs, "inputs", tensor_info("DT_STRING", NULL, 1, "input_example_tensor:0"));
+    json_object_set_new(outputs, "outputs", tensor_info("DT_FLOAT", &one, 1, "outputs:0"));
+    (void)v;
+    return json_pack("{s:o, s:o, s:s}", "inputs", inputs, "outputs", outputs, "method_name",
+                     "tensorflow/serving/regress");
+}
+
+static enum MHD_Result get_metadata(dt__sv_server *s, struct MHD_Connection *c, const char *name,
+                                    int64_t version, const char *label) {
+    dt__sv_version *v;
+    char msg[512];
+    dt__sv_code code = dt__sv_version_get(s, name, version, label, &v, msg, sizeof msg);
+    if (code) return answer_error(c, code, msg);
+    json_t *sigs = json_object();
+    json_object_set_new(sigs, "serving_default", predict_signature(v, "serving_default"));
+    json_object_set_new(sigs, "predict", predict_signature(v, "predict"));
+    if (v->ex->num_classes > 0) json_object_set_new(sigs, "classify", classify_signature(v));
+    if (is_regressor(v)) json_object_set_new(sigs, "regress", regress_signature(v));
+    char ver[32];
+    snprintf(ver, sizeof ver, "%lld", (long long)v->version);
+    json_t *j = json_pack("{s:{s:s, s:s, s:s}, s:{s:{s:o}}}", "model_spec", "name", name,
+                          "signature_name", "", "version", ver, "metadata", "signature_def",
+                          "signature_def", sigs);
+    dt__sv_version_put(v);
+    return answer_json(c, j);
+}
+
+/* ---- predict / classify / regress ---- */
+
+/* One sample of the output, nested by its per-sample shape (dims from d on). */
+static void put_sample(dt__sv_buf *b, const float *y, const dt_shape *shape, int d) {
+    if (shape->ndim == 0) return dt__sv_buf_float(b, *y);
+    int64_t inner = 1;
+    for (int i = d + 1; i < shape->ndim && i < DT_MAX_DIMS; i++)
+        inner *= shape->dim[i];
+    int64_t count = d < DT_MAX_DIMS ? shape->dim[d] : 1;
+    dt__sv_buf_put(b, "[", 1);
+    for (int64_t i = 0; i < count; i++) {
+        if (i) dt__sv_buf_put(b, ", ", 2);
+        if (d + 1 >= shape->ndim) dt__sv_buf_float(b, y[i]);
+        else put_sample(b, y + i * inner, shape, d + 1);
+    }
+    dt__sv_buf_put(b, "]", 1);
+}
+
+static enum MHD_Result answer_inference(request *q) {
+    dt__sv_job *j = &q->job;
+    if (j->code) return answer_error(q->conn, j->code, j->err);
+    const dt__sv_version *v = j->v;
+    const dt_shape *os = dt_model_output_shape(v->ex->model);
+    dt__sv_buf b = {0};
+    int64_t rows = q->in.rows, k = j->k;
+    if (q->verb == VERB_PREDICT) {
+        dt__sv_buf_puts(&b, q->in.columnar ? "{\n    \"outputs\": [" : "{\n    \"predictions\": [");
+        for (int64_t r = 0; r < rows; r++) {
+            if (r) dt__sv_buf_put(&b, ", ", 2);
+            put_sample(&b, j->out + r * k, os, 0);
+        }
+        dt__sv_buf_puts(&b, "]\n}");
+    } else if (q->verb == VERB_CLASSIFY) {
+        dt__sv_buf_puts(&b, "{\n    \"results\": [");
+        for (int64_t r = 0; r < rows; r++) {
+            dt__sv_buf_puts(&b, r ? ", [" : "[");
+            for (int64_t i = 0; i < k; i++) {
+                dt__sv_buf_puts(&b, i ? ", [" : "[");
+                if (v->ex->class_names) {
+                    dt__sv_buf_str(&b, v->ex->class_names[i]);
+                } else {
+                    char id[32];
+                    snprintf(id, sizeof id, "\"%lld\"", (long long)i);
+                    dt__sv_buf_puts(&b, id);
+                }
+                dt__sv_buf_put(&b, ", ", 2);
+                dt__sv_buf_float(&b, j->out[r * k + i]);
+                dt__sv_buf_put(&b, "]", 1);
+            }
+            dt__sv_buf_put(&b, "]", 1);
+        }
+        dt__sv_buf_puts(&b, "]\n}");
+    } else {
+        dt__sv_buf_puts(&b, "{\n    \"results\": [");
+        for (int64_t r = 0; r < rows; r++) {
+            if (r) dt__sv_buf_put(&b, ", ", 2);
+            dt__sv_buf_float(&b, j->out[r]);
+        }
+        dt__sv_buf_puts(&b, "]\n}");
+    }
+    if (b.oom) {
+        free(b.p);
+        return answer_error(q->conn, DT__SV_RESOURCE_EXHAUSTED, "out of memory for the answer");
+    }
+    return answer(q->conn, 200, b.p, b.len);
+}
+
+static void job_done(dt__sv_job *j) {
+    request *q = j->ctx;
+    if (q->waiting) MHD_resume_connection(q->conn);
+}
+
+static const char *method_of(verb vb) {
+    return vb == VERB_CLASSIFY ? "tensorflow/serving/classify"
+           : vb == VERB_REGRESS ? "tensorflow/serving/regress"
+                                : "tensorflow/serving/predict";
+}
+
+/* Which of the version's signatures a request names, checked against its verb. */
+static dt__sv_code check_signature(const dt__sv_version *v, verb vb, const char *sig, char *err,
+                                   size_t errlen) {
+    verb has = VERB_NONE;
+    if (!sig[0] || !strcmp(sig, "serving_default")) has = vb; /* the default fits every verb */
+    else if (!strcmp(sig, "predict")) has = VERB_PREDICT;
+    else if (!strcmp(sig, "classify") && v->ex->num_classes > 0) has = VERB_CLASSIFY;
+    else if (!strcmp(sig, "regress") && is_regressor(v)) has = VERB_REGRESS;
+    if (has == VERB_NONE) {
+        snprintf(err, errlen, "Serving signature name: \"%s\" not found in signature def", sig);
+        return DT__SV_INVALID_ARGUMENT;
+    }
+    if (vb != VERB_PREDICT && has != vb) {
+        snprintf(err, errlen, "Expected %s signature method_name to be %s. Was: %s",
+                 vb == VERB_CLASSIFY ? "classification" : "regression", method_of(vb),
+                 method_of(has));
+        return DT__SV_INVALID_ARGUMENT;
+    }
+    if (vb == VERB_CLASSIFY && v->ex->num_classes == 0) {
+        snprintf(err, errlen, "the model is not a classifier: use :predict");
+        return DT__SV_INVALID_ARGUMENT;
+    }
+    if (vb == VERB_REGRESS && !is_regressor(v)) {
+        snprintf(err, errlen, "the model is not a regressor of one output: use :predict");
+        return DT__SV_INVALID_ARGUMENT;
+    }
+    return DT__SV_OK;
+}
+
+static enum MHD_Result post_infer(request *q, const char *name, int64_t version,
+                                  const char *label) {
+    dt__sv_server *s = q->s;
+    char err[512];
+    dt__sv_version *v;
+    dt__sv_code code = dt__sv_version_get(s, name, version, label, &v, err, sizeof err);
+    if (code) return answer_error(q->conn, code, err);
+    const dt_shape *is = dt_model_input_shape(v->ex->model);
+    if (q->verb == VERB_PREDICT)
+        code = dt__sv_parse_predict(q->body ? q->body : "", q->len, v->input_name, is, &q->in,
+                                    err, sizeof err);
+    else
+        code = dt__sv_parse_classify(q->body ? q->body : "", q->len, v->input_name, is, &q->in,
+                                     err, sizeof err);
+    if (!code) code = check_signature(v, q->verb, q->in.signature, err, sizeof err);
+    dt__sv_job *j = &q->job;
+    j->v = v; /* released when the request completes */
+    if (code) return answer_error(q->conn, code, err);
+    j->k = dt_shape_numel(dt_model_output_shape(v->ex->model));
+    j->in = &q->in;
+    j->done = job_done;
+    j->ctx = q;
+    if (!(j->out = malloc((size_t)(q->in.rows * j->k) * sizeof *j->out)))
+        return answer_error(q->conn, DT__SV_RESOURCE_EXHAUSTED, "out of memory");
+    if (s->batcher) {
+        q->waiting = 1;
+        MHD_suspend_connection(q->conn); /* before the job can finish and resume it */
+        dt__sv_infer(s, j);
+        return MHD_YES;
+    }
+    dt__sv_infer(s, j); /* inline: done when it returns */
+    return answer_inference(q);
+}
+
+/* ---- routing ---- */
+
+/* "/v1/models/NAME[/versions/N | /labels/L][/metadata]" (GET) or
+ * "/v1/models/NAME[/versions/N | /labels/L]:VERB" (POST), after TF Serving's patterns. */
+typedef struct route {
+    char name[DT__SV_NAME_MAX];
+    int64_t version;
+    char label[64];
+    int metadata;
+    verb verb;
+} route;
+
+static int parse_route(const char *url, int post, route *r) {
+    memset(r, 0, sizeof *r);
+    r->version = -1;
+    const char *p = url + strlen("/v1/models/");
+    const char *colon = post ? strrchr(p, ':') : NULL;
+    size_t end = post ? (colon ? (size_t)(colon - p) : strlen(p)) : strlen(p);
+    if (post) {
+        if (!colon) return -1;
+        const char *vb = colon + 1;
+        if (!strcasecmp(vb, "predict")) r->verb = VERB_PREDICT;
+        else if (!strcasecmp(vb, "classify")) r->verb = VERB_CLASSIFY;
+        else if (!strcasecmp(vb, "regress")) r->verb = VERB_REGRESS;
+        else return -1;
+    }
+    /* the name: up to the first '/' or ':' */
+    size_t n = strcspn(p, "/:");
+    if (n == 0 || n >= sizeof r->name || n > end) return -1;
+    memcpy(r->name, p, n);
+    r->name[n] = 0;
+    const char *rest = p + n, *stop = p + end;
+    if (rest < stop && !strncasecmp(rest, "/versions/", 10)) {
+        rest += 10;
+        int64_t v = 0;
+        int digits = 0;
+        while (rest < stop && *rest >= '0' && *rest <= '9' && digits < 18)
+            v = v * 10 + (*rest++ - '0'), digits++;
+        if (!digits) return -1;
+        r->version = v;
+    } else if (rest < stop && !strncasecmp(rest, "/labels/", 8)) {
+        rest += 8;
+        size_t l = strcspn(rest, "/:");
+        if (l == 0 || l >= sizeof r->label || rest + l > stop) return -1;
+        memcpy(r->label, rest, l);
+        r->label[l] = 0;
+        rest += l;
+    }
+    if (!post && rest < stop && !strcasecmp(rest, "/metadata")) {
+        r->metadata = 1;
+        rest = stop;
+    }
+    return rest == stop ? 0 : -1;
+}
+
+static enum MHD_Result dispatch(request *q, const char *url, const char *method) {
+    char msg[600];
+    int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (strncasecmp(url, "/v1/", 4) != 0) {
+        snprintf(msg, sizeof msg, "Not found: %s %.200s", method, url);
+        return answer_error(q->conn, DT__SV_NOT_FOUND, msg);
+    }
+    if (!strcasecmp(url, "/v1/models") || !strcasecmp(url, "/v1/models/"))
+        return answer_error(q->conn, DT__SV_INVALID_ARGUMENT, "Missing model name in request.");
+    route r;
+    if ((!get && !post) || strncasecmp(url, "/v1/models/", 11) != 0 || parse_route(url, post, &r)) {
+        snprintf(msg, sizeof msg, "Malformed request: %s %.400s", method, url);
+        return answer_error(q->conn, DT__SV_INVALID_ARGUMENT, msg);
+    }
+    if (get) {
+        if (r.metadata) return get_metadata(q->s, q->conn, r.name, r.version, r.label[0] ? r.label : NULL);
+        return get_status(q->s, q->conn, r.name, r.version, r.label[0] ? r.label : NULL);
+    }
+    q->verb = r.verb;
+    return post_infer(q, r.name, r.version, r.label[0] ? r.label : NULL);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload, size_t *upload_size, void **con_cls) {
+    dt__sv_rest *rest = cls;
+    request *q = *con_cls;
+    (void)version;
+    if (!q) {
+        if (!(q = calloc(1, sizeof *q))) return MHD_NO;
+        q->s = rest->s;
+        q->conn = conn;
+        *con_cls = q;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > rest->s->opts.max_body) q->too_big = 1;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!q->too_big && q->len + *upload_size > rest->s->opts.max_body) q->too_big = 1;
+        if (!q->too_big) {
+            if (q->len + *upload_size + 1 > q->cap) {
+                size_t cap = q->cap ? q->cap : 4096;
+                while (cap < q->len + *upload_size + 1)
+                    cap *= 2;
+                char *b = realloc(q->body, cap);
+                if (!b) return MHD_NO;
+                q->body = b;
+                q->cap = cap;
+            }
+            memcpy(q->body + q->len, upload, *upload_size);
+            q->len += *upload_size;
+            q->body[q->len] = 0;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (q->waiting) { /* resumed: the batch ran */
+        q->waiting = 0;
+        return answer_inference(q);
+    }
+    atomic_fetch_add(&rest->s->requests, 1);
+    if (q->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Request body too large: at most %zu bytes",
+                 rest->s->opts.max_body);
+        return answer_status(conn, 413, msg);
+    }
+    return dispatch(q, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    request *q = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (!q) return;
+    if (q->job.v) dt__sv_version_put(q->job.v);
+    free(q->job.out);
+    free(q->in.x);
+    free(q->body);
+    free(q);
+    *con_cls = NULL;
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap) {
+    dt__sv_rest *rest = cls;
+    fputs("dtrain serve: libmicrohttpd: ", rest->s->opts.log);
+    vfprintf(rest->s->opts.log, fmt, ap);
+}
+
+dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
+    dt__sv_rest *rest = calloc(1, sizeof *rest);
+    if (!rest) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    rest->s = s;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->opts.port)};
+    const char *host = s->opts.host ? s->opts.host : "0.0.0.0";
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        free(rest);
+        return dt_err_set(DT_ERR_ARG, "--rest_api_host: '%s' is not an IPv4 address", host);
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+    int threads = s->opts.http_threads > 0 ? s->opts.http_threads : 1;
+    rest->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, rest, MHD_OPTION_EXTERNAL_LOGGER,
+                               on_log, rest, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+                               MHD_OPTION_CONNECTION_LIMIT, 10000u, MHD_OPTION_CONNECTION_TIMEOUT,
+                               600u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, rest, MHD_OPTION_END);
+    if (!rest->d) {
+        free(rest);
+        return dt_err_set(DT_ERR_IO, "cannot listen on %s:%d (is the port in use?)", host,
+                          s->opts.port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(rest->d, MHD_DAEMON_INFO_BIND_PORT);
+    snprintf(url, urllen, "http://%s:%u", host, info ? (unsigned)info->port : (unsigned)s->opts.port);
+    s->rest = rest;
+    return DT_OK;
+}
+
+void dt__sv_rest_stop(dt__sv_server *s) {
+    if (!s->rest) return;
+    MHD_stop_daemon(s->rest->d);
+    free(s->rest);
+    s->rest = NULL;
+}
