@@ -1,7 +1,11 @@
 /*
  * rest.c - TF Serving's REST API over libmicrohttpd (FORMATS.md 2; docs/SERVING.md).
  *
- * libmicrohttpd runs a pool of --rest_api_num_threads threads, each with its own epoll set.
+ * --rest_api_num_threads libmicrohttpd daemons run one thread each, with its own epoll set
+ * and no listening socket: an acceptor thread takes every new connection and deals them out
+ * in turn. (libmicrohttpd's own thread pool lets whichever thread wakes first accept up to
+ * ten connections at once, which put all 16 of a load generator's connections on one thread
+ * and left the other core idle; round-robin keeps the threads evenly loaded.)
  * A predict or classify request is parsed on its connection's thread; without batching
  * the model runs there too, with batching the connection is suspended while the request
  * waits in the batch queue and resumed by the executor that ran it, so no thread blocks on a
@@ -9,7 +13,13 @@
  * TF Serving gives the canonical error code.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +58,12 @@ const char *dt__sv_code_name(dt__sv_code c) {
 
 typedef struct dt__sv_rest {
     dt__sv_server *s;
-    struct MHD_Daemon *d;
+    int nd;
+    struct MHD_Daemon **d; /* nd daemons, one thread each */
+    int listen_fd;
+    int stop_pipe[2];      /* the acceptor's wake-up on stop */
+    pthread_t acceptor;
+    int acceptor_started;
 } dt__sv_rest;
 
 typedef enum { VERB_NONE = 0, VERB_PREDICT, VERB_CLASSIFY, VERB_REGRESS } verb;
@@ -503,39 +518,111 @@ static void on_log(void *cls, const char *fmt, va_list ap) {
     vfprintf(rest->s->opts.log, fmt, ap);
 }
 
+/* The acceptor: every new connection goes to the next daemon in turn. */
+static void *acceptor(void *arg) {
+    dt__sv_rest *rest = arg;
+    unsigned next = 0;
+    struct pollfd p[2] = {{.fd = rest->listen_fd, .events = POLLIN},
+                          {.fd = rest->stop_pipe[0], .events = POLLIN}};
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (p[1].revents) break;
+        for (;;) { /* everything waiting */
+            struct sockaddr_storage sa;
+            socklen_t salen = sizeof sa;
+            int fd = accept4(rest->listen_fd, (struct sockaddr *)&sa, &salen,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) {
+                /* EMFILE and the like: let the poll come round again rather than spin */
+                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                    errno != ECONNABORTED)
+                    poll(NULL, 0, 10);
+                break;
+            }
+            /* MHD closes the socket itself when it cannot take it */
+            MHD_add_connection(rest->d[next++ % (unsigned)rest->nd], fd, (struct sockaddr *)&sa,
+                               salen);
+        }
+    }
+    return NULL;
+}
+
+static void rest_free(dt__sv_rest *rest) {
+    if (rest->acceptor_started) {
+        ssize_t w = write(rest->stop_pipe[1], "x", 1);
+        (void)w;
+        pthread_join(rest->acceptor, NULL);
+    }
+    if (rest->listen_fd >= 0) close(rest->listen_fd);
+    for (int i = 0; i < rest->nd; i++)
+        if (rest->d[i]) MHD_stop_daemon(rest->d[i]);
+    for (int i = 0; i < 2; i++)
+        if (rest->stop_pipe[i] >= 0) close(rest->stop_pipe[i]);
+    free(rest->d);
+    free(rest);
+}
+
 dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
     dt__sv_rest *rest = calloc(1, sizeof *rest);
     if (!rest) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     rest->s = s;
+    rest->listen_fd = rest->stop_pipe[0] = rest->stop_pipe[1] = -1;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->opts.port)};
     const char *host = s->opts.host ? s->opts.host : "0.0.0.0";
+    dt_err e = DT_OK;
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        free(rest);
-        return dt_err_set(DT_ERR_ARG, "--rest_api_host: '%s' is not an IPv4 address", host);
+        e = dt_err_set(DT_ERR_ARG, "--rest_api_host: '%s' is not an IPv4 address", host);
+        goto err;
+    }
+    int one = 1;
+    rest->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (rest->listen_fd < 0 ||
+        setsockopt(rest->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(rest->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        listen(rest->listen_fd, 1024) != 0) {
+        e = dt_err_set(DT_ERR_IO, "cannot listen on %s:%d: %s", host, s->opts.port,
+                       strerror(errno));
+        goto err;
+    }
+    struct sockaddr_in bound;
+    socklen_t blen = sizeof bound;
+    if (getsockname(rest->listen_fd, (struct sockaddr *)&bound, &blen) != 0) bound = addr;
+    rest->nd = s->opts.http_threads > 0 ? s->opts.http_threads : 1;
+    if (!(rest->d = calloc((size_t)rest->nd, sizeof *rest->d))) {
+        e = dt_err_set(DT_ERR_NOMEM, "out of memory");
+        goto err;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_TURBO | MHD_USE_ERROR_LOG;
-    int threads = s->opts.http_threads > 0 ? s->opts.http_threads : 1;
-    rest->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, rest, MHD_OPTION_EXTERNAL_LOGGER,
-                               on_log, rest, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
-                               MHD_OPTION_CONNECTION_LIMIT, 10000u, MHD_OPTION_CONNECTION_TIMEOUT,
-                               600u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, rest, MHD_OPTION_END);
-    if (!rest->d) {
-        free(rest);
-        return dt_err_set(DT_ERR_IO, "cannot listen on %s:%d (is the port in use?)", host,
-                          s->opts.port);
+                     MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    for (int i = 0; i < rest->nd; i++) {
+        rest->d[i] = MHD_start_daemon(
+            flags, 0, NULL, NULL, on_access, rest, MHD_OPTION_EXTERNAL_LOGGER, on_log, rest,
+            MHD_OPTION_CONNECTION_LIMIT, 10000u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, rest, MHD_OPTION_END);
+        if (!rest->d[i]) {
+            e = dt_err_set(DT_ERR_IO, "cannot start the HTTP server's thread %d", i);
+            goto err;
+        }
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(rest->d, MHD_DAEMON_INFO_BIND_PORT);
-    snprintf(url, urllen, "http://%s:%u", host, info ? (unsigned)info->port : (unsigned)s->opts.port);
+    if (pipe2(rest->stop_pipe, O_CLOEXEC) != 0 ||
+        pthread_create(&rest->acceptor, NULL, acceptor, rest) != 0) {
+        e = dt_err_set(DT_ERR_IO, "cannot start the HTTP acceptor: %s", strerror(errno));
+        goto err;
+    }
+    rest->acceptor_started = 1;
+    snprintf(url, urllen, "http://%s:%u", host, (unsigned)ntohs(bound.sin_port));
     s->rest = rest;
     return DT_OK;
+err:
+    rest_free(rest);
+    return e;
 }
 
 void dt__sv_rest_stop(dt__sv_server *s) {
     if (!s->rest) return;
-    MHD_stop_daemon(s->rest->d);
-    free(s->rest);
+    rest_free(s->rest);
     s->rest = NULL;
 }
