@@ -44,7 +44,7 @@
 #include "core/assert-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/export.h"
-#include "export/pb-impl.h"
+#include "core/pb-impl.h"
 #include "nn/window-impl.h"
 
 #define ONNX_IR_VERSION 8

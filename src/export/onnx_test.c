@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "dtrain/export.h"
-#include "export/pb-impl.h"
+#include "core/pb-impl.h"
 #include "testing/dt_test.h"
 
 /* b holds exactly the n bytes of want */

@@ -6,7 +6,7 @@
  * which appends do nothing (the sticky error of pb-impl.h). Multi-byte values are written
  * byte by byte in little-endian order, whatever the host's.
  */
-#include "export/pb-impl.h"
+#include "core/pb-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
