@@ -92,6 +92,7 @@ typedef struct dt_spec {
     int threads;                    /* 0 = all online CPUs */
     int64_t checkpoint_every_steps; /* 0 = only at the end of each epoch */
     int checkpoint_keep;            /* default 3 */
+    char logdir[DT_PATH_MAX];       /* training.logdir: TensorBoard runs (default JOB_DIR/tensorboard) */
 } dt_spec;
 
 /* Load and validate a spec. Caller frees with dt_spec_free. */

@@ -642,9 +642,10 @@ static dt_err parse_optimizer(dt_spec *sp, const dt__yval *spec) {
 /* ---- training ---- */
 
 static dt_err parse_training(dt_spec *sp, const dt__yval *spec) {
-    static const char *const keys[] = {"batch_size", "epochs", "threads", "checkpoint", NULL};
+    static const char *const keys[] = {"batch_size", "epochs",  "threads",
+                                       "checkpoint", "logdir", NULL};
     static const char *const ckpt_keys[] = {"every_steps", "keep", NULL};
-    dt__yval m, c;
+    dt__yval m, c, ld;
     dt_err e;
     if (!dt__ymap_get(spec, "training", &m)) return DT_OK;
     if ((e = dt__yexpect_map(&m)) || (e = dt__ymap_check_keys(&m, keys, NULL)) ||
@@ -653,6 +654,14 @@ static dt_err parse_training(dt_spec *sp, const dt__yval *spec) {
         (e = opt_int(&m, "threads", 0, 1024, &sp->threads)) ||
         (e = get_map(&m, "checkpoint", 0, &c)))
         return e;
+    if (dt__ymap_get(&m, "logdir", &ld)) { /* TensorBoard's runs go under it */
+        const char *dir = NULL;
+        if ((e = dt__yget_str(&ld, &dir))) return e;
+        if (!dir[0] || strlen(dir) >= sizeof sp->logdir)
+            return dt__yerr(&ld, "expected a directory path of 1 to %zu bytes",
+                            sizeof sp->logdir - 1);
+        snprintf(sp->logdir, sizeof sp->logdir, "%s", dir);
+    }
     if (!dt__yval_present(&c)) return DT_OK;
     if ((e = dt__ymap_check_keys(&c, ckpt_keys, NULL)) ||
         (e = opt_i64(&c, "every_steps", 0, INT64_MAX, &sp->checkpoint_every_steps)) ||

@@ -45,6 +45,24 @@ void dt__export_src_init(struct dt_export_src *src, const dt_spec *s, dt_model *
                          const dt_dataset *train, const char *spec_text, size_t spec_len,
                          int64_t step, int64_t epoch);
 
+/* summaries.c: a run's TensorBoard runs "train" and "eval" under training.logdir, else
+ * JOB_DIR/tensorboard (docs/TENSORBOARD.md). Never fails: a write error turns them off. */
+typedef struct dt__train_tb {
+    struct dt_summary *train, *eval;
+    FILE *log;
+    double t0, loss_sum;
+    int64_t samples, steps;
+} dt__train_tb;
+void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_t start_step,
+                 FILE *log);
+/* One optimizer step done (step counts it); a point every 10 steps. */
+void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, float lr);
+/* Between epochs (evaluation, checkpoints): the time is not the steps'. */
+void dt__tb_pause(dt__train_tb *tb);
+void dt__tb_resume(dt__train_tb *tb);
+void dt__tb_eval(dt__train_tb *tb, int64_t step, double accuracy, double loss);
+void dt__tb_close(dt__train_tb *tb);
+
 /* progress.c: one line per update, or a redrawn bar on a TTY. */
 typedef struct dt__progress {
     FILE *out;

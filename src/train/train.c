@@ -32,6 +32,7 @@ struct run {
     dt_pool *pool;
     dt_model *model;
     dt_optim *optim;
+    dt_optim_conf optim_conf; /* the spec's, with the schedule's length filled in */
     dt_train_state state;
     int64_t epochs, batch, steps_per_epoch;
     int threads;
@@ -183,6 +184,7 @@ static dt_err setup(struct run *r, uint64_t seed) {
     if (!params) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     for (int i = 0; i < np; i++)
         params[i] = dt_model_param(r->model, i);
+    r->optim_conf = oc;
     e = dt_optim_init(&r->optim, &oc, params, np);
     free(params);
     if (e) return dt_err_wrap(e, "%s: spec.optimizer", s->path);
@@ -264,6 +266,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     r.batch = spec->batch_size;
     r.threads = opts.threads > 0 ? opts.threads : spec->threads > 0 ? spec->threads : online_cpus();
     memset(res, 0, sizeof *res);
+    dt__train_tb tb = {0};
 
     dt_err e = dt__mkdirs(opts.job_dir);
     if (e) return e;
@@ -278,11 +281,13 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     int64_t samples_session = 0;
     int stopped = 0;
     double eval_loss = 0, eval_acc = 0;
+    dt__tb_open(&tb, spec, opts.job_dir, r.state.step, opts.log);
     while (r.state.epoch < r.epochs && !stopped) {
         int64_t epoch = r.state.epoch;
         double t0 = dt__now();
         dt_epoch_order(r.order, r.train->n, seed, epoch, spec->shuffle);
         dt__progress_epoch_start(&prog);
+        dt__tb_resume(&tb);
         double loss_sum = 0;
         int64_t loss_n = 0;
         for (int64_t b = r.state.epoch_batch; b < r.steps_per_epoch; b++) {
@@ -304,6 +309,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
             loss_n += nb;
             if (opts.loss_log) fprintf(opts.loss_log, "%lld %.9g\n", (long long)r.state.step, loss);
             dt__progress_step(&prog, epoch, b, nb, loss);
+            dt__tb_step(&tb, r.state.step, loss, nb, dt_optim_lr_at(&r.optim_conf, r.state.step - 1));
             int at_max = opts.max_steps > 0 && r.state.step >= opts.max_steps;
             int asked = dt__stop_signal() != 0; /* a stop, or a preemption */
             if ((spec->checkpoint_every_steps > 0 &&
@@ -319,8 +325,10 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
         }
         train_time += dt__now() - t0;
         if (stopped) break;
+        dt__tb_pause(&tb);
         last_epoch_loss = loss_n ? loss_sum / (double)loss_n : 0;
         if ((e = dt__train_evaluate(r.model, r.eval, r.batch, &bufs, &eval_loss, &eval_acc))) goto end;
+        dt__tb_eval(&tb, r.state.step, eval_acc, eval_loss);
         r.state.epoch++;
         r.state.epoch_batch = 0;
         if ((e = save_checkpoint(&r))) goto end;
@@ -329,6 +337,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     if (!stopped && samples_session == 0) {
         /* resumed a finished run: report its figures again */
         if ((e = dt__train_evaluate(r.model, r.eval, r.batch, &bufs, &eval_loss, &eval_acc))) goto end;
+        dt__tb_eval(&tb, r.state.step, eval_acc, eval_loss);
         fprintf(opts.log, "all %lld epochs were already done\n", (long long)r.epochs);
     }
     res->eval_accuracy = eval_acc;
@@ -347,6 +356,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     e = dt__write_result(opts.job_dir, stopped ? "Stopped" : "Succeeded", NULL, spec, res,
                          r.threads, seed);
 end:
+    dt__tb_close(&tb);
     if (e) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", dt_errmsg());

@@ -1,0 +1,76 @@
+/*
+ * summaries.c - what a training run tells TensorBoard (docs/TENSORBOARD.md): run "train"
+ * gets loss (the mean over the last SUMMARY_EVERY steps), learning_rate, samples_per_sec and
+ * step_time_ms; run "eval" gets accuracy and loss after each evaluation, at the step of the
+ * weights evaluated. A summary that cannot be written never fails the training: the run
+ * says why once, and goes on without them.
+ */
+#include <stdio.h>
+
+#include "core/clock-impl.h"
+#include "dtrain/summary.h"
+#include "train/train-impl.h"
+
+#define SUMMARY_EVERY 10
+
+static void off(dt__train_tb *tb) {
+    fprintf(tb->log, "tensorboard: %s; no more summaries this run\n", dt_errmsg());
+    dt_summary_close(tb->train);
+    dt_summary_close(tb->eval);
+    tb->train = tb->eval = NULL;
+}
+
+void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_t start_step,
+                 FILE *log) {
+    *tb = (dt__train_tb){.log = log, .t0 = dt__mono_s()};
+    char base[4200], dir[4300];
+    if (s->logdir[0]) snprintf(base, sizeof base, "%.4000s", s->logdir);
+    else snprintf(base, sizeof base, "%.4000s/tensorboard", job_dir);
+    snprintf(dir, sizeof dir, "%s/train", base);
+    if (dt_summary_open(&tb->train, dir, start_step)) return off(tb);
+    snprintf(dir, sizeof dir, "%s/eval", base);
+    if (dt_summary_open(&tb->eval, dir, start_step)) return off(tb);
+}
+
+void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, float lr) {
+    if (!tb->train) return;
+    tb->loss_sum += loss;
+    tb->samples += samples;
+    tb->steps++;
+    if (step % SUMMARY_EVERY) return;
+    double now = dt__mono_s(), dt = now - tb->t0;
+    static const char *const tags[] = {"loss", "learning_rate", "samples_per_sec",
+                                       "step_time_ms"};
+    float v[] = {(float)(tb->loss_sum / (double)tb->steps), lr,
+                 dt > 0 ? (float)((double)tb->samples / dt) : 0.0f,
+                 (float)(dt * 1e3 / (double)tb->steps)};
+    if (dt_summary_scalars(tb->train, step, 4, tags, v)) return off(tb);
+    tb->loss_sum = 0;
+    tb->samples = tb->steps = 0;
+    tb->t0 = now;
+}
+
+void dt__tb_pause(dt__train_tb *tb) {
+    tb->loss_sum = 0;
+    tb->samples = tb->steps = 0;
+}
+
+void dt__tb_resume(dt__train_tb *tb) {
+    tb->t0 = dt__mono_s();
+}
+
+void dt__tb_eval(dt__train_tb *tb, int64_t step, double accuracy, double loss) {
+    if (!tb->eval) return;
+    static const char *const tags[] = {"accuracy", "loss"};
+    float v[] = {(float)accuracy, (float)loss};
+    if (dt_summary_scalars(tb->eval, step, 2, tags, v) || dt_summary_flush(tb->eval) ||
+        dt_summary_flush(tb->train))
+        off(tb);
+}
+
+void dt__tb_close(dt__train_tb *tb) {
+    dt_err e = dt_summary_close(tb->train);
+    dt_err e2 = dt_summary_close(tb->eval);
+    tb->train = tb->eval = NULL;
+    if (e || e2) fprintf(tb->log, "tensorboard: %s\n", dt_errmsg());
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tensorboard_test.sh - `dtrain train` writes TensorBoard event files that TensorBoard can read:
+# every record's checksums and every Event decoded by tests/tools/tfevents.py (the protobuf
+# library against TensorFlow's field numbers); the scalars a user looks for, steps that never
+# go backwards, also across a stop and a resume (SessionLog START); the final eval accuracy the
+# same as result.json's; training.logdir; a corrupt record noticed.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+READ="$PY $SRC/tests/tools/tfevents.py"
+
+# check NAME JOB_DIR|LOGDIR PYTHON: read the runs train and eval under $2 into t, e (the
+# reader's output per run) and r (JOB_DIR/result.json, when there is one); run the asserts.
+check() {
+    local name=$1 base=$2 asserts=$3 result=${4:-}
+    if ! $READ "$base/train" "$base/eval" >"$TMP/runs.json" 2>"$TMP/read.err"; then
+        fail "$name: the reader refused the files: $(cat "$TMP/read.err")"
+        return
+    fi
+    if $PY - "$TMP/runs.json" "$result" "$asserts" <<'PYEOF' 2>"$TMP/check.err"; then pass "$name"; else fail "$name: $(tail -3 "$TMP/check.err")"; fi
+import json, struct, sys
+runs = json.load(open(sys.argv[1]))
+t, e = runs["train"], runs["eval"]
+r = json.load(open(sys.argv[2])) if sys.argv[2] else None
+f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+def steps(tag, run):
+    return [p[0] for p in run["scalars"][tag]]
+exec(sys.argv[3])
+PYEOF
+}
+
+# ---- a run: the scalars, their steps, the final accuracy ----
+expect_exit 0 iris -- "$DTRAIN" train "$SRC/examples/iris.yaml" --job-dir "$TMP/iris" --no-progress
+check "train run: loss, learning_rate, samples_per_sec, step_time_ms every 10 steps; eval run: accuracy and loss per epoch" "$TMP/iris/tensorboard" '
+for tag in ("loss", "learning_rate", "samples_per_sec", "step_time_ms"):
+    assert steps(tag, t) == list(range(10, 801, 10)), (tag, steps(tag, t)[:5])
+assert all(p[1] > 0 for p in t["scalars"]["samples_per_sec"])
+assert abs(t["scalars"]["learning_rate"][0][1] - 0.01) < 1e-7
+assert steps("accuracy", e) == list(range(8, 801, 8)), steps("accuracy", e)[:5]
+assert t["files"] == e["files"] == 1 and t["starts"] == e["starts"] == []
+' "$TMP/iris/result.json"
+check "the final eval accuracy and loss in the events are result.json's" "$TMP/iris/tensorboard" '
+assert e["scalars"]["accuracy"][-1] == [r["train"]["steps"], f32(r["eval"]["accuracy"])], (e["scalars"]["accuracy"][-1], r["eval"])
+assert abs(e["scalars"]["loss"][-1][1] - r["eval"]["loss"]) < 1e-6
+' "$TMP/iris/result.json"
+
+# ---- a stop and a resume: a second file that says START at the step it continues from ----
+expect_exit 0 stop -- "$DTRAIN" train "$SRC/examples/iris.yaml" --job-dir "$TMP/res" --no-progress --max-steps 252
+expect_exit 0 resume -- "$DTRAIN" train "$SRC/examples/iris.yaml" --job-dir "$TMP/res" --no-progress
+check "stopped at 252 and resumed: START at 252, steps never backwards, the same points as one run" "$TMP/res/tensorboard" '
+assert t["files"] == 2 and t["starts"] == [252] and e["starts"] == [252], (t["files"], t["starts"])
+assert steps("loss", t) == list(range(10, 801, 10))
+assert steps("accuracy", e) == list(range(8, 801, 8))
+assert e["scalars"]["accuracy"][-1][1] == f32(r["eval"]["accuracy"])
+' "$TMP/res/result.json"
+
+# ---- training.logdir ----
+sed 's|^    threads: 1 .*|    threads: 1\n    logdir: '"$TMP"'/logs/iris|; s|path: data/iris.data|path: '"$SRC"'/examples/data/iris.data|' \
+    "$SRC/examples/iris.yaml" >"$TMP/iris-logdir.yaml"
+expect_exit 0 logdir -- "$DTRAIN" train "$TMP/iris-logdir.yaml" --job-dir "$TMP/ld" --epochs 2 --no-progress
+[ ! -e "$TMP/ld/tensorboard" ] && pass "training.logdir: nothing under the job dir" || fail "training.logdir: the job dir has tensorboard/"
+check "training.logdir: the runs are under it" "$TMP/logs/iris" '
+assert steps("accuracy", e) == [8, 16]
+'
+sed 's|^    logdir: .*|    logdir: ""|' "$TMP/iris-logdir.yaml" >"$TMP/bad-logdir.yaml"
+expect_exit 2 "empty logdir" -- "$DTRAIN" train "$TMP/bad-logdir.yaml" --job-dir "$TMP/bad"
+expect_err_has "an empty training.logdir is refused, naming its line" "bad-logdir.yaml:36: spec.training.logdir"
+
+# ---- the reader is not fooled: one byte changed in a payload ----
+mkdir -p "$TMP/corrupt/train" "$TMP/corrupt/eval"
+f=$(ls "$TMP/iris/tensorboard/train/"*tfevents*)
+cp "$f" "$TMP/corrupt/train/"; cp "$TMP/iris/tensorboard/eval/"*tfevents* "$TMP/corrupt/eval/"
+g=$(ls "$TMP/corrupt/train/"*tfevents*)
+printf '\x55' | dd of="$g" bs=1 seek=200 conv=notrunc 2>/dev/null
+if $READ "$TMP/corrupt/train" >/dev/null 2>"$TMP/read.err"; then fail "a corrupt record was read"
+else grep -q "checksum is wrong" "$TMP/read.err" && pass "a corrupt record is refused: $(cat "$TMP/read.err")" || fail "corrupt: $(cat "$TMP/read.err")"; fi
+finish
