@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
           zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev libpng-dev dataset-fashion-mnist procps
-          iproute2 python3 curl faketime python3-kubernetes openssl python3-onnx)
+          iproute2 python3 curl faketime python3-kubernetes openssl python3-onnx python3-protobuf)
 # kubectl, for the Kubernetes tests (tests/kube_*): Debian's kubernetes-client when no
 # kubectl is installed.
 command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)

@@ -65,6 +65,34 @@ sed 's|^    logdir: .*|    logdir: ""|' "$TMP/iris-logdir.yaml" >"$TMP/bad-logdi
 expect_exit 2 "empty logdir" -- "$DTRAIN" train "$TMP/bad-logdir.yaml" --job-dir "$TMP/bad"
 expect_err_has "an empty training.logdir is refused, naming its line" "bad-logdir.yaml:36: spec.training.logdir"
 
+# ---- jobs: the chief (PS) or rank 0 (all-reduce) writes train, the evaluator eval ----
+for job in ps allreduce; do
+    if [ $job = ps ]; then
+        sed 's|path: data/iris.data|path: '"$SRC"'/examples/data/iris.data|' "$SRC/examples/iris_ps.yaml" >"$TMP/iris-$job.yaml"
+    else
+        sed 's|path: data/iris.data|path: '"$SRC"'/examples/data/iris.data|; /^    chief: 1/d; /^    ps: 1/d; s/^    worker: 1/    worker: 2/;
+             s/^  strategy: parameter_server/  strategy: allreduce/; s/^  parameterServer:/  allreduce:/; s/^  name: iris-ps/  name: iris-ar/' \
+            "$SRC/examples/iris_ps.yaml" >"$TMP/iris-$job.yaml"
+    fi
+    expect_exit 0 "$job job" -- "$DTRAIN" run "$TMP/iris-$job.yaml" --job-dir "$TMP/job-$job"
+    check "$job job: train points in step order; eval per checkpoint, its last the evaluator's final figure" "$TMP/job-$job/tensorboard" '
+s = steps("loss", t)
+assert len(s) >= 10 and s == sorted(set(s)), s[:20]
+assert all(p[1] > 0 for p in t["scalars"]["samples_per_sec"])
+ev = json.load(open(sys.argv[2].replace("result.json", "replicas/evaluator-0/result.json")))
+assert e["scalars"]["accuracy"][-1] == [ev["step"], f32(ev["eval"]["accuracy"])], (e["scalars"]["accuracy"][-1], ev["step"], ev["eval"])
+assert steps("accuracy", e) == sorted(set(steps("accuracy", e)))
+' "$TMP/job-$job/result.json"
+done
+
+# without an evaluator the chief's final evaluation is the eval run's point
+sed '/^    evaluator: 1/d' "$TMP/iris-ps.yaml" >"$TMP/iris-noeval.yaml"
+expect_exit 0 "ps job without an evaluator" -- "$DTRAIN" run "$TMP/iris-noeval.yaml" --job-dir "$TMP/job-noeval"
+check "no evaluator: the chief's final eval accuracy is the eval run's one point" "$TMP/job-noeval/tensorboard" '
+ch = json.load(open(sys.argv[2].replace("result.json", "replicas/chief-0/result.json")))
+assert e["scalars"]["accuracy"] == [[ch["train"]["steps"], f32(ch["eval"]["accuracy"])]], (e["scalars"]["accuracy"], ch["train"]["steps"], ch["eval"])
+' "$TMP/job-noeval/result.json"
+
 # ---- the reader is not fooled: one byte changed in a payload ----
 mkdir -p "$TMP/corrupt/train" "$TMP/corrupt/eval"
 f=$(ls "$TMP/iris/tensorboard/train/"*tfevents*)

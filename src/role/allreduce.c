@@ -135,6 +135,9 @@ typedef struct trainer {
     double loss_sum, last_epoch_loss;
     int64_t loss_n;
     double t_start, t_train;
+    dt__train_tb tb;  /* rank 0's TensorBoard run "train" (tb_open) */
+    int tb_open;
+    dt_optim_conf oc; /* the optimizer's settings (its learning rate) */
 } trainer;
 
 static ar_conf settings(const dt_job_spec *job) {
@@ -380,6 +383,7 @@ static dt_err setup(trainer *t) {
         return dt_err_set(DT_ERR_NOMEM, "out of memory");
     dt_model_init_params(t->model, s->seed);
     dt_optim_conf oc = dt__role_optim(r, t->train->n);
+    t->oc = oc;
     if ((e = dt_optim_init(&t->optim, &oc, t->params, t->np))) return e;
     dt_rng_seed2(&t->rng, s->seed, 0x616c6c72u ^ ((uint64_t)r->type << 32) ^ (uint64_t)r->index);
     int64_t row = dt_dataset_row(t->train);
@@ -449,6 +453,7 @@ static void leave_ring(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+    if (t->tb_open) dt__tb_close(&t->tb);
     pthread_mutex_lock(&t->mu);
     t->comm_stop = 1;
     t->watch_stop = 1;
@@ -590,6 +595,22 @@ static void epoch_turn(trainer *t) {
     t->epoch = t->sh.epoch;
 }
 
+/* Rank 0 writes the TensorBoard run "train" (its batch's loss, the ring's samples): a member
+ * that becomes rank 0 continues the run from its step, one that stops being it closes it. */
+static void tensorboard_step(trainer *t, double loss, int64_t samples) {
+    dt__role *r = t->r;
+    if (t->rz.rank != 0) {
+        if (t->tb_open) dt__tb_close(&t->tb);
+        t->tb_open = 0;
+        return;
+    }
+    if (!t->tb_open) {
+        dt__tb_open(&t->tb, r->spec, r->job_dir, t->step - 1, DT__TB_TRAIN, r->log);
+        t->tb_open = 1;
+    }
+    dt__tb_step(&t->tb, t->step, loss, samples, dt_optim_lr_at(&t->oc, t->step - 1));
+}
+
 /* One step. *ring_failed = 1 when the ring failed (the step is abandoned, nothing changed
  * but the data position kept for the next try); *end = 1 when every member's data is done. */
 static dt_err step(trainer *t, int *ring_failed, int *end) {
@@ -686,6 +707,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     t->batches += nb_total > 0;
     t->loss_sum += loss_sum;
     t->loss_n += nb_total;
+    tensorboard_step(t, nb_total ? loss_sum / (double)nb_total : 0, (int64_t)total);
     if (t->rz.rank == 0 && checkpoint_due(t)) checkpoint_or_defer(t);
     return DT_OK;
 }

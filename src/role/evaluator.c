@@ -34,6 +34,8 @@ dt_err dt__role_evaluator(dt__role *r) {
     dt_shard_client *sc = NULL;
     json_t *history = json_array();
     dt__batch_bufs b = {0};
+    dt__train_tb tb = {0};
+    int tb_open = 0;
     dt_err e = dt__role_model(r, s->batch_size, NULL, NULL, &eval, &model);
     if (e) goto end;
     int64_t row = dt_dataset_row(eval);
@@ -72,6 +74,11 @@ dt_err dt__role_evaluator(dt__role *r) {
                 json_array_append_new(history, one);
                 fprintf(r->log, "%s: step %lld: eval accuracy %.4f, loss %.4f\n", r->name,
                         (long long)st.step, acc, loss);
+                if (!tb_open) { /* continuing the run from its first checkpoint's step */
+                    dt__tb_open(&tb, s, r->job_dir, st.step, DT__TB_EVAL, r->log);
+                    tb_open = 1;
+                }
+                dt__tb_eval(&tb, st.step, acc, loss);
                 fflush(r->log);
                 json_t *res = json_pack("{s:s, s:I, s:{s:f, s:f}, s:O}", "role", "evaluator", "step", (json_int_t)st.step, "eval",
                                         "accuracy", acc, "loss", loss, "evaluations", history);
@@ -102,6 +109,7 @@ dt_err dt__role_evaluator(dt__role *r) {
     }
     fprintf(r->log, "%s: stopped after %zu evaluations\n", r->name, json_array_size(history));
 end:
+    dt__tb_close(&tb);
     dt_shard_client_close(sc);
     json_decref(history);
     free(b.x);

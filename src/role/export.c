@@ -68,6 +68,13 @@ dt_err dt__role_chief_finish(const dt__role *r, dt_model *model, const dt_datase
     json_object_set_new(res, "eval", json_pack("{s:f, s:f}", "accuracy", eval_acc, "loss",
                                                eval_loss));
     json_object_set_new(res, "export", json_string(dir));
+    const dt_replica_spec *ev = &r->job->replicas[DT_REPLICA_TYPE_EVALUATOR];
+    if (!ev->present || ev->replicas < 1) { /* no evaluator to say it: TensorBoard's eval run */
+        dt__train_tb tb;
+        dt__tb_open(&tb, r->spec, r->job_dir, step, DT__TB_EVAL, r->log);
+        dt__tb_eval(&tb, step, eval_acc, eval_loss);
+        dt__tb_close(&tb);
+    }
     /* Every trainer's samples are the dataset's, once per epoch: the job's aggregate. */
     double all = (double)train->n * (double)r->spec->epochs;
     json_object_set_new(res, "aggregate_samples_per_sec", json_real(t_train > 0 ? all / t_train : 0));

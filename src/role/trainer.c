@@ -62,6 +62,9 @@ typedef struct trainer {
     int64_t loss_n;
     double last_epoch_loss;
     double t_start, t_train;    /* t_train: from the first pull to the end of the data */
+    dt__train_tb tb;            /* the chief's TensorBoard run "train" */
+    dt_optim_conf oc;           /* the optimizer as the PS applies it (its learning rate) */
+    int64_t tb_step;            /* the global step at the last dt__tb_step */
 } trainer;
 
 static dt_err setup(trainer *t) {
@@ -123,6 +126,11 @@ static dt_err setup(trainer *t) {
     if ((e = dt_ps_client_pull(t->ps, &t->step))) return e;
     t->last_ckpt_step = t->step;
     t->last_ckpt_time = dt__mono_s();
+    if (r->is_chief) {
+        t->oc = dt__role_optim(r, t->train->n);
+        t->tb_step = t->step;
+        dt__tb_open(&t->tb, s, r->job_dir, t->step, DT__TB_TRAIN, r->log);
+    }
 
     /* a stop request ends a wait for a shard */
     dt_shard_client_opts so = {.cancel = dt__stop_signal};
@@ -140,6 +148,7 @@ static dt_err setup(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+    dt__tb_close(&t->tb);
     dt_shard_client_close(t->sc);
     dt_ps_client_close(t->ps);
     free(t->b.x);
@@ -204,6 +213,12 @@ static dt_err train_shard(trainer *t, const dt_shard *sh) {
         t->batches++;
         t->loss_sum += loss * (double)nb;
         t->loss_n += nb;
+        if (t->r->is_chief) {
+            /* every global step since the last is a batch of some trainer's: the job's rate */
+            int64_t d = t->step > t->tb_step ? t->step - t->tb_step : 0;
+            dt__tb_step(&t->tb, t->step, loss, d * t->batch, dt_optim_lr_at(&t->oc, t->step - 1));
+            t->tb_step = t->step;
+        }
         if (t->r->is_chief && checkpoint_due(t)) checkpoint_or_defer(t);
     }
     return DT_OK;

@@ -21,15 +21,18 @@ static void off(dt__train_tb *tb) {
 }
 
 void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_t start_step,
-                 FILE *log) {
-    *tb = (dt__train_tb){.log = log, .t0 = dt__mono_s()};
+                 unsigned runs, FILE *log) {
+    *tb = (dt__train_tb){.log = log,
+                         .t0 = dt__mono_s(),
+                         .last_point = start_step,
+                         .last_eval = start_step};
     char base[4200], dir[4300];
     if (s->logdir[0]) snprintf(base, sizeof base, "%.4000s", s->logdir);
     else snprintf(base, sizeof base, "%.4000s/tensorboard", job_dir);
     snprintf(dir, sizeof dir, "%s/train", base);
-    if (dt_summary_open(&tb->train, dir, start_step)) return off(tb);
+    if ((runs & DT__TB_TRAIN) && dt_summary_open(&tb->train, dir, start_step)) return off(tb);
     snprintf(dir, sizeof dir, "%s/eval", base);
-    if (dt_summary_open(&tb->eval, dir, start_step)) return off(tb);
+    if ((runs & DT__TB_EVAL) && dt_summary_open(&tb->eval, dir, start_step)) return off(tb);
 }
 
 void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, float lr) {
@@ -37,7 +40,11 @@ void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, f
     tb->loss_sum += loss;
     tb->samples += samples;
     tb->steps++;
-    if (step % SUMMARY_EVERY) return;
+    /* a point each time the step passes a multiple of SUMMARY_EVERY (a PS trainer's global
+     * step moves by the other workers' pushes too); a step that went back (a PS restored to
+     * its last save) waits until it is past the last point again */
+    if (step / SUMMARY_EVERY <= tb->last_point / SUMMARY_EVERY) return;
+    tb->last_point = step;
     double now = dt__mono_s(), dt = now - tb->t0;
     static const char *const tags[] = {"loss", "learning_rate", "samples_per_sec",
                                        "step_time_ms"};
@@ -60,11 +67,12 @@ void dt__tb_resume(dt__train_tb *tb) {
 }
 
 void dt__tb_eval(dt__train_tb *tb, int64_t step, double accuracy, double loss) {
-    if (!tb->eval) return;
+    if (!tb->eval || step < tb->last_eval) return; /* an older checkpoint: not a new point */
+    tb->last_eval = step;
     static const char *const tags[] = {"accuracy", "loss"};
     float v[] = {(float)accuracy, (float)loss};
     if (dt_summary_scalars(tb->eval, step, 2, tags, v) || dt_summary_flush(tb->eval) ||
-        dt_summary_flush(tb->train))
+        (tb->train && dt_summary_flush(tb->train)))
         off(tb);
 }
 

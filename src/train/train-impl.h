@@ -51,11 +51,14 @@ typedef struct dt__train_tb {
     struct dt_summary *train, *eval;
     FILE *log;
     double t0, loss_sum;
-    int64_t samples, steps;
+    int64_t samples, steps, last_point, last_eval;
 } dt__train_tb;
+enum { DT__TB_TRAIN = 1, DT__TB_EVAL = 2 };
+/* Open the runs asked for (a mask of DT__TB_*); start_step > 0: continuing from that step. */
 void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_t start_step,
-                 FILE *log);
-/* One optimizer step done (step counts it); a point every 10 steps. */
+                 unsigned runs, FILE *log);
+/* One optimizer step done, the model now at `step`; a point each time step passes a
+ * multiple of 10 (the loss, samples and time since the last point). */
 void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, float lr);
 /* Between epochs (evaluation, checkpoints): the time is not the steps'. */
 void dt__tb_pause(dt__train_tb *tb);

@@ -281,7 +281,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     int64_t samples_session = 0;
     int stopped = 0;
     double eval_loss = 0, eval_acc = 0;
-    dt__tb_open(&tb, spec, opts.job_dir, r.state.step, opts.log);
+    dt__tb_open(&tb, spec, opts.job_dir, r.state.step, DT__TB_TRAIN | DT__TB_EVAL, opts.log);
     while (r.state.epoch < r.epochs && !stopped) {
         int64_t epoch = r.state.epoch;
         double t0 = dt__now();
