@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "core/clock-impl.h"
+#include "dtrain/metrics.h"
 #include "master/master-impl.h"
 #include "net/http-impl.h"
 
@@ -81,6 +82,22 @@ static void healthz(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     (void)req;
     dt__http_resp_json(resp, 200, json_pack("{s:b, s:s}", "ok", 1, "job", m->job->name));
+}
+
+/* Prometheus' scrape: public (no secrets in it), as scrapers carry no job token. */
+static void get_metrics(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    (void)req;
+    dt_prom b;
+    dt_prom_init(&b);
+    dt__master_metrics(ctx, &b);
+    size_t len = 0;
+    char *text = dt_prom_take(&b, &len);
+    if (!text) return dt__http_resp_error(resp, 500, "out of memory building the metrics");
+    free(resp->body);
+    resp->status = 200;
+    resp->body = text;
+    resp->len = len;
+    resp->content_type = DT_PROM_CONTENT_TYPE;
 }
 
 static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
@@ -544,6 +561,7 @@ static void get_datasets(void *ctx, const dt__http_req *req, dt__http_resp *resp
 
 const dt__http_route dt__master_routes[] = {
     {.method = "GET", .pattern = "/v1/healthz", .handler = healthz, .public = 1},
+    {.method = "GET", .pattern = "/metrics", .handler = get_metrics, .public = 1},
     {.method = "GET", .pattern = "/v1/jobs/:job", .handler = get_job},
     {.method = "GET", .pattern = "/v1/jobs/:job/replicas", .handler = get_replicas},
     {.method = "GET", .pattern = "/v1/jobs/:job/replicas/:replica/logs", .handler = get_logs},

@@ -137,6 +137,9 @@ void dt__master_say(dt__master *m, const char *fmt, ...) __attribute__((format(p
 void dt__master_request_stop(dt__master *m, const char *why, int now);
 /* Record what a replica reported (a JSON object; reference stolen) in the journal. */
 dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report);
+/* The job's Prometheus metrics into b (metrics.c, docs/METRICS.md). */
+struct dt_prom;
+void dt__master_metrics(dt__master *m, struct dt_prom *b);
 /* The HTTP routes of the job's API (api.c). */
 extern const dt__http_route dt__master_routes[];
 extern const int dt__master_nroutes;

@@ -100,6 +100,11 @@ void dt__http_server_free(dt__http_server *s); /* closes every connection; NULL:
 int dt__http_server_port(const dt__http_server *s);
 /* An fd that becomes readable when the server has work: poll it, then call run. */
 int dt__http_server_fd(const dt__http_server *s);
+/* The server's own metrics (docs/METRICS.md): dtrain_http_requests_total{method, route,
+ * code} and dtrain_http_request_duration_seconds{method, route} (route "(none)": requests
+ * no route took), each with the extra labels given (NULL-terminated name, value pairs). */
+struct dt_prom;
+void dt__http_server_metrics(dt__http_server *s, struct dt_prom *b, const char *const *labels);
 /* Do all work that is ready without blocking (accept, read, call handlers, write). */
 dt_err dt__http_server_run(dt__http_server *s);
 /* Milliseconds until the server needs dt__http_server_run for its own timers; -1: none. */

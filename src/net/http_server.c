@@ -53,6 +53,9 @@
 
 #include <microhttpd.h>
 
+#include "core/clock-impl.h"
+#include "dtrain/metrics.h"
+
 #define DEFAULT_MAX_BODY ((size_t)1 << 20)
 #define DEFAULT_MAX_CONNECTIONS 512
 #define DEFAULT_IDLE_TIMEOUT_S 60
@@ -76,6 +79,16 @@ typedef struct compiled_route {
     const char *cap_names[DT__HTTP_MAX_PARAMS];
 } compiled_route;
 
+/* What a route has answered: requests by status code, and how long they took from the first
+ * byte of the request to the response queued. Owned by the server's thread. */
+#define MAX_CODES 12
+typedef struct route_stats {
+    int ncodes;
+    int code[MAX_CODES + 1]; /* [MAX_CODES]: every other code (counted as 0) */
+    uint64_t count[MAX_CODES + 1];
+    dt_prom_hist latency;
+} route_stats;
+
 struct dt__http_server {
     struct MHD_Daemon *daemon;
     const dt__http_route *routes;
@@ -89,7 +102,9 @@ struct dt__http_server {
     int epoll_fd;
     char bind_addr[64];
     char last_log[256]; /* the last libmicrohttpd message: why a start failed */
+    route_stats *stats; /* nroutes + 1 (the last: requests no route took) */
 };
+
 
 typedef enum call_state {
     CALL_STATE_NEW = 0,  /* headers not seen yet */
@@ -112,6 +127,7 @@ typedef struct http_call {
     size_t received;     /* body bytes seen, stored or not */
     char *body;
     size_t len, cap;
+    double t0; /* monotonic seconds at its first byte */
 } http_call;
 
 /* ---- responses ---------------------------------------------------------------------- */
@@ -313,6 +329,7 @@ static void *uri_begin(void *cls, const char *uri, struct MHD_Connection *conn) 
     size_t n = strcspn(uri, "?");
     http_call *c = calloc(1, sizeof *c + 2 * (n + 1));
     if (!c) return NULL; /* on_access answers by closing the connection */
+    c->t0 = dt__mono_s();
     c->path = (char *)(c + 1);
     c->segbuf = c->path + n + 1;
     if (path_decode(uri, n, c->path) != 0) {
@@ -499,6 +516,62 @@ static int answer_early(const dt__http_server *s, const http_call *c, struct MHD
     return (cl > 0 && (unsigned long long)cl > limit) || c->received > limit;
 }
 
+/* Count the answer under its route and code, then queue it. */
+static enum MHD_Result answer(dt__http_server *s, const http_call *c, struct MHD_Connection *conn,
+                              dt__http_resp *resp) {
+    if (s->stats) {
+        route_stats *st = &s->stats[c->route ? (int)(c->route - s->compiled) : s->nroutes];
+        int i = 0;
+        while (i < st->ncodes && st->code[i] != resp->status)
+            i++;
+        if (i == st->ncodes && st->ncodes < MAX_CODES) st->code[st->ncodes++] = resp->status;
+        st->count[i]++;
+        dt_prom_hist_observe(&st->latency, dt__mono_s() - c->t0);
+    }
+    return send_resp(conn, resp);
+}
+
+void dt__http_server_metrics(dt__http_server *s, dt_prom *b, const char *const *labels) {
+    if (!s->stats) return;
+    const char *l[16];
+    int n = 0;
+    for (; labels && labels[n] && n < 10; n++)
+        l[n] = labels[n];
+    dt_prom_family(b, "dtrain_http_requests_total", "counter",
+                   "HTTP requests answered, by route and status code.");
+    for (int r = 0; r <= s->nroutes; r++) {
+        route_stats *st = &s->stats[r];
+        if (!st->latency.count) continue; /* a route never asked: no series yet */
+        l[n] = "method";
+        l[n + 1] = r < s->nroutes ? s->routes[r].method : "";
+        l[n + 2] = "route";
+        l[n + 3] = r < s->nroutes ? s->routes[r].pattern : "(none)";
+        l[n + 4] = "code";
+        l[n + 6] = NULL;
+        for (int i = 0; i < st->ncodes; i++) {
+            char code[16];
+            snprintf(code, sizeof code, "%d", st->code[i]);
+            l[n + 5] = code;
+            dt_prom_sample(b, "dtrain_http_requests_total", l, (double)st->count[i]);
+        }
+        if (st->count[MAX_CODES]) { /* codes past the first MAX_CODES distinct ones */
+            l[n + 5] = "other";
+            dt_prom_sample(b, "dtrain_http_requests_total", l, (double)st->count[MAX_CODES]);
+        }
+    }
+    dt_prom_family(b, "dtrain_http_request_duration_seconds", "histogram",
+                   "Time from a request's first byte to its answer, by route.");
+    for (int r = 0; r <= s->nroutes; r++) {
+        if (!s->stats[r].latency.count) continue;
+        l[n] = "method";
+        l[n + 1] = r < s->nroutes ? s->routes[r].method : "";
+        l[n + 2] = "route";
+        l[n + 3] = r < s->nroutes ? s->routes[r].pattern : "(none)";
+        l[n + 4] = NULL;
+        dt_prom_hist_write(b, "dtrain_http_request_duration_seconds", l, &s->stats[r].latency);
+    }
+}
+
 /* The request is complete and accepted: parse, call the handler, answer. */
 static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Connection *conn,
                                 const char *method) {
@@ -525,7 +598,7 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
                                 "%s %.200s: the request body is empty; expected a JSON "
                                 "object",
                                 method, c->path);
-            return send_resp(conn, &resp);
+            return answer(s, c, conn, &resp);
         }
         j = json_loadb(req.body, req.body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
         if (!j) {
@@ -533,7 +606,7 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
                                 "%s %.200s: the request body is not valid JSON: %s at line %d "
                                 "column %d",
                                 method, c->path, jerr.text, jerr.line, jerr.column);
-            return send_resp(conn, &resp);
+            return answer(s, c, conn, &resp);
         }
         if (!json_is_object(j)) {
             static const char *const names[] = {
@@ -545,7 +618,7 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
                                 "%s %.200s: the request body must be a JSON object, not %s", method,
                                 c->path, names[json_typeof(j)]);
             json_decref(j);
-            return send_resp(conn, &resp);
+            return answer(s, c, conn, &resp);
         }
         req.json = j;
     }
@@ -556,7 +629,7 @@ static enum MHD_Result dispatch(dt__http_server *s, http_call *c, struct MHD_Con
         dt__http_resp_error(&resp, 500, "%s %.200s: the handler set an invalid status %d", method,
                             c->path, bad);
     }
-    return send_resp(conn, &resp);
+    return answer(s, c, conn, &resp);
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
@@ -588,7 +661,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     c->state = CALL_STATE_ANSWERED;
-    return send_resp(conn, &c->err);
+    return answer(s, c, conn, &c->err);
 }
 
 /* ---- the daemon ---------------------------------------------------------------------- */
@@ -631,6 +704,10 @@ dt_err dt__http_server_start(dt__http_server **out, const dt__http_server_opts *
         for (int i = 0; i < s->nroutes; i++)
             if ((err = compile_route(&s->compiled[i], &s->routes[i], i))) goto err;
     }
+    if (!(s->stats = calloc((size_t)s->nroutes + 1, sizeof *s->stats))) goto err_nomem;
+    for (int i = 0; i <= s->nroutes; i++)
+        dt_prom_hist_init(&s->stats[i].latency, dt_prom_latency_buckets,
+                          dt_prom_latency_nbuckets);
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -694,6 +771,9 @@ void dt__http_server_free(dt__http_server *s) {
     for (int i = 0; s->compiled && i < s->nroutes; i++)
         free(s->compiled[i].pat);
     free(s->compiled);
+    for (int i = 0; s->stats && i <= s->nroutes; i++)
+        dt_prom_hist_free(&s->stats[i].latency);
+    free(s->stats);
     free(s->token);
     free(s);
 }
