@@ -113,6 +113,38 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' "
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/jobs/metrics-job")
 [ "$code" = 401 ] && pass "the status route still needs the token" || fail "status without a token: $code"
 
+# progress: what a trainer posts shows in the status (with the job's rate and ETA) and metrics
+TOKEN=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$TMP/job/master.json")
+post() { curl -s -o "$TMP/post.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+             -H 'Content-Type: application/json' -d "$2" "$URL/v1/jobs/metrics-job/replicas/$1/progress"; }
+code=$(post worker-0 '{"step": 120, "epoch": 1, "loss": 0.25, "samples_per_sec": 8, "samples": 60}')
+[ "$code" = 200 ] && pass "a progress post is taken" || fail "progress post: $code $(cat "$TMP/post.out")"
+code=$(post worker-0 '{"step": 121, "loss": "low"}')
+[ "$code" = 400 ] && grep -q 'loss: expected a finite number' "$TMP/post.out" &&
+    pass "a progress post with a string for a number is refused, naming it" || fail "bad progress: $code $(cat "$TMP/post.out")"
+code=$(post worker-0 '{"step": -1}')
+[ "$code" = 400 ] && pass "a negative step is refused" || fail "negative step: $code"
+curl -s -H "Authorization: Bearer $TOKEN" "$URL/v1/jobs/metrics-job" >"$TMP/st.json"
+$PY - "$TMP/st.json" <<'PYEOF' && pass "status: the replica's progress and the job's (40 of 100 samples left at 8/s: ETA 5 s)" || fail "status progress: $(head -c 600 "$TMP/st.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+w0 = [r for r in s["replicas"] if r["name"] == "worker-0"][0]
+assert w0["progress"] == {"step": 120, "epoch": 1, "loss": 0.25, "samples_per_sec": 8, "samples": 60}, w0
+p = s["progress"]
+assert p["samplesDone"] == 60 and p["samplesTotal"] == 100 and p["fraction"] == 0.6, p
+assert p["samplesPerSec"] == 8 and p["etaSeconds"] == 5 and p["epoch"] == 1 and p["epochs"] == 1, p
+PYEOF
+scrape
+grep -qxF 'dtrain_train_loss{job="metrics-job",replica="worker-0"} 0.25' "$TMP/m.txt" &&
+    grep -qxF 'dtrain_job_eta_seconds{job="metrics-job"} 5' "$TMP/m.txt" &&
+    promtool check metrics <"$TMP/m.txt" >/dev/null 2>&1 &&
+    pass "metrics: the trainer's loss and the job's ETA" || fail "progress metrics: $(grep -E 'dtrain_(train|job_)' "$TMP/m.txt")"
+"$DTRAIN" status metrics-job >"$TMP/status.txt" 2>&1
+grep -q 'progress 60.0%  epoch 1/1  samples 60 of 100  8 samples/s  ETA 5s' "$TMP/status.txt" &&
+    grep -qE '^worker-0 +Running .* 120 +0.2500 +8$' "$TMP/status.txt" &&
+    pass "dtrain status shows the progress line and the trainer's step, loss, samples/s" ||
+    fail "dtrain status: $(cat "$TMP/status.txt")"
+
 touch "$TMP/go"
 WAIT_POLLS=300 wait_for test -f "$TMP/job/result.json" && pass "the job ended" || fail "the job did not end"
 grep -q '"Succeeded"' "$TMP/job/result.json" && pass "Succeeded" || fail "result: $(head -c 400 "$TMP/job/result.json")"

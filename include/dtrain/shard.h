@@ -162,6 +162,11 @@ dt_err dt_shard_report(dt_shard_client *c, const char *dataset, const dt_shard *
 /* Post this replica's figures (a JSON object's text, e.g. an evaluator's metrics) to the
  * master's report route: kept in the job's status and result.json (docs/API.md). */
 dt_err dt_shard_client_post_report(dt_shard_client *c, const char *json_object_text);
+/* Post a replica's training progress (a JSON object text: step, epoch, loss,
+ * samples_per_sec, samples; docs/API.md), kept in the master's memory and shown in the
+ * job's status, table and metrics. Tried once: progress that cannot be posted now is
+ * overtaken by the next. */
+dt_err dt_shard_client_post_progress(dt_shard_client *c, const char *json_object_text);
 
 #ifdef __cplusplus
 }

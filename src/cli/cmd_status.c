@@ -98,7 +98,20 @@ static void print_status(json_t *st) {
         printf("  %-10s %-5s %-24s %s\n", str(c, "type"), str(c, "status"), str(c, "reason"),
                str(c, "message"));
     }
-    printf("%-16s %-11s %8s %8s %5s %8s\n", "REPLICA", "STATE", "PID", "RESTARTS", "EXIT", "AGE");
+    json_t *pg = json_object_get(st, "progress");
+    if (json_is_object(pg)) {
+        printf("progress %.1f%%  epoch %lld/%lld  samples %.0f of %.0f",
+               100 * json_number_value(json_object_get(pg, "fraction")), num(pg, "epoch"),
+               num(pg, "epochs"), json_number_value(json_object_get(pg, "samplesDone")),
+               json_number_value(json_object_get(pg, "samplesTotal")));
+        if (json_object_get(pg, "samplesPerSec"))
+            printf("  %.0f samples/s", json_number_value(json_object_get(pg, "samplesPerSec")));
+        if (json_object_get(pg, "etaSeconds"))
+            printf("  ETA %.0fs", json_number_value(json_object_get(pg, "etaSeconds")));
+        printf("\n");
+    }
+    printf("%-16s %-11s %8s %8s %5s %8s %8s %8s %9s\n", "REPLICA", "STATE", "PID", "RESTARTS",
+           "EXIT", "AGE", "STEP", "LOSS", "SAMPLES/S");
     json_t *r;
     json_array_foreach(json_object_get(st, "replicas"), i, r) {
         char pid[24] = "-", code[24] = "-", age[16] = "-";
@@ -107,8 +120,17 @@ static void print_status(json_t *st) {
         if (json_is_integer(x)) snprintf(code, sizeof code, "%lld", (long long)json_integer_value(x));
         const char *started = json_string_value(json_object_get(r, "startTime"));
         if (started) snprintf(age, sizeof age, "%.0fs", dt__cli_age(started));
-        printf("%-16s %-11s %8s %8lld %5s %8s\n", str(r, "name"), str(r, "state"), pid,
-               (long long)json_integer_value(json_object_get(r, "restarts")), code, age);
+        char step[24] = "", loss[24] = "", rate[24] = "";
+        json_t *pr = json_object_get(r, "progress");
+        if (json_is_object(pr) && !strcmp(str(r, "state"), "Running")) {
+            snprintf(step, sizeof step, "%.0f", json_number_value(json_object_get(pr, "step")));
+            snprintf(loss, sizeof loss, "%.4f", json_number_value(json_object_get(pr, "loss")));
+            snprintf(rate, sizeof rate, "%.0f",
+                     json_number_value(json_object_get(pr, "samples_per_sec")));
+        }
+        printf("%-16s %-11s %8s %8lld %5s %8s %8s %8s %9s\n", str(r, "name"), str(r, "state"), pid,
+               (long long)json_integer_value(json_object_get(r, "restarts")), code, age, step, loss,
+               rate);
     }
     print_data(json_object_get(st, "data"));
 }

@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,8 @@ static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
             json_array_append_new(reps, dt__replica_json(&m->st.replicas[i], m->dir));
         json_object_set_new(j, "replicas", reps);
         json_object_set_new(j, "data", dt__ledger_progress(m->ledger));
+        json_t *p = dt__master_progress(m);
+        json_object_set_new(j, "progress", p ? p : json_null());
         json_t *jr = json_pack("{s:b}", "ok", !m->journal_broken);
         if (jr && m->journal_broken)
             json_object_set_new(jr, "error", json_string(dt__journal_why(m->journal)));
@@ -210,6 +213,27 @@ static void post_report(void *ctx, const dt__http_req *req, dt__http_resp *resp)
         if (journaled_after(m, resp)) dt__http_resp_error(resp, 500, "%s", dt_errmsg());
         return;
     }
+    dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
+}
+
+/* A trainer's progress: numbers only, kept in memory (a lost one is overtaken by the next). */
+static void post_progress(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    static const char *const keys[] = {"step", "epoch", "loss", "samples_per_sec", "samples", NULL};
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt__replica *r = replica(m, req, resp);
+    if (!r) return;
+    json_t *p = json_object();
+    for (int i = 0; keys[i]; i++) {
+        json_t *v = json_object_get(req->json, keys[i]);
+        if (!v) continue;
+        if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0) {
+            json_decref(p);
+            return dt__http_resp_error(resp, 400, "%s: expected a finite number >= 0", keys[i]);
+        }
+        json_object_set(p, keys[i], v);
+    }
+    dt__master_record_progress(m, r, p);
     dt__http_resp_json(resp, 200, json_pack("{s:b}", "recorded", 1));
 }
 
@@ -568,6 +592,10 @@ const dt__http_route dt__master_routes[] = {
     {.method = "POST",
      .pattern = "/v1/jobs/:job/replicas/:replica/report",
      .handler = post_report,
+     .json = 1},
+    {.method = "POST",
+     .pattern = "/v1/jobs/:job/replicas/:replica/progress",
+     .handler = post_progress,
      .json = 1},
     {.method = "POST", .pattern = "/v1/jobs/:job/stop", .handler = post_stop},
     {.method = "POST", .pattern = "/v1/jobs/:job/scale", .handler = post_scale, .json = 1},

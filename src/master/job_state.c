@@ -114,6 +114,7 @@ dt_err dt__job_state_add(dt__job_state *st, dt_replica_type type, int index, dt_
 void dt__job_state_remove(dt__job_state *st, int i) {
     if (i < 0 || i >= st->nreplicas) return;
     json_decref(st->replicas[i].report);
+    json_decref(st->replicas[i].progress);
     json_decref(st->replicas[i].facts);
     memmove(&st->replicas[i], &st->replicas[i + 1],
             (size_t)(st->nreplicas - i - 1) * sizeof *st->replicas);
@@ -137,6 +138,7 @@ void dt__job_state_free(dt__job_state *st) {
     if (!st) return;
     for (int i = 0; i < st->nreplicas; i++) {
         json_decref(st->replicas[i].report);
+        json_decref(st->replicas[i].progress);
         json_decref(st->replicas[i].facts);
     }
     free(st->replicas);
@@ -215,6 +217,7 @@ json_t *dt__replica_json(const dt__replica *r, const char *job_dir) {
     json_object_set_new(j, "finishTime", time_or_null(r->end_time));
     json_object_set_new(j, "log", json_string(log));
     if (r->report) json_object_set(j, "report", r->report);
+    if (r->progress) json_object_set(j, "progress", r->progress);
     return j;
 }
 

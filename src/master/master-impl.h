@@ -51,6 +51,8 @@ typedef struct dt__replica {
     double start_time, end_time; /* wall clock of the current attempt (0: none) */
     int stopping;                /* SIGTERM sent by the master */
     json_t *report;              /* what the replica reported through the API; owned */
+    json_t *progress;            /* its last training progress post (not journaled); owned */
+    double progress_time;        /* wall clock of that post */
     double restart_at;           /* DT__REPLICA_RESTARTING: when to launch it again */
     double kill_at;              /* stopping: when SIGKILL follows the SIGTERM (0: none) */
     /* Scaled away (`dtrain scale`): being stopped; its end is neither a failure nor a
@@ -137,6 +139,11 @@ void dt__master_say(dt__master *m, const char *fmt, ...) __attribute__((format(p
 void dt__master_request_stop(dt__master *m, const char *why, int now);
 /* Record what a replica reported (a JSON object; reference stolen) in the journal. */
 dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report);
+/* The job's training progress (progress.c): samples done of all, the rate the trainers
+ * report, the ETA, the epoch; NULL when the job has no dataset yet. A new object. */
+json_t *dt__master_progress(dt__master *m);
+/* A replica's progress post (POST .../progress), reference stolen: kept, not journaled. */
+void dt__master_record_progress(dt__master *m, dt__replica *r, json_t *progress);
 /* The job's Prometheus metrics into b (metrics.c, docs/METRICS.md). */
 struct dt_prom;
 void dt__master_metrics(dt__master *m, struct dt_prom *b);

@@ -193,6 +193,8 @@ static json_t *status_json(loop *L) {
         json_array_append_new(reps, dt__replica_json(&L->m.st.replicas[i], L->m.dir));
     json_object_set_new(j, "replicas", reps);
     json_object_set_new(j, "data", dt__ledger_progress(L->m.ledger));
+    json_t *p = dt__master_progress(&L->m);
+    json_object_set_new(j, "progress", p ? p : json_null());
     return j;
 }
 
@@ -262,9 +264,24 @@ static void draw_table(loop *L) {
     int lines = 0;
     fprintf(out, "\033[2Kjob %s  %s  %.0fs  %s\n", L->m.job->name, dt__job_state_phase(&L->m.st),
             L->m.st.start_time > 0 ? now - L->m.st.start_time : 0.0, L->m.url);
-    fprintf(out, "\033[2K%-16s %-11s %8s %8s %5s %8s\n", "REPLICA", "STATE", "PID", "RESTARTS",
-            "EXIT", "AGE");
-    lines += 2;
+    lines++;
+    json_t *p = dt__master_progress(&L->m);
+    if (p) {
+        char rate[64] = "", eta[48] = "";
+        const json_t *v = json_object_get(p, "samplesPerSec");
+        if (v) snprintf(rate, sizeof rate, "  %.0f samples/s", json_number_value(v));
+        if ((v = json_object_get(p, "etaSeconds")))
+            snprintf(eta, sizeof eta, "  ETA %.0fs", json_number_value(v));
+        fprintf(out, "\033[2Kprogress %.1f%%  epoch %lld/%lld%s%s\n",
+                100 * json_number_value(json_object_get(p, "fraction")),
+                (long long)json_integer_value(json_object_get(p, "epoch")),
+                (long long)json_integer_value(json_object_get(p, "epochs")), rate, eta);
+        lines++;
+        json_decref(p);
+    }
+    fprintf(out, "\033[2K%-16s %-11s %8s %8s %5s %8s %8s %8s %9s\n", "REPLICA", "STATE", "PID",
+            "RESTARTS", "EXIT", "AGE", "STEP", "LOSS", "SAMPLES/S");
+    lines++;
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         const dt__replica *r = &L->m.st.replicas[i];
         char pid[16] = "-", code[16] = "-";
@@ -273,8 +290,15 @@ static void draw_table(loop *L) {
         double age = r->start_time > 0 ? (r->end_time > r->start_time ? r->end_time : now) -
                                              r->start_time
                                        : 0;
-        fprintf(out, "\033[2K%-16s %-11s %8s %8d %5s %7.0fs\n", r->name,
-                dt__replica_state_name(r->state), pid, r->restarts, code, age);
+        char step[24] = "", loss[24] = "", rate[24] = "";
+        if (r->progress && r->state == DT__REPLICA_RUNNING) {
+            snprintf(step, sizeof step, "%.0f", json_number_value(json_object_get(r->progress, "step")));
+            snprintf(loss, sizeof loss, "%.4f", json_number_value(json_object_get(r->progress, "loss")));
+            snprintf(rate, sizeof rate, "%.0f",
+                     json_number_value(json_object_get(r->progress, "samples_per_sec")));
+        }
+        fprintf(out, "\033[2K%-16s %-11s %8s %8d %5s %7.0fs %8s %8s %9s\n", r->name,
+                dt__replica_state_name(r->state), pid, r->restarts, code, age, step, loss, rate);
         lines++;
     }
     fflush(out);

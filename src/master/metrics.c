@@ -95,6 +95,48 @@ static void report_metrics(dt__master *m, dt_prom *b) {
     }
 }
 
+/* What trainers post as they train (running replicas), and the job's progress and ETA. */
+static void progress_metrics(dt__master *m, dt_prom *b) {
+    static const struct {
+        const char *key, *name, *help;
+    } facts[] = {
+        {"step", "dtrain_train_step", "The optimizer step a trainer is at (the global step in a PS job)."},
+        {"epoch", "dtrain_train_epoch", "The epoch a trainer is in (1-based)."},
+        {"loss", "dtrain_train_loss", "A trainer's mean training loss over its last ~2 s."},
+        {"samples_per_sec", "dtrain_train_samples_per_second",
+         "A trainer's own samples per second over its last ~2 s."},
+    };
+    for (size_t f = 0; f < sizeof facts / sizeof facts[0]; f++) {
+        int header = 0;
+        for (int i = 0; i < m->st.nreplicas; i++) {
+            const dt__replica *r = &m->st.replicas[i];
+            if (!r->progress || r->state != DT__REPLICA_RUNNING) continue;
+            double v = num(r->progress, facts[f].key);
+            if (v < 0) continue;
+            if (!header++) dt_prom_family(b, facts[f].name, "gauge", facts[f].help);
+            const char *l[] = {"job", m->job->name, "replica", r->name, NULL};
+            dt_prom_sample(b, facts[f].name, l, v);
+        }
+    }
+    json_t *p = dt__master_progress(m);
+    if (!p) return;
+    const char *l[] = {"job", m->job->name, NULL};
+    dt_prom_family(b, "dtrain_job_progress_ratio", "gauge",
+                   "Samples of the training dataset done, of all its epochs (0 to 1).");
+    dt_prom_sample(b, "dtrain_job_progress_ratio", l, num(p, "fraction"));
+    if (json_object_get(p, "samplesPerSec")) {
+        dt_prom_family(b, "dtrain_job_samples_per_second", "gauge",
+                       "The trainers' samples per second together, as they report them.");
+        dt_prom_sample(b, "dtrain_job_samples_per_second", l, num(p, "samplesPerSec"));
+    }
+    if (json_object_get(p, "etaSeconds")) {
+        dt_prom_family(b, "dtrain_job_eta_seconds", "gauge",
+                       "Seconds until the training data is done at the current rate.");
+        dt_prom_sample(b, "dtrain_job_eta_seconds", l, num(p, "etaSeconds"));
+    }
+    json_decref(p);
+}
+
 /* The shard service, from the ledger's progress (the status API's "data"). */
 static void data_metrics(dt__master *m, dt_prom *b) {
     json_t *prog = dt__ledger_progress(m->ledger);
@@ -186,6 +228,7 @@ void dt__master_metrics(dt__master *m, dt_prom *b) {
     dt_prom_sample(b, "dtrain_job_restarts_total", lj, m->st.total_restarts);
     replica_metrics(m, b);
     report_metrics(m, b);
+    progress_metrics(m, b);
     data_metrics(m, b);
     int allreduce = m->rdzv && dt__rdzv_check_job(m, 0) == DT_OK;
     dt_err_clear();

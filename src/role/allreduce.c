@@ -137,6 +137,7 @@ typedef struct trainer {
     double t_start, t_train;
     dt__train_tb tb;  /* rank 0's TensorBoard run "train" (tb_open) */
     int tb_open;
+    dt__role_progress progress; /* posted to the master */
     dt_optim_conf oc; /* the optimizer's settings (its learning rate) */
 } trainer;
 
@@ -708,6 +709,8 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     t->loss_sum += loss_sum;
     t->loss_n += nb_total;
     tensorboard_step(t, nb_total ? loss_sum / (double)nb_total : 0, (int64_t)total);
+    dt__role_progress_step(t->sc, &t->progress, t->step, t->epoch + 1,
+                           nb_total ? loss_sum / (double)nb_total : NAN, t->samples);
     if (t->rz.rank == 0 && checkpoint_due(t)) checkpoint_or_defer(t);
     return DT_OK;
 }

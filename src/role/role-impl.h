@@ -61,6 +61,17 @@ dt_err dt__role_chief_finish(const dt__role *r, dt_model *model, const dt_datase
                              const dt_dataset *eval, int64_t batch, const dt__batch_bufs *b,
                              int64_t step, int64_t epoch, double t_train, json_t *res);
 
+/* A trainer's progress, posted to the master every PROGRESS_EVERY_S (its live table, status,
+ * ETA and metrics): the step, the epoch (1-based), the mean loss and this replica's own
+ * samples/s since the last post, and its samples in all. A post that fails is dropped. */
+struct dt_shard_client;
+typedef struct dt__role_progress {
+    double last;          /* monotonic time of the last post (0: none yet) */
+    double loss_sum;
+    int64_t loss_n, samples_at_last;
+} dt__role_progress;
+void dt__role_progress_step(struct dt_shard_client *sc, dt__role_progress *p, int64_t step, int64_t epoch, double loss, int64_t samples);
+
 /* A checkpoint that fails (a full disk) stops no trainer: the cause is logged and the next
  * try put off, 1 s doubling to 60 s, while training goes on. retry_at > 0: the last one
  * failed. dt__ckpt_retry_due says whether the put-off try is due (1), not yet (0), or

@@ -10,12 +10,15 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "dtrain/optim.h"
+#include "dtrain/shard.h"
 #include "dtrain/threadpool.h"
 #include "role/role-impl.h"
 #include "train/train-impl.h"
@@ -347,4 +350,30 @@ end:
     opts->stopped_by = e ? 0 : r.stopped_by;
     role_free(&r);
     return e;
+}
+
+#define PROGRESS_EVERY_S 2.0
+
+void dt__role_progress_step(struct dt_shard_client *sc, dt__role_progress *p, int64_t step, int64_t epoch, double loss, int64_t samples) {
+    double now = dt__mono_s();
+    if (p->last == 0) {
+        p->last = now;
+        p->samples_at_last = samples;
+    }
+    if (isfinite(loss)) {
+        p->loss_sum += loss;
+        p->loss_n++;
+    }
+    if (!sc || now - p->last < PROGRESS_EVERY_S) return;
+    char text[256];
+    snprintf(text, sizeof text,
+             "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"samples_per_sec\": %.6g, "
+             "\"samples\": %lld}",
+             (long long)step, (long long)epoch, p->loss_n ? p->loss_sum / (double)p->loss_n : 0.0,
+             (double)(samples - p->samples_at_last) / (now - p->last), (long long)samples);
+    if (dt_shard_client_post_progress(sc, text)) dt_err_clear(); /* the next one overtakes it */
+    p->last = now;
+    p->samples_at_last = samples;
+    p->loss_sum = 0;
+    p->loss_n = 0;
 }

@@ -65,6 +65,7 @@ typedef struct trainer {
     dt__train_tb tb;            /* the chief's TensorBoard run "train" */
     dt_optim_conf oc;           /* the optimizer as the PS applies it (its learning rate) */
     int64_t tb_step;            /* the global step at the last dt__tb_step */
+    dt__role_progress progress; /* posted to the master */
 } trainer;
 
 static dt_err setup(trainer *t) {
@@ -213,6 +214,7 @@ static dt_err train_shard(trainer *t, const dt_shard *sh) {
         t->batches++;
         t->loss_sum += loss * (double)nb;
         t->loss_n += nb;
+        dt__role_progress_step(t->sc, &t->progress, t->step, t->epoch + 1, loss, t->samples);
         if (t->r->is_chief) {
             /* every global step since the last is a batch of some trainer's: the job's rate */
             int64_t d = t->step > t->tb_step ? t->step - t->tb_step : 0;

@@ -122,8 +122,9 @@ static dt_err answer_error(const char *what, long status, const char *body, size
 /* One request of the caller: body (may be NULL; a reference is stolen) is sent as JSON;
  * transport failures are retried for retry_ms; a 200 answer is parsed into *answer (a JSON
  * object the caller decrefs), any other answer is an error (answer_error). */
-static dt_err call(dt_shard_client *c, const char *what, const char *method, const char *path,
-                   json_t *body, json_t **answer) {
+/* A request, retried for retry_ms on a lost connection (retry 0: tried once). */
+static dt_err call_r(dt_shard_client *c, const char *what, const char *method, const char *path,
+                     json_t *body, json_t **answer, int retry) {
     *answer = NULL;
     char *text = NULL;
     if (body) {
@@ -144,6 +145,10 @@ static dt_err call(dt_shard_client *c, const char *what, const char *method, con
          * as long as it says so: it is alive (a master that gives up ends the job). */
         int busy = !err && status == 503;
         if (err != DT_ERR_IO && !busy) break;
+        if (!retry) {
+            if (busy) err = dt_err_set(DT_ERR_IO, "%s: the master is busy (503)", what);
+            break;
+        }
         double left = (double)c->retry_ms - (dt__mono_ms() - t0);
         if (busy) { /* alive: a lost connection after this gets a whole retry_ms again */
             free(resp);
@@ -178,6 +183,11 @@ static dt_err call(dt_shard_client *c, const char *what, const char *method, con
     }
     *answer = j;
     return DT_OK;
+}
+
+static dt_err call(dt_shard_client *c, const char *what, const char *method, const char *path,
+                   json_t *body, json_t **answer) {
+    return call_r(c, what, method, path, body, answer, 1);
 }
 
 dt_err dt__shard_client_call(dt_shard_client *c, const char *what, const char *method,
@@ -384,6 +394,21 @@ dt_err dt_shard_register(dt_shard_client *c, const dt_dataset_spec *spec) {
     snprintf(path, sizeof path, "/v1/jobs/%s/datasets", c->job_q);
     json_t *ans;
     dt_err err = call(c, what, "POST", path, body, &ans);
+    json_decref(ans);
+    return err;
+}
+
+dt_err dt_shard_client_post_progress(dt_shard_client *c, const char *json_object_text) {
+    json_error_t jerr;
+    json_t *body = json_loads(json_object_text, 0, &jerr);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return dt_err_set(DT_ERR_ARG, "replica progress: not a JSON object (%s)", jerr.text);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "/v1/jobs/%s/replicas/%s/progress", c->job_q, c->replica_q);
+    json_t *ans;
+    dt_err err = call_r(c, "replica progress", "POST", path, body, &ans, 0);
     json_decref(ans);
     return err;
 }

@@ -1,0 +1,73 @@
+/*
+ * progress.c - how far a job has got and how long the rest will take (docs/API.md,
+ * "progress"): the samples of the training dataset done of all (from the shard service),
+ * the rate the trainers report (their progress posts: every replica's own samples/s, summed
+ * over those that posted in the last PROGRESS_FRESH_S), and the ETA at that rate.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "master/master-impl.h"
+#include "shard/ledger-impl.h"
+
+#define PROGRESS_FRESH_S 10.0
+
+static double num(const json_t *o, const char *k) {
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+void dt__master_record_progress(dt__master *m, dt__replica *r, json_t *progress) {
+    json_decref(r->progress);
+    r->progress = progress;
+    r->progress_time = dt__wall_now();
+    dt__master_touch(m);
+}
+
+json_t *dt__master_progress(dt__master *m) {
+    json_t *prog = dt__ledger_progress(m->ledger);
+    json_t *sets = json_object_get(prog, "datasets");
+    json_t *d = json_object_get(sets, "training");
+    if (!d) { /* the first dataset registered, when none is called "training" */
+        const char *k;
+        json_t *v;
+        json_object_foreach(sets, k, v) {
+            d = v;
+            break;
+        }
+    }
+    if (!d) {
+        json_decref(prog);
+        return NULL;
+    }
+    double total = num(d, "dataset_size") * num(d, "num_epochs"), done = 0;
+    int64_t epoch = -1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(d, "epochs"), i, e) {
+        done += num(e, "samples_done");
+        if (epoch < 0 && num(e, "shards_done") < num(e, "shards_total")) epoch = (int64_t)i;
+    }
+    int64_t epochs = (int64_t)num(d, "num_epochs");
+    if (epoch < 0) epoch = done >= total ? epochs : (int64_t)json_array_size(json_object_get(d, "epochs"));
+    double rate = 0, now = dt__wall_now();
+    int reporting = 0;
+    for (int k = 0; k < m->st.nreplicas; k++) {
+        const dt__replica *r = &m->st.replicas[k];
+        if (!r->progress || r->state != DT__REPLICA_RUNNING || now - r->progress_time > PROGRESS_FRESH_S)
+            continue;
+        rate += num(r->progress, "samples_per_sec");
+        reporting++;
+    }
+    json_t *out = json_pack("{s:f, s:f, s:f, s:I, s:I}", "samplesDone", done, "samplesTotal", total,
+                            "fraction", total > 0 ? done / total : 0.0, "epoch",
+                            (json_int_t)(epoch < epochs ? epoch + 1 : epochs), "epochs",
+                            (json_int_t)epochs);
+    if (out && reporting) {
+        json_object_set_new(out, "samplesPerSec", json_real(rate));
+        if (rate > 0 && done < total)
+            json_object_set_new(out, "etaSeconds", json_real(ceil((total - done) / rate)));
+    }
+    json_decref(prog);
+    return out;
+}
