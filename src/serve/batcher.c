@@ -23,6 +23,7 @@ typedef struct dt__sv_batcher {
     int stopping;
     int nthreads;
     pthread_t *threads;
+    atomic_long queued; /* jobs in the queue */
     atomic_long batches, rows;
 } dt__sv_batcher;
 
@@ -35,11 +36,12 @@ static void normalize(const dt__sv_version *v, float *x, int64_t rows) {
     }
 }
 
-static void run_inline(dt__sv_job *job) {
+static void run_inline(dt__sv_server *s, dt__sv_job *job) {
     dt__sv_version *v = job->v;
     int i = dt__sv_instance_take(v);
     dt_err e = dt_model_predict(v->inst[i], job->in->x, job->in->rows, job->out);
     dt__sv_instance_give(v, i);
+    dt__sv_metrics_batch(s, job->in->rows);
     if (e) {
         job->code = DT__SV_INTERNAL;
         snprintf(job->err, sizeof job->err, "%s", dt_errmsg());
@@ -50,12 +52,13 @@ static void run_inline(dt__sv_job *job) {
 void dt__sv_infer(dt__sv_server *s, dt__sv_job *job) {
     normalize(job->v, job->in->x, job->in->rows);
     dt__sv_batcher *b = s->batcher;
-    if (!b) return run_inline(job);
+    if (!b) return run_inline(s, job);
     job->next = NULL;
     pthread_mutex_lock(&b->mu);
     if (b->tail) b->tail->next = job;
     else b->head = job;
     b->tail = job;
+    atomic_fetch_add(&b->queued, 1);
     pthread_cond_signal(&b->cv);
     pthread_mutex_unlock(&b->mu);
 }
@@ -116,6 +119,8 @@ static void *executor(void *arg) {
         }
         int64_t rows;
         dt__sv_job *batch = take_batch(b, o->max_batch_size, &rows);
+        for (dt__sv_job *j = batch; j; j = j->next)
+            atomic_fetch_sub(&b->queued, 1);
         if (b->head) pthread_cond_signal(&b->cv); /* another executor may take the rest */
         pthread_mutex_unlock(&b->mu);
 
@@ -153,15 +158,17 @@ static void *executor(void *arg) {
         }
         atomic_fetch_add(&b->batches, 1);
         atomic_fetch_add(&b->rows, rows);
+        dt__sv_metrics_batch(b->s, rows);
         char msg[256] = "";
         if (e) snprintf(msg, sizeof msg, "%s", dt_errmsg());
         int64_t off = 0;
+        int gathered = batch->next != NULL; /* batch itself is gone after its done() */
         for (dt__sv_job *j = batch, *next; j; j = next) {
             next = j->next;
             if (e) {
                 j->code = DT__SV_INTERNAL;
                 snprintf(j->err, sizeof j->err, "%s", msg);
-            } else if (batch->next) {
+            } else if (gathered) {
                 memcpy(j->out, y + off * k, (size_t)(j->in->rows * k) * sizeof *y);
             }
             off += j->in->rows;
@@ -173,6 +180,10 @@ static void *executor(void *arg) {
     free(x);
     free(y);
     return NULL;
+}
+
+int64_t dt__sv_batcher_queued(dt__sv_server *s) {
+    return s->batcher ? atomic_load(&s->batcher->queued) : 0;
 }
 
 dt_err dt__sv_batcher_start(dt__sv_server *s) {

@@ -199,7 +199,7 @@ static int list_versions(const char *base, found **out, int *n) {
         (*n)++;
     }
     closedir(d);
-    qsort(*out, (size_t)*n, sizeof **out, cmp_desc);
+    if (*n > 1) qsort(*out, (size_t)*n, sizeof **out, cmp_desc); /* *out is NULL when none */
     return 0;
 }
 

@@ -9,6 +9,7 @@
  * fast path of Clinger's algorithm (strtod only when that cannot be exact), and reports
  * malformed JSON with the offset, as TF Serving (rapidjson) does.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ typedef struct reader {
     /* the floats of the tensor being read */
     float *x;
     int64_t n, cap;
+    int int_token; /* the last number read had no fraction or exponent */
 } reader;
 
 static dt__sv_code fail(reader *r, dt__sv_code code, const char *fmt, ...)
@@ -86,6 +88,7 @@ static int match_word(reader *r, const char *w) {
 static int read_number(reader *r, double *out) {
     const char *p = r->s, *e = r->end;
     int neg = 0;
+    r->int_token = 0;
     if (p < e && *p == '-') neg = 1, p++;
     if (p < e && *p == 'I') {
         r->s = p;
@@ -103,6 +106,7 @@ static int read_number(reader *r, double *out) {
         return syntax(r, "Invalid value.");
     }
     const char *digits = p;
+    int int_token = 1;
     uint64_t mant = 0;
     int nd = 0, exp10 = 0, exact = 1;
     if (p < e && *p == '0') {
@@ -118,6 +122,7 @@ static int read_number(reader *r, double *out) {
         return syntax(r, "Invalid value.");
     }
     if (p < e && *p == '.') {
+        int_token = 0;
         p++;
         if (p >= e || *p < '0' || *p > '9') {
             r->s = p;
@@ -130,6 +135,7 @@ static int read_number(reader *r, double *out) {
         }
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
+        int_token = 0;
         p++;
         int eneg = 0, ev = 0;
         if (p < e && (*p == '+' || *p == '-')) eneg = *p == '-', p++;
@@ -144,6 +150,7 @@ static int read_number(reader *r, double *out) {
         exp10 += eneg ? -ev : ev;
     }
     (void)digits;
+    r->int_token = int_token;
     if (exact && mant < (UINT64_C(1) << 53) && exp10 >= -22 && exp10 <= 22) {
         /* both operands exact: one correctly rounded operation (Clinger's fast path) */
         double v = (double)mant;
@@ -162,6 +169,8 @@ static int read_number(reader *r, double *out) {
             *out = strtod(tmp, NULL);
             free(tmp);
         }
+        /* rapidjson refuses what does not fit a double (r->s: the number's start) */
+        if (isinf(*out)) return syntax(r, "Number too big to be stored in double.");
     }
     r->s = p;
     return 0;
@@ -317,7 +326,18 @@ static int read_tensor_at(reader *r, inferred *t, int depth) {
                         "a number where a list was expected (at offset %lld): lists must be "
                         "nested the same everywhere", (long long)(r->s - r->start));
         double d;
+        const char *at = r->s;
         if (read_number(r, &d)) return r->code;
+        /* TF Serving's IsLosslessDecimal<float>: an integer token (one that fits 64 bits)
+         * beyond 2^24-1, or a finite number beyond the float range, is refused */
+        int fits64 = d <= 18446744073709551615.0 && d >= -9223372036854775808.0;
+        if (isfinite(d) && ((r->int_token && fits64) ? fabs(d) > 16777215.0
+                                                      : fabs(d) > (double)FLT_MAX)) {
+            int len = (int)(r->s - at);
+            return fail(r, DT__SV_INVALID_ARGUMENT,
+                        "Cannot convert JSON value: %.*s%s to float without loss of precision.",
+                        len > 60 ? 60 : len, at, len > 60 ? "..." : "");
+        }
         return push(r, (float)d);
     }
     if (c < 0) return syntax(r, "Invalid value.");
