@@ -150,6 +150,17 @@ err("a body over --max_body_bytes", 413, raw=b"[" + b"1," * 1100000 + b"1]", has
 err("deep nesting", 400, raw=b"{\"instances\": " + b"[" * 100 + b"]" * 100 + b"}", has="")
 s, j = call("/v1/models/fashion:predict", raw=b"{\"instances\": [" + json.dumps(image(0)).replace("0.0", "NaN", 1).encode() + b"]}")
 check("NaN is read (TF Serving accepts it)", s == 200 and len(j["predictions"]) == 1, (s, j))
+def with_value(v):
+    return b"{\"instances\": [" + json.dumps(image(0)).replace("0.0", v, 1).encode() + b"]}"
+err("an integer beyond 2^24-1 is lossy as a float", 400, raw=with_value("16777216"), has="Cannot convert JSON value: 16777216 to float without loss of precision.")
+err("a number beyond the float range", 400, raw=with_value("3.5e38"), has="Cannot convert JSON value: 3.5e38 to float without loss of precision.")
+err("a number beyond the double range", 400, raw=with_value("-1e400"), has="JSON Parse error: Number too big to be stored in double.")
+s, j = call("/v1/models/fashion:predict", raw=with_value("16777215"))
+check("2^24-1 and 3.4e38 still fit", s == 200 and call("/v1/models/fashion:predict", raw=with_value("3.4e38"))[0] == 200, (s, j))
+s, j = call("/v1/models/fash%69on/metadata")
+check("a URL-escaped name is unescaped", s == 200 and j["model_spec"]["name"] == "fashion", (s, j))
+err("an escaped / is part of the name", 404, path="/v1/models/a%2Fb", has="Could not find any versions of model a/b")
+err("an escaped : is part of the name", 404, {"instances": [image(0)]}, path="/v1/models/no%3Ape:predict", has="Servable not found for request: Latest(no:pe)")
 s, j = call("/v1/models/fashion")
 check("still serving after bad input", s == 200, j)
 '
@@ -235,7 +246,60 @@ check("batched answers = unbatched (max diff %s)" % diff, ok and diff < 1e-5, di
 s, j = call("/v1/models/fashion:classify", {"examples": [{"input": flat(0)}]})
 check("classify batched", s == 200 and len(j["results"][0]) == 10, j)
 '
+    # its metrics: Prometheus text that promtool accepts, with what was just asked of it
+    curl -s -D batched.hdr "http://127.0.0.1:$PORT/monitoring/prometheus/metrics" >batched.metrics
+    curl -s "http://127.0.0.1:$PORT/v1/models/nope" >/dev/null
+    curl -s "http://127.0.0.1:$PORT/metrics" >batched.metrics2
+    if command -v promtool >/dev/null && promtool check metrics <batched.metrics >promtool.out 2>&1; then
+        pass "serve metrics: promtool check metrics is clean"
+    else fail "serve metrics: promtool: $(head -c 600 promtool.out)"; fi
+    grep -qi '^Content-Type: text/plain; version=0.0.4; charset=utf-8' batched.hdr &&
+        pass "serve metrics: Prometheus' content type" || fail "serve metrics: $(grep -i content-type batched.hdr)"
+    $PY - batched.metrics batched.metrics2 <<'PYEOF' && pass "serve metrics: 48 predicts and a classify counted, the batches' rows (96), a version AVAILABLE, an unknown model under model=""" || fail "serve metrics: $(grep -v '^#' batched.metrics | head -30)"
+import sys
+def load(p):
+    d = {}
+    for line in open(p):
+        if line.startswith("#") or not line.strip(): continue
+        k, v = line.rsplit(" ", 1); d[k] = float(v)
+    return d
+m, m2 = load(sys.argv[1]), load(sys.argv[2])
+assert m['dtrain_serve_requests_total{model="fashion",method="predict",code="200"}'] == 48, m
+assert m['dtrain_serve_requests_total{model="fashion",method="classify",code="200"}'] == 1
+assert m['dtrain_serve_request_duration_seconds_count{model="fashion",method="predict"}'] == 48
+assert m['dtrain_serve_batch_rows_sum'] == 96 + 1, m['dtrain_serve_batch_rows_sum']  # 1+2+3 x 16, and the classify
+assert m['dtrain_serve_batch_rows_count'] <= 49
+assert m['dtrain_serve_batch_queue_requests'] == 0
+assert any(k.startswith('dtrain_serve_model_version_state{model="fashion",version=') and k.endswith('state="AVAILABLE"}') for k in m)
+assert m2['dtrain_serve_requests_total{model="",method="status",code="404"}'] == 1, [k for k in m2 if "requests_total" in k]
+PYEOF
     kill -TERM "$PID"; wait "$PID"
+    rc=$?
+    [ $rc -eq 0 ] && pass "the batched server survives concurrent batches and stops (exit 0)" || fail "batched server: exit $rc: $(tail -c 600 batched.log)"
+fi
+# SIGTERM while a request waits in the batch queue: it is answered, and the server exits 0
+# (libmicrohttpd aborts the process when stopped with a suspended connection).
+if start_server batchwait --model_name fashion --model_base_path models/fashion --enable_batching --batch_timeout_micros 3000000; then
+    $PY -c "exec(open('client.py').read()); s, j = call('/v1/models/fashion:predict', {'instances': [image(0)]}); print(s, len(j.get('predictions', [])))" "$PORT" >batchwait.out 2>&1 &
+    CLIENT=$!
+    queued() { curl -s "http://127.0.0.1:$PORT/metrics" | grep -qx 'dtrain_serve_batch_queue_requests 1'; }
+    wait_for queued || fail "the request never reached the batch queue"
+    kill -TERM "$PID"; wait "$PID"
+    rc=$?
+    wait $CLIENT
+    [ $rc -eq 0 ] && pass "SIGTERM with a request in the batch queue: exit 0" || fail "SIGTERM with a queued request: exit $rc: $(tail -c 600 batchwait.log)"
+    grep -q "^200 1$" batchwait.out && pass "the queued request is answered before the server stops" || fail "queued request at SIGTERM: $(head -c 300 batchwait.out)"
+fi
+# A base path without versions yet: the server starts and waits for one.
+mkdir -p nothing-yet
+if start_server empty --model_name later --model_base_path nothing-yet; then
+    py "empty base path" '
+s, j = call("/v1/models/later")
+check("no version yet: 404, still serving", s == 404 and "Could not find any versions of model later" in j.get("error", ""), (s, j))
+'
+    kill -TERM "$PID"; wait "$PID"
+    rc=$?
+    [ $rc -eq 0 ] && pass "empty base path: exit 0" || fail "empty base path: exit $rc: $(tail -c 600 empty.log)"
 fi
 
 # Several models from a config file, a version label, a policy of all versions.

@@ -28,6 +28,8 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "core/clock-impl.h"
+#include "dtrain/metrics.h"
 #include "serve/serve-impl.h"
 
 int dt__sv_http_status(dt__sv_code c) {
@@ -64,6 +66,10 @@ typedef struct dt__sv_rest {
     int stop_pipe[2];      /* the acceptor's wake-up on stop */
     pthread_t acceptor;
     int acceptor_started;
+    /* requests suspended while their batch runs: MHD_stop_daemon must not find any (it
+     * aborts the process), so stopping waits for them, and a while for their answers to
+     * go out (unanswered: batched requests not yet completed); none is suspended after */
+    atomic_int suspended, unanswered, stopping;
 } dt__sv_rest;
 
 typedef enum { VERB_NONE = 0, VERB_PREDICT, VERB_CLASSIFY, VERB_REGRESS } verb;
@@ -71,11 +77,16 @@ typedef enum { VERB_NONE = 0, VERB_PREDICT, VERB_CLASSIFY, VERB_REGRESS } verb;
 /* One request, from its first callback to its completion. */
 typedef struct request {
     dt__sv_server *s;
+    struct dt__sv_rest *rest;
     struct MHD_Connection *conn;
     char *body;
     size_t len, cap;
     int too_big;
     int waiting; /* suspended while its batch runs */
+    int batched; /* counted in rest->unanswered until completed */
+    double t0;   /* its first byte (monotonic seconds), for the latency metric */
+    int method;  /* dt__sv_metrics_method's index */
+    char model[DT__SV_NAME_MAX]; /* as the URL names it ("": none) */
     verb verb;
     dt__sv_input in;
     dt__sv_job job;
@@ -83,17 +94,22 @@ typedef struct request {
 
 /* ---- answers ---- */
 
-static enum MHD_Result answer(struct MHD_Connection *c, int status, char *body, size_t len) {
+static enum MHD_Result answer_ct(struct MHD_Connection *c, int status, const char *ctype,
+                                 char *body, size_t len) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body, body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!r) {
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Content-Type", ctype);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+static enum MHD_Result answer(struct MHD_Connection *c, int status, char *body, size_t len) {
+    return answer_ct(c, status, "application/json", body, len);
 }
 
 static enum MHD_Result answer_status(struct MHD_Connection *c, int status, const char *msg) {
@@ -300,7 +316,11 @@ static enum MHD_Result answer_inference(request *q) {
 
 static void job_done(dt__sv_job *j) {
     request *q = j->ctx;
-    if (q->waiting) MHD_resume_connection(q->conn);
+    if (q->waiting) {
+        dt__sv_rest *rest = q->rest; /* q may be gone once resumed */
+        MHD_resume_connection(q->conn);
+        atomic_fetch_sub(&rest->suspended, 1);
+    }
 }
 
 static const char *method_of(verb vb) {
@@ -363,6 +383,13 @@ static enum MHD_Result post_infer(request *q, const char *name, int64_t version,
     if (!(j->out = malloc((size_t)(q->in.rows * j->k) * sizeof *j->out)))
         return answer_error(q->conn, DT__SV_RESOURCE_EXHAUSTED, "out of memory");
     if (s->batcher) {
+        atomic_fetch_add(&q->rest->unanswered, 1);
+        q->batched = 1;
+        atomic_fetch_add(&q->rest->suspended, 1);
+        if (atomic_load(&q->rest->stopping)) {
+            atomic_fetch_sub(&q->rest->suspended, 1);
+            return answer_error(q->conn, DT__SV_UNAVAILABLE, "the server is shutting down");
+        }
         q->waiting = 1;
         MHD_suspend_connection(q->conn); /* before the job can finish and resume it */
         dt__sv_infer(s, j);
@@ -374,6 +401,13 @@ static enum MHD_Result post_infer(request *q, const char *name, int64_t version,
 
 /* ---- routing ---- */
 
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
 /* "/v1/models/NAME[/versions/N | /labels/L][/metadata]" (GET) or
  * "/v1/models/NAME[/versions/N | /labels/L]:VERB" (POST), after TF Serving's patterns. */
 typedef struct route {
@@ -383,6 +417,28 @@ typedef struct route {
     int metadata;
     verb verb;
 } route;
+
+/* %XX escapes decoded in place (the daemon leaves the path raw, so that an escaped '/' or
+ * ':' is part of a name, as TF Serving matches its patterns before unescaping). */
+static void unescape(char *s) {
+    char *o = s;
+    for (const char *p = s; *p; p++) {
+        int hi, lo;
+        if (*p == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0) {
+            *o++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+}
+
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls;
+    (void)c;
+    return strlen(s);
+}
 
 static int parse_route(const char *url, int post, route *r) {
     memset(r, 0, sizeof *r);
@@ -403,6 +459,7 @@ static int parse_route(const char *url, int post, route *r) {
     if (n == 0 || n >= sizeof r->name || n > end) return -1;
     memcpy(r->name, p, n);
     r->name[n] = 0;
+    unescape(r->name);
     const char *rest = p + n, *stop = p + end;
     if (rest < stop && !strncasecmp(rest, "/versions/", 10)) {
         rest += 10;
@@ -418,6 +475,7 @@ static int parse_route(const char *url, int post, route *r) {
         if (l == 0 || l >= sizeof r->label || rest + l > stop) return -1;
         memcpy(r->label, rest, l);
         r->label[l] = 0;
+        unescape(r->label);
         rest += l;
     }
     if (!post && rest < stop && !strcasecmp(rest, "/metadata")) {
@@ -430,6 +488,12 @@ static int parse_route(const char *url, int post, route *r) {
 static enum MHD_Result dispatch(request *q, const char *url, const char *method) {
     char msg[600];
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (get && (!strcmp(url, "/metrics") || !strcmp(url, "/monitoring/prometheus/metrics"))) {
+        size_t len = 0;
+        char *text = dt__sv_metrics_text(q->s, &len);
+        if (!text) return answer_error(q->conn, DT__SV_RESOURCE_EXHAUSTED, "out of memory");
+        return answer_ct(q->conn, 200, DT_PROM_CONTENT_TYPE, text, len);
+    }
     if (strncasecmp(url, "/v1/", 4) != 0) {
         snprintf(msg, sizeof msg, "Not found: %s %.200s", method, url);
         return answer_error(q->conn, DT__SV_NOT_FOUND, msg);
@@ -441,6 +505,11 @@ static enum MHD_Result dispatch(request *q, const char *url, const char *method)
         snprintf(msg, sizeof msg, "Malformed request: %s %.400s", method, url);
         return answer_error(q->conn, DT__SV_INVALID_ARGUMENT, msg);
     }
+    snprintf(q->model, sizeof q->model, "%s", r.name);
+    q->method = dt__sv_metrics_method(get ? (r.metadata ? "metadata" : "status")
+                                          : r.verb == VERB_PREDICT   ? "predict"
+                                          : r.verb == VERB_CLASSIFY  ? "classify"
+                                                                     : "regress");
     if (get) {
         if (r.metadata) return get_metadata(q->s, q->conn, r.name, r.version, r.label[0] ? r.label : NULL);
         return get_status(q->s, q->conn, r.name, r.version, r.label[0] ? r.label : NULL);
@@ -458,7 +527,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (!q) {
         if (!(q = calloc(1, sizeof *q))) return MHD_NO;
         q->s = rest->s;
+        q->rest = rest;
         q->conn = conn;
+        q->t0 = dt__mono_s();
+        q->method = dt__sv_metrics_method("other");
         *con_cls = q;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > rest->s->opts.max_body) q->too_big = 1;
@@ -501,9 +573,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     request *q = *con_cls;
     (void)cls;
-    (void)conn;
-    (void)toe;
     if (!q) return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+    if (ci && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        dt__sv_metrics_request(q->s, q->model, q->method, (int)ci->http_status,
+                               dt__mono_s() - q->t0);
+    if (q->batched) atomic_fetch_sub(&q->rest->unanswered, 1);
     if (q->job.v) dt__sv_version_put(q->job.v);
     free(q->job.out);
     free(q->in.x);
@@ -556,6 +632,11 @@ static void rest_free(dt__sv_rest *rest) {
         (void)w;
         pthread_join(rest->acceptor, NULL);
     }
+    /* the batch executors still run: let them answer every suspended request */
+    atomic_store(&rest->stopping, 1);
+    for (int ms = 0; atomic_load(&rest->suspended) > 0 ||
+                     (atomic_load(&rest->unanswered) > 0 && ms < 2000); ms += 5)
+        poll(NULL, 0, 5);
     if (rest->listen_fd >= 0) close(rest->listen_fd);
     for (int i = 0; i < rest->nd; i++)
         if (rest->d[i]) MHD_stop_daemon(rest->d[i]);
@@ -601,7 +682,8 @@ dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
         rest->d[i] = MHD_start_daemon(
             flags, 0, NULL, NULL, on_access, rest, MHD_OPTION_EXTERNAL_LOGGER, on_log, rest,
             MHD_OPTION_CONNECTION_LIMIT, 10000u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, rest, MHD_OPTION_END);
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, rest, MHD_OPTION_UNESCAPE_CALLBACK,
+            no_unescape, NULL, MHD_OPTION_END);
         if (!rest->d[i]) {
             e = dt_err_set(DT_ERR_IO, "cannot start the HTTP server's thread %d", i);
             goto err;

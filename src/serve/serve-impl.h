@@ -174,6 +174,7 @@ struct dt__sv_server {
     int stopping;
     struct dt__sv_batcher *batcher;
     struct dt__sv_rest *rest;
+    struct dt__sv_metrics *metrics;
     atomic_long requests, failures;
 };
 
@@ -212,6 +213,25 @@ dt_err dt__sv_batcher_start(dt__sv_server *s);
 void dt__sv_batcher_stop(dt__sv_server *s);
 /* Run the job: inline (no batching; done() before this returns) or queued. */
 void dt__sv_infer(dt__sv_server *s, dt__sv_job *job);
+
+/* Requests waiting in the batch queue now (0 without batching). */
+int64_t dt__sv_batcher_queued(dt__sv_server *s);
+
+/* ---- metrics (metrics.c, docs/METRICS.md) ---- */
+
+typedef struct dt__sv_metrics dt__sv_metrics;
+dt_err dt__sv_metrics_init(dt__sv_server *s); /* after the models are known */
+void dt__sv_metrics_free(dt__sv_server *s);
+/* "predict", "classify", "regress", "status", "metadata" -> its index; else "other"'s. */
+int dt__sv_metrics_method(const char *name);
+/* One answered request: its model (as named in the URL; NULL: none), method, status code
+ * and time from its first byte. */
+void dt__sv_metrics_request(dt__sv_server *s, const char *model, int method, int code,
+                            double seconds);
+/* One forward pass of `rows` samples. */
+void dt__sv_metrics_batch(dt__sv_server *s, int64_t rows);
+/* The exposition text (malloc'd), NULL when out of memory. */
+char *dt__sv_metrics_text(dt__sv_server *s, size_t *len);
 
 /* ---- the HTTP side (rest.c) ---- */
 

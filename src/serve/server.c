@@ -23,6 +23,7 @@ int dt__sv_run(const dt__sv_opts *opts) {
     pthread_cond_init(&s->stop_cv, NULL);
     char url[128];
     dt_err e = dt__sv_models_start(s);
+    if (!e) e = dt__sv_metrics_init(s);
     if (!e) e = dt__sv_batcher_start(s);
     if (!e) e = dt__sv_rest_start(s, url, sizeof url);
     if (!e) {
@@ -37,6 +38,7 @@ int dt__sv_run(const dt__sv_opts *opts) {
     if (e) snprintf(msg, sizeof msg, "%s", dt_errmsg());
     dt__sv_rest_stop(s); /* no request is in flight after this */
     dt__sv_batcher_stop(s);
+    dt__sv_metrics_free(s); /* before the models: it names them */
     dt__sv_models_stop(s);
     pthread_mutex_destroy(&s->stop_mu);
     pthread_cond_destroy(&s->stop_cv);
