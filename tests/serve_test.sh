@@ -288,7 +288,7 @@ if start_server batchwait --model_name fashion --model_base_path models/fashion 
     rc=$?
     wait $CLIENT
     [ $rc -eq 0 ] && pass "SIGTERM with a request in the batch queue: exit 0" || fail "SIGTERM with a queued request: exit $rc: $(tail -c 600 batchwait.log)"
-    grep -q "^200 1$" batchwait.out && pass "the queued request is answered before the server stops" || fail "queued request at SIGTERM: $(head -c 300 batchwait.out)"
+    grep -q "^200 1$" batchwait.out && pass "the queued request is answered before the server stops" || fail "queued request at SIGTERM: $(tail -c 400 batchwait.out)"
 fi
 # A base path without versions yet: the server starts and waits for one.
 mkdir -p nothing-yet

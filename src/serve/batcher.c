@@ -24,6 +24,7 @@ typedef struct dt__sv_batcher {
     int nthreads;
     pthread_t *threads;
     atomic_long queued; /* jobs in the queue */
+    int flush;          /* no batch waits to fill any more (the server is stopping); under mu */
     atomic_long batches, rows;
 } dt__sv_batcher;
 
@@ -104,14 +105,14 @@ static void *executor(void *arg) {
         while (!b->head && !b->stopping)
             pthread_cond_wait(&b->cv, &b->mu);
         if (b->stopping && !b->head) break;
-        if (o->batch_timeout_us > 0 && queued_rows_for(b, b->head->v) < o->max_batch_size) {
+        if (o->batch_timeout_us > 0 && !b->flush && queued_rows_for(b, b->head->v) < o->max_batch_size) {
             /* let the batch fill for at most the timeout */
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_nsec += (long)(o->batch_timeout_us % 1000000) * 1000;
             until.tv_sec += o->batch_timeout_us / 1000000 + until.tv_nsec / 1000000000;
             until.tv_nsec %= 1000000000;
-            while (!b->stopping && b->head &&
+            while (!b->stopping && !b->flush && b->head &&
                    queued_rows_for(b, b->head->v) < o->max_batch_size &&
                    pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0) {
             }
@@ -180,6 +181,15 @@ static void *executor(void *arg) {
     free(x);
     free(y);
     return NULL;
+}
+
+void dt__sv_batcher_flush(dt__sv_server *s) {
+    dt__sv_batcher *b = s->batcher;
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    b->flush = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
 }
 
 int64_t dt__sv_batcher_queued(dt__sv_server *s) {

@@ -632,10 +632,14 @@ static void rest_free(dt__sv_rest *rest) {
         (void)w;
         pthread_join(rest->acceptor, NULL);
     }
-    /* the batch executors still run: let them answer every suspended request */
+    /* the batch executors still run: let them answer every suspended request now (no batch
+     * waits to fill any more), then give the answers up to 5 s to go out (a client that does
+     * not read its answer must not hold the server) */
     atomic_store(&rest->stopping, 1);
-    for (int ms = 0; atomic_load(&rest->suspended) > 0 ||
-                     (atomic_load(&rest->unanswered) > 0 && ms < 2000); ms += 5)
+    dt__sv_batcher_flush(rest->s);
+    while (atomic_load(&rest->suspended) > 0)
+        poll(NULL, 0, 5);
+    for (int ms = 0; atomic_load(&rest->unanswered) > 0 && ms < 5000; ms += 5)
         poll(NULL, 0, 5);
     if (rest->listen_fd >= 0) close(rest->listen_fd);
     for (int i = 0; i < rest->nd; i++)

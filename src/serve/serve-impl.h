@@ -214,6 +214,8 @@ void dt__sv_batcher_stop(dt__sv_server *s);
 /* Run the job: inline (no batching; done() before this returns) or queued. */
 void dt__sv_infer(dt__sv_server *s, dt__sv_job *job);
 
+/* From now on batches run as soon as an executor is free, without waiting to fill. */
+void dt__sv_batcher_flush(dt__sv_server *s);
 /* Requests waiting in the batch queue now (0 without batching). */
 int64_t dt__sv_batcher_queued(dt__sv_server *s);
 
