@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "core/file-impl.h"
@@ -71,8 +73,37 @@ static int exit_for(dt_err e) {
     return e == DT_ERR_SPEC || e == DT_ERR_ARG ? DT_EXIT_USAGE : DT_EXIT_FAILED;
 }
 
+/* The job's last words, from its result.json: the exported model's figures, or what failed it. */
+static void summarize(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/result.json", dir);
+    json_t *r = json_load_file(path, 0, NULL);
+    json_t *ev = json_object_get(r, "eval"), *f = json_object_get(r, "failure");
+    if (json_is_object(ev)) {
+        printf("eval accuracy %.4f, loss %.4f", json_number_value(json_object_get(ev, "accuracy")),
+               json_number_value(json_object_get(ev, "loss")));
+        const char *ex = json_string_value(json_object_get(r, "export"));
+        if (ex) printf("; exported %s", ex);
+        json_t *sps = json_object_get(r, "samples_per_sec");
+        if (json_is_number(sps)) printf("; %.0f samples/s", json_number_value(sps));
+        printf("; %.1f s\n", json_number_value(json_object_get(r, "wall_seconds")));
+    }
+    if (json_is_object(f)) {
+        json_t *code = json_object_get(f, "exitCode");
+        printf("failed by %s", json_string_value(json_object_get(f, "replica")));
+        if (json_is_integer(code)) printf(" (exit %lld)", (long long)json_integer_value(code));
+        printf("; the last lines of its log:\n");
+        json_t *tail = json_object_get(f, "logTail");
+        size_t n = json_array_size(tail), i = n > 5 ? n - 5 : 0;
+        for (; i < n; i++)
+            printf("  | %s\n", json_string_value(json_array_get(tail, i)));
+    }
+    json_decref(r);
+}
+
 static int report(const dt_job_spec *job, const char *dir, dt_job_outcome outcome) {
     static const char *const names[] = {"Succeeded", "Failed", "Stopped"};
+    summarize(dir);
     printf("job %s %s; result in %s/result.json\n", job->name, names[outcome], dir);
     return outcome == DT_JOB_OUTCOME_SUCCEEDED ? DT_EXIT_OK : DT_EXIT_FAILED;
 }

@@ -131,6 +131,9 @@ static void print_status(json_t *st) {
         printf("%-16s %-11s %8s %8lld %5s %8s %8s %8s %9s\n", str(r, "name"), str(r, "state"), pid,
                (long long)json_integer_value(json_object_get(r, "restarts")), code, age, step, loss,
                rate);
+        const char *state = str(r, "state");
+        if (strcmp(state, "Running") && strcmp(state, "Pending") && json_object_get(r, "message"))
+            printf("    %s: %s\n", state, str(r, "message"));
     }
     print_data(json_object_get(st, "data"));
 }

@@ -200,6 +200,33 @@ static json_t *time_or_null(double t) {
     return t > 0 ? json_string(dt__rfc3339(t, buf, sizeof buf)) : json_null();
 }
 
+/* "exit 137 (SIGKILL)" */
+static void exit_text(int code, char *out, size_t len) {
+    if (code > 128 && code < 128 + 65) snprintf(out, len, "exit %d (SIG%s)", code, sigabbrev_np(code - 128) ? sigabbrev_np(code - 128) : "?");
+    else snprintf(out, len, "exit %d", code);
+}
+
+void dt__replica_why(const dt__replica *r, char *msg, size_t len) {
+    if (r->message[0]) {
+        snprintf(msg, len, "%s", r->message);
+        return;
+    }
+    char ex[48] = "";
+    if (r->exit_code >= 0) exit_text(r->exit_code, ex, sizeof ex);
+    switch (r->state) {
+    case DT__REPLICA_PENDING: snprintf(msg, len, "not launched yet"); break;
+    case DT__REPLICA_RUNNING: snprintf(msg, len, "attempt %d", r->attempt); break;
+    case DT__REPLICA_RESTARTING: snprintf(msg, len, "%s; launched again shortly", ex); break;
+    case DT__REPLICA_SUCCEEDED: snprintf(msg, len, "%s", ex[0] ? ex : "exit 0"); break;
+    case DT__REPLICA_FAILED: snprintf(msg, len, "%s", ex); break;
+    case DT__REPLICA_STOPPED: snprintf(msg, len, "stopped by the master%s%s", ex[0] ? ": " : "", ex); break;
+    }
+}
+
+void dt__replica_exit_text(int code, char *out, size_t len) {
+    exit_text(code, out, len);
+}
+
 json_t *dt__replica_json(const dt__replica *r, const char *job_dir) {
     char log[4200];
     snprintf(log, sizeof log, "%s/logs/%s.log", job_dir, r->name);
@@ -218,6 +245,10 @@ json_t *dt__replica_json(const dt__replica *r, const char *job_dir) {
     json_object_set_new(j, "log", json_string(log));
     if (r->report) json_object_set(j, "report", r->report);
     if (r->progress) json_object_set(j, "progress", r->progress);
+    char why[400];
+    dt__replica_why(r, why, sizeof why);
+    json_object_set_new(j, "reason", json_string(r->removing ? "Removing" : dt__replica_state_name(r->state)));
+    json_object_set_new(j, "message", json_string(why));
     return j;
 }
 

@@ -36,6 +36,12 @@ typedef enum dt__replica_state {
     DT__REPLICA_STOPPED, /* stopped by the master (clean-up, stop request) */
 } dt__replica_state;
 const char *dt__replica_state_name(dt__replica_state s);
+struct dt__replica;
+/* Why a replica is in its state, for a person: its message when the master set one, else
+ * one said by its state and last exit ("exit 137 (SIGKILL)"). */
+void dt__replica_why(const struct dt__replica *r, char *msg, size_t len);
+/* "exit 3", "exit 137 (SIGKILL)" */
+void dt__replica_exit_text(int code, char *out, size_t len);
 
 typedef struct dt__replica {
     dt_replica_type type;
@@ -52,6 +58,7 @@ typedef struct dt__replica {
     int stopping;                /* SIGTERM sent by the master */
     json_t *report;              /* what the replica reported through the API; owned */
     json_t *progress;            /* its last training progress post (not journaled); owned */
+    char message[320];           /* why it is in its state, for a person ("" : said by state) */
     double progress_time;        /* wall clock of that post */
     double restart_at;           /* DT__REPLICA_RESTARTING: when to launch it again */
     double kill_at;              /* stopping: when SIGKILL follows the SIGTERM (0: none) */

@@ -63,6 +63,7 @@ typedef struct source {
 } source;
 
 struct loop {
+    char failed_replica[32]; /* the replica whose end failed the job ("" : none) */
     dt__master m; /* first: api.c's dt__master is this loop (dt__master_scale) */
     /* The job as run: a shallow copy of the caller's spec (sharing its strings), whose
      * worker count follows `dtrain scale`; m.job points here. Never freed as a spec. */
@@ -177,7 +178,7 @@ static void path_in(const loop *L, char *buf, size_t len, const char *fmt, ...) 
 static void write_json_file(loop *L, const char *name, json_t *j) {
     char path[4200];
     path_in(L, path, sizeof path, "%s", name);
-    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     if (!text) return;
     size_t n = strlen(text);
     text[n] = '\n';
@@ -300,6 +301,12 @@ static void draw_table(loop *L) {
         fprintf(out, "\033[2K%-16s %-11s %8s %8d %5s %7.0fs %8s %8s %9s\n", r->name,
                 dt__replica_state_name(r->state), pid, r->restarts, code, age, step, loss, rate);
         lines++;
+        if (r->state == DT__REPLICA_RESTARTING || r->state == DT__REPLICA_FAILED) {
+            char why[400];
+            dt__replica_why(r, why, sizeof why);
+            fprintf(out, "\033[2K    %s: %.150s\n", dt__replica_state_name(r->state), why);
+            lines++;
+        }
     }
     fflush(out);
     L->table_lines = lines;
@@ -414,6 +421,7 @@ static dt_err launch(loop *L, dt__replica *r) {
     r->restarts = r->attempt - 1;
     r->pid = (pid_t)json_integer_value(json_object_get(facts, "pid"));
     r->state = DT__REPLICA_RUNNING;
+    r->message[0] = '\0';
     r->start_time = dt__wall_now();
     r->end_time = 0;
     r->stopping = 0;
@@ -543,6 +551,7 @@ static void last_words(loop *L, const dt__replica *r, char *out, size_t size) {
 
 static void failed_for_good(loop *L, const dt__replica *r) {
     const dt_job_spec *job = L->m.job;
+    if (!L->failed_replica[0]) snprintf(L->failed_replica, sizeof L->failed_replica, "%s", r->name);
     dt_restart_policy policy = job->replicas[r->type].restart;
     int code = r->exit_code;
     char words[320], why[340] = "";
@@ -643,9 +652,37 @@ static void exited(loop *L, dt__replica *r, int code) {
     }
     journal(L, json_pack("{s:s, s:s, s:i, s:i, s:s}", "ev", "exit", "replica", r->name, "attempt",
                          r->attempt, "code", code, "state", dt__replica_state_name(r->state)));
+    char words[320] = "", ex[48];
+    if (code != 0) last_words(L, r, words, sizeof words);
+    dt__replica_exit_text(code, ex, sizeof ex);
+    const char *sep = words[0] ? ": " : "";
+    switch (r->state) { /* why, for a person (the status, dtrain status, the dashboard) */
+    case DT__REPLICA_RESTARTING:
+        if (job->backoff_limit >= 0)
+            snprintf(r->message, sizeof r->message, "%s; restart %d of backoffLimit %lld, in %.1f s%s%.200s",
+                     ex, L->m.st.total_restarts + 1, (long long)job->backoff_limit, r->restart_at - t,
+                     sep, words);
+        else
+            snprintf(r->message, sizeof r->message, "%s; restart %d, in %.1f s%s%.200s", ex,
+                     r->restarts + 1, r->restart_at - t, sep, words);
+        break;
+    case DT__REPLICA_FAILED:
+        if (dt__policy_on_exit(policy, code) == DT__EXIT_RESTART)
+            snprintf(r->message, sizeof r->message, "%s; backoffLimit %lld reached%s%.200s", ex,
+                     (long long)job->backoff_limit, sep, words);
+        else
+            snprintf(r->message, sizeof r->message, "%s; restartPolicy %s%s%.200s", ex,
+                     dt_restart_policy_name(policy), sep, words);
+        break;
+    case DT__REPLICA_STOPPED:
+        snprintf(r->message, sizeof r->message, "%s after the master stopped it%s%.120s%s", ex,
+                 L->m.stop_reason[0] ? " (" : "", L->m.stop_reason, L->m.stop_reason[0] ? ")" : "");
+        break;
+    default:
+        snprintf(r->message, sizeof r->message, "%s", ex);
+        break;
+    }
     if (code != 0 && r->state == DT__REPLICA_RESTARTING) {
-        char words[320];
-        last_words(L, r, words, sizeof words);
         say(L, "%s exited with code %d: %s%s%s%s", r->name, code, dt__replica_state_name(r->state),
             words[0] ? " (" : "", words, words[0] ? ")" : "");
     } else {
@@ -1282,6 +1319,46 @@ static dt_err setup_signals(loop *L) {
     return watch_source(L, &L->signals, "signals");
 }
 
+/* The last n lines of the replica's log in the job dir, as a JSON array (NULL: no log). */
+static json_t *log_tail(loop *L, const char *name, int n) {
+    char path[4200];
+    path_in(L, path, sizeof path, "logs/%s.log", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char buf[16384];
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    long from = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0;
+    size_t got = fseek(f, from, SEEK_SET) == 0 ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    fclose(f);
+    buf[got] = '\0';
+    json_t *lines = json_array();
+    char *p = buf, *end = buf + got;
+    if (from > 0) { /* a partial first line */
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        json_array_append_new(lines, json_stringn_nocheck(p, len));
+        p = nl ? nl + 1 : end;
+    }
+    while (json_array_size(lines) > (size_t)n)
+        json_array_remove(lines, 0);
+    /* bytes that are not UTF-8 would make the file unreadable as JSON: replaced */
+    size_t i;
+    json_t *v;
+    json_array_foreach(lines, i, v) {
+        char *t = strdup(json_string_value(v));
+        if (!t) continue;
+        for (unsigned char *c = (unsigned char *)t; *c; c++)
+            if (*c < 0x20 || *c >= 0x7f) *c = *c == '\t' ? ' ' : '?';
+        json_array_set_new(lines, i, json_string(t));
+        free(t);
+    }
+    return lines;
+}
+
 static void result_json(loop *L) {
     static const char *const names[] = {"Succeeded", "Failed", "Stopped"};
     const dt__condition *c =
@@ -1290,6 +1367,41 @@ static void result_json(loop *L) {
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "status", names[L->m.st.outcome], "name",
                           L->m.job->name, "kind", kind_name(L->m.job), "reason", c->reason,
                           "message", c->message);
+    /* What a user looks for first: the exported model's figures (the chief's own result) */
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        char path[4200];
+        path_in(L, path, sizeof path, "replicas/%s/result.json", L->m.st.replicas[i].name);
+        json_t *own = json_load_file(path, 0, NULL);
+        json_t *ex = json_object_get(own, "export");
+        if (json_is_string(ex)) {
+            json_t *ev = json_object_get(own, "eval");
+            if (json_is_object(ev)) json_object_set(j, "eval", ev);
+            json_object_set(j, "export", ex);
+            json_t *sps = json_object_get(own, "aggregate_samples_per_sec");
+            if (json_is_number(sps)) json_object_set(j, "samples_per_sec", sps);
+            json_decref(own);
+            break;
+        }
+        json_decref(own);
+    }
+    if (L->m.st.outcome == DT_JOB_OUTCOME_FAILED && L->failed_replica[0]) {
+        const dt__replica *fr = dt__job_state_find(&L->m.st, L->failed_replica);
+        char log[4200];
+        path_in(L, log, sizeof log, "logs/%s.log", L->failed_replica);
+        json_t *f = json_pack("{s:s, s:s}", "replica", L->failed_replica, "event", c->message);
+        if (f && fr) json_object_set_new(f, "exitCode", fr->exit_code >= 0 ? json_integer(fr->exit_code) : json_null());
+        json_t *tail = log_tail(L, L->failed_replica, 20);
+        if (f && tail) {
+            json_object_set_new(f, "log", json_string(log));
+            json_object_set_new(f, "logTail", tail);
+        } else if (f && fr) {
+            char words[320];
+            last_words(L, fr, words, sizeof words);
+            json_decref(tail);
+            json_object_set_new(f, "logTail", json_pack("[s]", words));
+        }
+        json_object_set_new(j, "failure", f);
+    }
     char a[40], b[40];
     json_object_set_new(j, "startTime", json_string(dt__rfc3339(L->m.st.start_time, a, sizeof a)));
     json_object_set_new(j, "completionTime",
