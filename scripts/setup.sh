@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
           zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev libpng-dev dataset-fashion-mnist procps
           iproute2 python3 curl faketime python3-kubernetes openssl python3-onnx python3-protobuf
-          prometheus)
+          prometheus libjs-chart.js chromium)
 # kubectl, for the Kubernetes tests (tests/kube_*): Debian's kubernetes-client when no
 # kubectl is installed.
 command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)
@@ -40,7 +40,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     [ $rc -eq 0 ] || exit $rc
 fi
 
-# onnxruntime-node (tests/js/package-lock.json) when tests/js/node_modules is missing or older
+# onnxruntime-node and playwright-core (tests/js/package-lock.json; the ONNX export test and
+# the dashboard's browser test, which drives Debian's chromium) when tests/js/node_modules is missing or older
 # than the lock file. --ignore-scripts: its postinstall would fetch CUDA binaries from outside
 # the npm registry; the CPU binaries are in the package itself.
 if [ ! -f tests/js/node_modules/.package-lock.json ] ||

@@ -167,6 +167,13 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     if (n == 1 && c == 'R') {
         printf("job %s started in the background; job dir %s (see 'dtrain status %s')\n",
                job->name, mo->job_dir, job->name);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/master.json", mo->job_dir);
+        json_t *mj = json_load_file(path, 0, NULL);
+        const char *url = json_string_value(json_object_get(mj, "url"));
+        const char *tok = json_string_value(json_object_get(mj, "token"));
+        if (url && tok) printf("dashboard %s/#token=%s\n", url, tok);
+        json_decref(mj);
         return DT_EXIT_OK;
     }
     /* The master could not start, or the job failed while launching: this start's part of

@@ -166,6 +166,9 @@ static int run(int argc, char **argv) {
         free(text);
     } else {
         print_status(st);
+        /* a local job's live master: its dashboard (the token is the user's own, 0600) */
+        if (ref.live && ref.dir[0] && ref.url[0] && ref.token[0] && !ref.kube.on)
+            printf("dashboard %s/#token=%s\n", ref.url, ref.token);
     }
     json_decref(st);
     return DT_EXIT_OK;

@@ -114,6 +114,10 @@ static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
         json_object_set_new(j, "data", dt__ledger_progress(m->ledger));
         json_t *p = dt__master_progress(m);
         json_object_set_new(j, "progress", p ? p : json_null());
+        if (dt__rdzv_check_job(m, 0) == DT_OK)
+            json_object_set_new(j, "ring", json_pack("{s:I}", "generation",
+                                                     (json_int_t)dt__rdzv_generation(m->rdzv)));
+        dt_err_clear();
         json_t *jr = json_pack("{s:b}", "ok", !m->journal_broken);
         if (jr && m->journal_broken)
             json_object_set_new(jr, "error", json_string(dt__journal_why(m->journal)));
@@ -158,6 +162,51 @@ static int parse_size(const char *s, long long max, long long *out) {
     if (errno || end == s || *end || v < 0 || v > max) return -1;
     *out = v;
     return 0;
+}
+
+/* The dashboard's curves. */
+static void get_series(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    dt__http_resp_json(resp, 200, dt__series_json(m));
+}
+
+/* The journal's events from byte `offset` on (whole lines, at most EVENTS_CHUNK bytes), for
+ * the dashboard's time line: {"events": [...], "next": OFFSET}. The job's token (in the
+ * start event) is left out. */
+#define EVENTS_CHUNK (256 << 10)
+static void get_events(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__master *m = ctx;
+    if (!this_job(m, req, resp)) return;
+    long long offset = 0;
+    if (parse_size(dt__http_req_query(req, "offset"), (long long)1 << 50, &offset)) {
+        dt__http_resp_error(resp, 400, "offset: expected a non-negative integer, got '%s'",
+                            dt__http_req_query(req, "offset"));
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/journal.jsonl", m->dir);
+    json_t *events = json_array();
+    long long next = offset;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *buf = fd >= 0 ? malloc(EVENTS_CHUNK) : NULL;
+    ssize_t n = buf ? pread(fd, buf, EVENTS_CHUNK, offset) : 0;
+    if (fd >= 0) close(fd);
+    for (ssize_t at = 0; n > 0 && at < n;) {
+        char *nl = memchr(buf + at, '\n', (size_t)(n - at));
+        if (!nl) break; /* a line not written whole yet */
+        json_t *ev = json_loadb(buf + at, (size_t)(nl - (buf + at)), 0, NULL);
+        if (json_is_object(ev)) {
+            json_object_del(ev, "token");
+            json_array_append_new(events, ev);
+        } else {
+            json_decref(ev);
+        }
+        at = nl - buf + 1;
+        next = offset + at;
+    }
+    free(buf);
+    dt__http_resp_json(resp, 200, json_pack("{s:o, s:I}", "events", events, "next", (json_int_t)next));
 }
 
 static void get_logs(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
@@ -586,6 +635,11 @@ static void get_datasets(void *ctx, const dt__http_req *req, dt__http_resp *resp
 const dt__http_route dt__master_routes[] = {
     {.method = "GET", .pattern = "/v1/healthz", .handler = healthz, .public = 1},
     {.method = "GET", .pattern = "/metrics", .handler = get_metrics, .public = 1},
+    {.method = "GET", .pattern = "/", .handler = dt__ui_page, .public = 1},
+    {.method = "GET", .pattern = "/ui/:file", .handler = dt__ui_asset, .public = 1},
+    {.method = "GET", .pattern = "/favicon.ico", .handler = dt__ui_asset, .public = 1},
+    {.method = "GET", .pattern = "/v1/jobs/:job/series", .handler = get_series},
+    {.method = "GET", .pattern = "/v1/jobs/:job/events", .handler = get_events},
     {.method = "GET", .pattern = "/v1/jobs/:job", .handler = get_job},
     {.method = "GET", .pattern = "/v1/jobs/:job/replicas", .handler = get_replicas},
     {.method = "GET", .pattern = "/v1/jobs/:job/replicas/:replica/logs", .handler = get_logs},

@@ -120,6 +120,7 @@ typedef struct dt__master {
     char *status_cache;
     size_t status_cache_len;
     uint64_t status_cache_version;
+    struct dt__series *series; /* the dashboard's curves (series.c); NULL until a point */
 } dt__master;
 
 /* Note a change of the job's state (status.json and the status cache are out of date). */
@@ -151,6 +152,16 @@ dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report);
 json_t *dt__master_progress(dt__master *m);
 /* A replica's progress post (POST .../progress), reference stolen: kept, not journaled. */
 void dt__master_record_progress(dt__master *m, dt__replica *r, json_t *progress);
+/* The dashboard's curves (series.c): a trainer's progress post, an evaluator's report,
+ * and all of them as JSON (GET .../series). */
+void dt__series_progress(dt__master *m, const char *replica, const json_t *progress);
+void dt__series_report(dt__master *m, const dt__replica *r, const json_t *report);
+json_t *dt__series_json(dt__master *m);
+void dt__series_free(dt__master *m);
+/* The dashboard's page (GET /) and its assets (GET /ui/:file) (ui.c): public routes, as
+ * the page holds no secret (the token stays in the URL's fragment, docs/DASHBOARD.md). */
+void dt__ui_page(void *ctx, const dt__http_req *req, dt__http_resp *resp);
+void dt__ui_asset(void *ctx, const dt__http_req *req, dt__http_resp *resp);
 /* The job's Prometheus metrics into b (metrics.c, docs/METRICS.md). */
 struct dt_prom;
 void dt__master_metrics(dt__master *m, struct dt_prom *b);

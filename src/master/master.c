@@ -196,6 +196,9 @@ static json_t *status_json(loop *L) {
     json_object_set_new(j, "data", dt__ledger_progress(L->m.ledger));
     json_t *p = dt__master_progress(&L->m);
     json_object_set_new(j, "progress", p ? p : json_null());
+    if (dt__rdzv_check_job(&L->m, 0) == DT_OK)
+        json_object_set_new(j, "ring", json_pack("{s:I}", "generation", (json_int_t)dt__rdzv_generation(L->m.rdzv)));
+    dt_err_clear();
     return j;
 }
 
@@ -532,6 +535,7 @@ void dt__master_request_stop(dt__master *m, const char *why, int now) {
 dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report) {
     json_decref(r->report);
     r->report = report;
+    dt__series_report(m, r, report);
     json_t *ev = json_pack("{s:s, s:s, s:O}", "ev", "report", "replica", r->name, "report", report);
     dt__master_touch(m);
     return dt__master_journal(m, ev);
@@ -1279,6 +1283,12 @@ static dt_err start_http(loop *L, int port) {
     if (e) return e;
     snprintf(L->m.url, sizeof L->m.url, "http://%s:%d", L->m.opts.bind_addr,
              dt__http_server_port(L->m.http));
+    /* the dashboard's address, token in its fragment: for the user's own terminal only
+     * (never in a cluster, where this output is the pod's log) */
+    if (L->m.opts.out && !L->m.opts.kube) {
+        fprintf(L->m.opts.out, "dashboard %s/#token=%s\n", L->m.url, L->m.token);
+        fflush(L->m.opts.out);
+    }
     L->http = (source){.fd = dt__http_server_fd(L->m.http), .ready = http_ready};
     return watch_source(L, &L->http, "the API");
 }
@@ -1766,6 +1776,7 @@ static void close_job(loop *L, int signals_set) {
     dt__rdzv_free(m->rdzv);
     dt__ports_free(L->ports);
     free(m->status_cache);
+    dt__series_free(m);
     if (L->sigfd >= 0) close(L->sigfd);
     if (L->epfd >= 0) close(L->epfd);
     if (signals_set) sigprocmask(SIG_SETMASK, &L->old_mask, NULL);

@@ -21,6 +21,7 @@ void dt__master_record_progress(dt__master *m, dt__replica *r, json_t *progress)
     json_decref(r->progress);
     r->progress = progress;
     r->progress_time = dt__wall_now();
+    dt__series_progress(m, r->name, progress);
     dt__master_touch(m);
 }
 

@@ -56,7 +56,7 @@ typedef struct dt__http_resp {
     /* up to 4 extra headers ("X-Dtrain-Log-Offset", value); names are static strings */
     int nheaders;
     const char *header_names[4];
-    char header_values[4][64];
+    char header_values[4][128];
 } dt__http_resp;
 
 /* Fill resp with a JSON body: dt__http_resp_json steals a reference to j (decref'd);
@@ -64,7 +64,7 @@ typedef struct dt__http_resp {
  * (so resp must be zero-initialized or filled by the server) and set content_type to
  * "application/json"; a NULL j or an encoding failure gives a 500 error body.
  * dt__http_resp_header replaces a header of the same name; a fifth name is dropped; control
- * characters in the value become spaces; values are cut at 63 bytes. */
+ * characters in the value become spaces; values are cut at 127 bytes. */
 void dt__http_resp_json(dt__http_resp *resp, int status, json_t *j);
 void dt__http_resp_error(dt__http_resp *resp, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
