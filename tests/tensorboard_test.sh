@@ -65,6 +65,10 @@ sed 's|^    logdir: .*|    logdir: ""|' "$TMP/iris-logdir.yaml" >"$TMP/bad-logdi
 expect_exit 2 "empty logdir" -- "$DTRAIN" train "$TMP/bad-logdir.yaml" --job-dir "$TMP/bad"
 expect_err_has "an empty training.logdir is refused, naming its line" "bad-logdir.yaml:36: spec.training.logdir"
 
+sed 's|^    logdir: .*|    tensorboard: false|' "$TMP/iris-logdir.yaml" >"$TMP/no-tb.yaml"
+expect_exit 0 "tensorboard false" -- "$DTRAIN" train "$TMP/no-tb.yaml" --job-dir "$TMP/notb" --epochs 2 --no-progress
+[ ! -e "$TMP/notb/tensorboard" ] && pass "training.tensorboard: false writes no event file" || fail "tensorboard false: $(find "$TMP/notb/tensorboard")"
+
 # ---- jobs: the chief (PS) or rank 0 (all-reduce) writes train, the evaluator eval ----
 for job in ps allreduce; do
     if [ $job = ps ]; then

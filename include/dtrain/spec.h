@@ -93,6 +93,7 @@ typedef struct dt_spec {
     int64_t checkpoint_every_steps; /* 0 = only at the end of each epoch */
     int checkpoint_keep;            /* default 3 */
     char logdir[DT_PATH_MAX];       /* training.logdir: TensorBoard runs (default JOB_DIR/tensorboard) */
+    int tensorboard;                /* training.tensorboard: write event files (default 1) */
 } dt_spec;
 
 /* Load and validate a spec. Caller frees with dt_spec_free. */

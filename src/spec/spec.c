@@ -642,8 +642,8 @@ static dt_err parse_optimizer(dt_spec *sp, const dt__yval *spec) {
 /* ---- training ---- */
 
 static dt_err parse_training(dt_spec *sp, const dt__yval *spec) {
-    static const char *const keys[] = {"batch_size", "epochs",  "threads",
-                                       "checkpoint", "logdir", NULL};
+    static const char *const keys[] = {"batch_size", "epochs", "threads", "checkpoint",
+                                       "logdir",     "tensorboard", NULL};
     static const char *const ckpt_keys[] = {"every_steps", "keep", NULL};
     dt__yval m, c, ld;
     dt_err e;
@@ -654,6 +654,7 @@ static dt_err parse_training(dt_spec *sp, const dt__yval *spec) {
         (e = opt_int(&m, "threads", 0, 1024, &sp->threads)) ||
         (e = get_map(&m, "checkpoint", 0, &c)))
         return e;
+    if ((e = opt_bool(&m, "tensorboard", &sp->tensorboard))) return e;
     if (dt__ymap_get(&m, "logdir", &ld)) { /* TensorBoard's runs go under it */
         const char *dir = NULL;
         if ((e = dt__yget_str(&ld, &dir))) return e;
@@ -745,6 +746,7 @@ static void spec_defaults(dt_spec *sp) {
     sp->batch_size = 32;
     sp->epochs = 1;
     sp->checkpoint_keep = 3;
+    sp->tensorboard = 1;
 }
 
 dt_err dt__spec_new(dt_spec **out, const char *path) {

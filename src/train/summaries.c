@@ -26,6 +26,7 @@ void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_
                          .t0 = dt__mono_s(),
                          .last_point = start_step,
                          .last_eval = start_step};
+    if (!s->tensorboard) return; /* training.tensorboard: false */
     char base[4200], dir[4300];
     if (s->logdir[0]) snprintf(base, sizeof base, "%.4000s", s->logdir);
     else snprintf(base, sizeof base, "%.4000s/tensorboard", job_dir);
