@@ -36,80 +36,36 @@
 #include <string.h>
 
 #include "core/assert-impl.h"
+#include "core/strbuf-impl.h"
 #include "job/job-impl.h"
-
-/* ---- a growable string ---- */
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (b->n + n + 1 > cap)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) {
-    sb_putn(b, s, strlen(s));
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (w < 0 || (size_t)w >= sizeof tmp) {
-        b->oom = 1; /* callers print short things only; treat overflow as failure */
-        return;
-    }
-    sb_putn(b, tmp, (size_t)w);
-}
 
 /* A JSON string as Go's encoding/json writes it (HTML-safe): \" \\ \n \r \t, other
  * control characters as \u00XX, and <, >, & as \u003c, \u003e, \u0026. Bytes >= 0x80 are
  * copied (the hosts written here are ASCII; see check_host). */
-static void go_string(sbuf *b, const char *s) {
+static void go_string(dt__strbuf *b, const char *s) {
     static const char hex[] = "0123456789abcdef";
-    sb_putn(b, "\"", 1);
+    dt__strbuf_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         char esc[8];
         if (c == '"' || c == '\\') {
             esc[0] = '\\';
             esc[1] = (char)c;
-            sb_putn(b, esc, 2);
+            dt__strbuf_put(b, esc, 2);
         } else if (c == '\n' || c == '\r' || c == '\t') {
             esc[0] = '\\';
             esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-            sb_putn(b, esc, 2);
+            dt__strbuf_put(b, esc, 2);
         } else if (c < 0x20 || c == '<' || c == '>' || c == '&') {
             memcpy(esc, "\\u00", 4);
             esc[4] = hex[c >> 4];
             esc[5] = hex[c & 15];
-            sb_putn(b, esc, 6);
+            dt__strbuf_put(b, esc, 6);
         } else {
-            sb_putn(b, (const char *)&c, 1);
+            dt__strbuf_put(b, (const char *)&c, 1);
         }
     }
-    sb_putn(b, "\"", 1);
+    dt__strbuf_put(b, "\"", 1);
 }
 
 /* ---- checks ---- */
@@ -205,7 +161,7 @@ static dt_err address_of(const dt_job_spec *job, const dt_job_env_opts *o, dt_re
 }
 
 /* The address of (t, i) in TF_CONFIG. */
-static dt_err put_address(sbuf *b, const dt_job_spec *job, const dt_job_env_opts *o,
+static dt_err put_address(dt__strbuf *b, const dt_job_spec *job, const dt_job_env_opts *o,
                           dt_replica_type t, int i) {
     char addr[512];
     dt_err e = address_of(job, o, t, i, addr, sizeof addr);
@@ -223,29 +179,29 @@ dt_err dt_job_tf_config(const dt_job_spec *job, dt_replica_type type, int index,
                                              DT_REPLICA_TYPE_MASTER, DT_REPLICA_TYPE_PS,
                                              DT_REPLICA_TYPE_WORKER};
     const dt_job_env_opts *o = opts ? opts : &default_opts;
-    sbuf b = {0};
+    dt__strbuf b = {0};
     dt_err e;
     int first = 1;
     *out = NULL;
     if ((e = check_args(job, type, index, o))) return e;
-    sb_puts(&b, "{\"cluster\":{");
+    dt__strbuf_puts(&b, "{\"cluster\":{");
     for (size_t k = 0; k < sizeof sorted / sizeof sorted[0]; k++) {
         dt_replica_type t = sorted[k];
         const dt_replica_spec *rs = &job->replicas[t];
         if (!rs->present) continue;
-        if (!first) sb_puts(&b, ",");
+        if (!first) dt__strbuf_puts(&b, ",");
         first = 0;
         go_string(&b, dt_replica_type_name(t));
-        sb_puts(&b, ":[");
+        dt__strbuf_puts(&b, ":[");
         for (int i = 0; i < rs->replicas; i++) {
-            if (i) sb_puts(&b, ",");
+            if (i) dt__strbuf_puts(&b, ",");
             if ((e = put_address(&b, job, o, t, i))) goto fail;
         }
-        sb_puts(&b, "]");
+        dt__strbuf_puts(&b, "]");
     }
-    sb_puts(&b, "},\"task\":{\"type\":");
+    dt__strbuf_puts(&b, "},\"task\":{\"type\":");
     go_string(&b, dt_replica_type_name(type));
-    sb_printf(&b, ",\"index\":%d},\"environment\":\"cloud\"}", index);
+    dt__strbuf_printf(&b, ",\"index\":%d},\"environment\":\"cloud\"}", index);
     if (b.oom) {
         e = dt_err_set(DT_ERR_NOMEM, "%s: out of memory", job->path);
         goto fail;

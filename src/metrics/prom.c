@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strbuf-impl.h"
 #include "dtrain/metrics.h"
 
 const double dt_prom_latency_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -26,22 +27,9 @@ void dt_prom_free(dt_prom *b) {
 }
 
 static void put(dt_prom *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    dt__strbuf t = {.p = b->p, .len = b->len, .cap = b->cap, .oom = b->oom};
+    dt__strbuf_put(&t, s, n);
+    *b = (dt_prom){.p = t.p, .len = t.len, .cap = t.cap, .oom = t.oom};
 }
 
 static void puts_(dt_prom *b, const char *s) {
@@ -70,12 +58,11 @@ static void put_value(dt_prom *b, double v) {
 }
 
 char *dt_prom_take(dt_prom *b, size_t *len) {
+    if (!b->p) put(b, "", 0);
     if (b->oom) {
         dt_prom_free(b);
         return NULL;
     }
-    if (!b->p) put(b, "", 0);
-    if (b->oom) return NULL;
     char *p = b->p;
     *len = b->len;
     memset(b, 0, sizeof *b);

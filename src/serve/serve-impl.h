@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/strbuf-impl.h"
 #include "dtrain/export.h"
 
 /* ---- options ---- */
@@ -102,13 +103,9 @@ dt__sv_code dt__sv_parse_classify(const char *body, size_t len, const char *name
                                   size_t errlen);
 
 /* A growable output buffer. */
-typedef struct dt__sv_buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} dt__sv_buf;
-void dt__sv_buf_put(dt__sv_buf *b, const char *s, size_t n);
-void dt__sv_buf_puts(dt__sv_buf *b, const char *s);
+typedef dt__strbuf dt__sv_buf;
+#define dt__sv_buf_put dt__strbuf_put
+#define dt__sv_buf_puts dt__strbuf_puts
 /* A float as TF Serving prints it: shortest of %.6g / %.9g that reads back the same, ".0"
  * after a whole number, NaN / Infinity / -Infinity. */
 void dt__sv_buf_float(dt__sv_buf *b, float v);

@@ -749,28 +749,7 @@ dt__sv_code dt__sv_parse_classify(const char *body, size_t len, const char *name
 
 /* ---- output ---- */
 
-void dt__sv_buf_put(dt__sv_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
 
-void dt__sv_buf_puts(dt__sv_buf *b, const char *s) {
-    dt__sv_buf_put(b, s, strlen(s));
-}
 
 void dt__sv_buf_float(dt__sv_buf *b, float v) {
     if (isnan(v)) return dt__sv_buf_puts(b, "NaN");
