@@ -398,34 +398,29 @@ dt_err dt_shard_register(dt_shard_client *c, const dt_dataset_spec *spec) {
     return err;
 }
 
-dt_err dt_shard_client_post_progress(dt_shard_client *c, const char *json_object_text) {
+/* POST a JSON object's text to the replica's route `what` ("report", "progress"). */
+static dt_err post_object(dt_shard_client *c, const char *what, const char *route,
+                          const char *json_object_text, int retry) {
     json_error_t jerr;
     json_t *body = json_loads(json_object_text, 0, &jerr);
     if (!json_is_object(body)) {
         json_decref(body);
-        return dt_err_set(DT_ERR_ARG, "replica progress: not a JSON object (%s)", jerr.text);
+        return dt_err_set(DT_ERR_ARG, "%s: not a JSON object (%s)", what, jerr.text);
     }
     char path[4096];
-    snprintf(path, sizeof path, "/v1/jobs/%s/replicas/%s/progress", c->job_q, c->replica_q);
+    snprintf(path, sizeof path, "/v1/jobs/%s/replicas/%s/%s", c->job_q, c->replica_q, route);
     json_t *ans;
-    dt_err err = call_r(c, "replica progress", "POST", path, body, &ans, 0);
+    dt_err err = call_r(c, what, "POST", path, body, &ans, retry);
     json_decref(ans);
     return err;
 }
 
+dt_err dt_shard_client_post_progress(dt_shard_client *c, const char *json_object_text) {
+    return post_object(c, "replica progress", "progress", json_object_text, 0);
+}
+
 dt_err dt_shard_client_post_report(dt_shard_client *c, const char *json_object_text) {
-    json_error_t jerr;
-    json_t *body = json_loads(json_object_text, 0, &jerr);
-    if (!json_is_object(body)) {
-        json_decref(body);
-        return dt_err_set(DT_ERR_ARG, "replica report: not a JSON object (%s)", jerr.text);
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "/v1/jobs/%s/replicas/%s/report", c->job_q, c->replica_q);
-    json_t *ans;
-    dt_err err = call(c, "replica report", "POST", path, body, &ans);
-    json_decref(ans);
-    return err;
+    return post_object(c, "replica report", "report", json_object_text, 1);
 }
 
 void dt_shard_free(dt_shard *s) {
