@@ -108,8 +108,11 @@ static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
         json_t *j = dt__job_state_json(&m->st, m->job, m->url);
         json_object_set_new(j, "jobDir", json_string(m->dir));
         json_t *reps = json_array();
-        for (int i = 0; i < m->st.nreplicas; i++)
-            json_array_append_new(reps, dt__replica_json(&m->st.replicas[i], m->dir));
+        for (int i = 0; i < m->st.nreplicas; i++) {
+            json_t *rj = dt__replica_json(&m->st.replicas[i], m->dir);
+            dt__rdzv_annotate(m, rj);
+            json_array_append_new(reps, rj);
+        }
         json_object_set_new(j, "replicas", reps);
         json_object_set_new(j, "data", dt__ledger_progress(m->ledger));
         json_t *p = dt__master_progress(m);

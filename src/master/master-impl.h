@@ -165,6 +165,9 @@ void dt__ui_asset(void *ctx, const dt__http_req *req, dt__http_resp *resp);
 /* The job's Prometheus metrics into b (metrics.c, docs/METRICS.md). */
 struct dt_prom;
 void dt__master_metrics(dt__master *m, struct dt_prom *b);
+/* A replica's status object (dt__replica_json) says "Waiting" with why while it waits in
+ * the rendezvous for a ring to form (rendezvous.c). */
+void dt__rdzv_annotate(const dt__master *m, json_t *replica);
 /* The HTTP routes of the job's API (api.c). */
 extern const dt__http_route dt__master_routes[];
 extern const int dt__master_nroutes;

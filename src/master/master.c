@@ -24,6 +24,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +64,8 @@ typedef struct source {
 } source;
 
 struct loop {
-    char failed_replica[32]; /* the replica whose end failed the job ("" : none) */
     dt__master m; /* first: api.c's dt__master is this loop (dt__master_scale) */
+    char failed_replica[32]; /* the replica whose end failed the job ("" : none) */
     /* The job as run: a shallow copy of the caller's spec (sharing its strings), whose
      * worker count follows `dtrain scale`; m.job points here. Never freed as a spec. */
     dt_job_spec jobv;
@@ -99,6 +100,8 @@ struct loop {
     int http_ready;
     int leaving; /* opts.leave_on_signal: a signal came; the loop ends, the job goes on */
 };
+/* dt__master_scale (and api.c through it) takes a dt__master for the loop that holds it */
+_Static_assert(offsetof(struct loop, m) == 0, "loop.m must come first");
 
 static double mono(void) { return dt__mono_s(); }
 
@@ -190,8 +193,11 @@ static json_t *status_json(loop *L) {
     json_t *j = dt__job_state_json(&L->m.st, L->m.job, L->m.st.finished ? NULL : L->m.url);
     json_object_set_new(j, "jobDir", json_string(L->m.dir));
     json_t *reps = json_array();
-    for (int i = 0; i < L->m.st.nreplicas; i++)
-        json_array_append_new(reps, dt__replica_json(&L->m.st.replicas[i], L->m.dir));
+    for (int i = 0; i < L->m.st.nreplicas; i++) {
+        json_t *rj = dt__replica_json(&L->m.st.replicas[i], L->m.dir);
+        dt__rdzv_annotate(&L->m, rj);
+        json_array_append_new(reps, rj);
+    }
     json_object_set_new(j, "replicas", reps);
     json_object_set_new(j, "data", dt__ledger_progress(L->m.ledger));
     json_t *p = dt__master_progress(&L->m);

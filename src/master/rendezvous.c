@@ -492,6 +492,20 @@ dt_err dt__rdzv_status(dt__master *m, int64_t generation, double now, json_t **a
     return *answer ? DT_OK : dt_err_set(DT_ERR_NOMEM, "out of memory");
 }
 
+void dt__rdzv_annotate(const dt__master *m, json_t *replica) {
+    const dt__rdzv *z = m->rdzv;
+    const char *name = json_string_value(json_object_get(replica, "name"));
+    if (!z || !name || find_waiter(z, name) < 0) return;
+    int n = 0;
+    for (int i = 0; i < m->st.nreplicas; i++)
+        n += eligible(&m->st.replicas[i]);
+    char msg[200];
+    snprintf(msg, sizeof msg, "ring generation %lld forming: %d of %d trainers have joined",
+             (long long)z->generation + 1, z->nw, n);
+    json_object_set_new(replica, "reason", json_string("Waiting"));
+    json_object_set_new(replica, "message", json_string(msg));
+}
+
 void dt__rdzv_replica_gone(dt__master *m, const char *name, const char *why) {
     dt__rdzv *z = m->rdzv;
     if (!z) return;

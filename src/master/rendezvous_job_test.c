@@ -290,6 +290,8 @@ static void test_rings(void) {
     DT_CHECK(wait_leave(c[0], 1));
     CHECK_ANSWER("GET", "/v1/jobs/rj/rendezvous?generation=1", NULL, 200,
                  "\"waiting\":[\"worker-2\"]");
+    /* the status says why worker-2 waits */
+    CHECK_ANSWER("GET", "/v1/jobs/rj", NULL, 200, "ring generation 2 forming: 1 of ");
     join_start(&js[0], c[0], 41000, 1, 12, NULL);
     join_start(&js[1], c[1], 41001, 1, 12, NULL);
     DT_CHECK(join_end(&js[0]) & join_end(&js[1]) & join_end(&js[2]));
