@@ -63,7 +63,9 @@ kube_api DELETE "$NS/pods/$old" '{"gracePeriodSeconds":0}' >/dev/null
 new_master() { m=$(master_pod); [ -n "$m" ] && [ "$m" != "$old" ]; }
 WAIT_POLLS=1200 wait_for new_master && pass "the master's pod deleted: its Job made another" ||
     fail "no new master pod (old $old)"
-WAIT_POLLS=600 wait_for grep -q "resumed from" <(kube_api GET "$NS/pods/$(master_pod)/log") &&
+# (a function: a <(...) in wait_for's arguments would be read once, never again)
+resumed() { kube_api GET "$NS/pods/$(master_pod)/log" | grep -q "resumed from"; }
+WAIT_POLLS=600 wait_for resumed &&
     pass "the new master resumed the job from its journal" || fail "new master: $(kube_api GET "$NS/pods/$(master_pod)/log" | tail -5)"
 
 wait $RUN

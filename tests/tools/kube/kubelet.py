@@ -337,6 +337,12 @@ class Network:
     def setup(self):
         self.remove_leftovers()
         run_ip("link", "add", self.bridge, "type", "bridge")
+        # A fixed MAC (locally administered, from the gateway's address), as Docker and the CNI
+        # bridge plugin give theirs: a bridge left to itself takes the lowest MAC of its ports,
+        # so deleting the pod whose veth had it changes the gateway's MAC under the other pods,
+        # whose ARP entries keep the old one for up to a minute (traffic to the API server is
+        # lost meanwhile: a request gets no answer).
+        run_ip("link", "set", self.bridge, "address", "02:42:" + ":".join("%02x" % b for b in self.gateway.packed))
         run_ip("addr", "add", f"{self.gateway}/{self.net.prefixlen}", "dev", self.bridge)
         run_ip("link", "set", self.bridge, "up")
         if not os.path.isdir("/etc/netns"):
