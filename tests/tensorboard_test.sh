@@ -72,7 +72,9 @@ expect_exit 0 "tensorboard false" -- "$DTRAIN" train "$TMP/no-tb.yaml" --job-dir
 # ---- jobs: the chief (PS) or rank 0 (all-reduce) writes train, the evaluator eval ----
 for job in ps allreduce; do
     if [ $job = ps ]; then
-        sed 's|path: data/iris.data|path: '"$SRC"'/examples/data/iris.data|' "$SRC/examples/iris_ps.yaml" >"$TMP/iris-$job.yaml"
+        # the chief as the only trainer: the shard service hands shards to whoever asks
+        # first, and beside a worker the chief may train too few steps to write 10 points
+        sed 's|path: data/iris.data|path: '"$SRC"'/examples/data/iris.data|; /^    worker: 1/d' "$SRC/examples/iris_ps.yaml" >"$TMP/iris-$job.yaml"
     else
         sed 's|path: data/iris.data|path: '"$SRC"'/examples/data/iris.data|; /^    chief: 1/d; /^    ps: 1/d; s/^    worker: 1/    worker: 2/;
              s/^  strategy: parameter_server/  strategy: allreduce/; s/^  parameterServer:/  allreduce:/; s/^  name: iris-ps/  name: iris-ar/' \
@@ -82,6 +84,7 @@ for job in ps allreduce; do
     check "$job job: train points in step order; eval per checkpoint, its last the evaluator's final figure" "$TMP/job-$job/tensorboard" '
 s = steps("loss", t)
 assert len(s) >= 10 and s == sorted(set(s)), s[:20]
+assert "job-allreduce" in sys.argv[2] or s == list(range(10, 801, 10)), s[:20]  # PS: the chief alone passes every 10th step
 assert all(p[1] > 0 for p in t["scalars"]["samples_per_sec"])
 ev = json.load(open(sys.argv[2].replace("result.json", "replicas/evaluator-0/result.json")))
 assert e["scalars"]["accuracy"][-1] == [ev["step"], f32(ev["eval"]["accuracy"])], (e["scalars"]["accuracy"][-1], ev["step"], ev["eval"])

@@ -105,22 +105,7 @@ static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
     if (!m->status_cache || m->status_cache_version != m->version) {
-        json_t *j = dt__job_state_json(&m->st, m->job, m->url);
-        json_object_set_new(j, "jobDir", json_string(m->dir));
-        json_t *reps = json_array();
-        for (int i = 0; i < m->st.nreplicas; i++) {
-            json_t *rj = dt__replica_json(&m->st.replicas[i], m->dir);
-            dt__rdzv_annotate(m, rj);
-            json_array_append_new(reps, rj);
-        }
-        json_object_set_new(j, "replicas", reps);
-        json_object_set_new(j, "data", dt__ledger_progress(m->ledger));
-        json_t *p = dt__master_progress(m);
-        json_object_set_new(j, "progress", p ? p : json_null());
-        if (dt__rdzv_check_job(m, 0) == DT_OK)
-            json_object_set_new(j, "ring", json_pack("{s:I}", "generation",
-                                                     (json_int_t)dt__rdzv_generation(m->rdzv)));
-        dt_err_clear();
+        json_t *j = dt__master_status_json(m, m->url);
         json_t *jr = json_pack("{s:b}", "ok", !m->journal_broken);
         if (jr && m->journal_broken)
             json_object_set_new(jr, "error", json_string(dt__journal_why(m->journal)));

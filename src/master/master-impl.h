@@ -147,9 +147,18 @@ void dt__master_say(dt__master *m, const char *fmt, ...) __attribute__((format(p
 void dt__master_request_stop(dt__master *m, const char *why, int now);
 /* Record what a replica reported (a JSON object; reference stolen) in the journal. */
 dt_err dt__master_record_report(dt__master *m, dt__replica *r, json_t *report);
-/* The job's training progress (progress.c): samples done of all, the rate the trainers
- * report, the ETA, the epoch; NULL when the job has no dataset yet. A new object. */
-json_t *dt__master_progress(dt__master *m);
+/* obj[key] when it is a number, else `absent` (figures replicas post, the ledger's). */
+static inline double dt__json_num(const json_t *obj, const char *key, double absent) {
+    const json_t *v = json_object_get(obj, key);
+    return json_is_number(v) ? json_number_value(v) : absent;
+}
+/* The job's training progress (progress.c) from data, the shard service's progress
+ * (dt__ledger_progress): samples done of all, the rate the trainers report, the ETA, the
+ * epoch; NULL when the job has no dataset yet. A new object. */
+json_t *dt__master_progress(dt__master *m, const json_t *data);
+/* The job's status object (docs/API.md) as status.json and the status route give it, url
+ * its master's address or NULL (progress.c). A new object. */
+json_t *dt__master_status_json(dt__master *m, const char *url);
 /* A replica's progress post (POST .../progress), reference stolen: kept, not journaled. */
 void dt__master_record_progress(dt__master *m, dt__replica *r, json_t *progress);
 /* The dashboard's curves (series.c): a trainer's progress post, an evaluator's report,
@@ -176,6 +185,8 @@ extern const int dt__master_nroutes;
 dt_err dt__rdzv_init(dt__rdzv **out);
 void dt__rdzv_free(dt__rdzv *z); /* NULL: no-op */
 int64_t dt__rdzv_generation(const dt__rdzv *z); /* the newest ring formed; 0: none */
+/* The job forms rings: a TrainJob with strategy allreduce. */
+int dt__rdzv_job(const dt__master *m);
 /* DT_ERR_STATE (HTTP 409) unless the job is a TrainJob with strategy allreduce, and, when
  * forming, has not finished and is not stopping. */
 dt_err dt__rdzv_check_job(const dt__master *m, int forming);

@@ -190,22 +190,7 @@ static void write_json_file(loop *L, const char *name, json_t *j) {
 }
 
 static json_t *status_json(loop *L) {
-    json_t *j = dt__job_state_json(&L->m.st, L->m.job, L->m.st.finished ? NULL : L->m.url);
-    json_object_set_new(j, "jobDir", json_string(L->m.dir));
-    json_t *reps = json_array();
-    for (int i = 0; i < L->m.st.nreplicas; i++) {
-        json_t *rj = dt__replica_json(&L->m.st.replicas[i], L->m.dir);
-        dt__rdzv_annotate(&L->m, rj);
-        json_array_append_new(reps, rj);
-    }
-    json_object_set_new(j, "replicas", reps);
-    json_object_set_new(j, "data", dt__ledger_progress(L->m.ledger));
-    json_t *p = dt__master_progress(&L->m);
-    json_object_set_new(j, "progress", p ? p : json_null());
-    if (dt__rdzv_check_job(&L->m, 0) == DT_OK)
-        json_object_set_new(j, "ring", json_pack("{s:I}", "generation", (json_int_t)dt__rdzv_generation(L->m.rdzv)));
-    dt_err_clear();
-    return j;
+    return dt__master_status_json(&L->m, L->m.st.finished ? NULL : L->m.url);
 }
 
 /* The job's custom resource (opts.kube->status_resource), its status subresource written
@@ -275,7 +260,9 @@ static void draw_table(loop *L) {
     fprintf(out, "\033[2Kjob %s  %s  %.0fs  %s\n", L->m.job->name, dt__job_state_phase(&L->m.st),
             L->m.st.start_time > 0 ? now - L->m.st.start_time : 0.0, L->m.url);
     lines++;
-    json_t *p = dt__master_progress(&L->m);
+    json_t *data = dt__ledger_progress(L->m.ledger);
+    json_t *p = dt__master_progress(&L->m, data);
+    json_decref(data);
     if (p) {
         char rate[64] = "", eta[48] = "";
         const json_t *v = json_object_get(p, "samplesPerSec");
@@ -1335,7 +1322,9 @@ static dt_err setup_signals(loop *L) {
     return watch_source(L, &L->signals, "signals");
 }
 
-/* The last n lines of the replica's log in the job dir, as a JSON array (NULL: no log). */
+/* The last n lines of the replica's log in the job dir, as a JSON array (NULL: no log);
+ * bytes that are not printable ASCII become '?' (a tab a space), so the array is valid JSON
+ * whatever the replica wrote. */
 static json_t *log_tail(loop *L, const char *name, int n) {
     char path[4200];
     path_in(L, path, sizeof path, "logs/%s.log", name);
@@ -1343,36 +1332,49 @@ static json_t *log_tail(loop *L, const char *name, int n) {
     if (!f) return NULL;
     char buf[16384];
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    long from = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0;
-    size_t got = fseek(f, from, SEEK_SET) == 0 ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    long from = size > (long)sizeof buf ? size - (long)sizeof buf : 0;
+    size_t got = fseek(f, from, SEEK_SET) == 0 ? fread(buf, 1, sizeof buf, f) : 0;
     fclose(f);
-    buf[got] = '\0';
-    json_t *lines = json_array();
+    for (size_t i = 0; i < got; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c == '\t') buf[i] = ' ';
+        else if (c != '\n' && (c < 0x20 || c >= 0x7f)) buf[i] = '?';
+    }
     char *p = buf, *end = buf + got;
     if (from > 0) { /* a partial first line */
         char *nl = memchr(p, '\n', (size_t)(end - p));
         p = nl ? nl + 1 : end;
     }
+    json_t *lines = json_array();
     while (p < end) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        json_array_append_new(lines, json_stringn_nocheck(p, len));
+        json_array_append_new(lines, json_stringn(p, len));
         p = nl ? nl + 1 : end;
     }
     while (json_array_size(lines) > (size_t)n)
         json_array_remove(lines, 0);
-    /* bytes that are not UTF-8 would make the file unreadable as JSON: replaced */
-    size_t i;
-    json_t *v;
-    json_array_foreach(lines, i, v) {
-        char *t = strdup(json_string_value(v));
-        if (!t) continue;
-        for (unsigned char *c = (unsigned char *)t; *c; c++)
-            if (*c < 0x20 || *c >= 0x7f) *c = *c == '\t' ? ' ' : '?';
-        json_array_set_new(lines, i, json_string(t));
-        free(t);
-    }
     return lines;
+}
+
+/* What failed the job: the replica, its exit, the event, the end of its log. */
+static json_t *failure_json(loop *L, const dt__condition *c) {
+    const dt__replica *fr = dt__job_state_find(&L->m.st, L->failed_replica);
+    json_t *f = json_pack("{s:s, s:s}", "replica", L->failed_replica, "event", c->message);
+    if (!f) return NULL;
+    if (fr) json_object_set_new(f, "exitCode", fr->exit_code >= 0 ? json_integer(fr->exit_code) : json_null());
+    json_t *tail = log_tail(L, L->failed_replica, 20);
+    if (tail) {
+        char log[4200];
+        path_in(L, log, sizeof log, "logs/%s.log", L->failed_replica);
+        json_object_set_new(f, "log", json_string(log));
+    } else if (fr) { /* no log in the job dir (a pod's): the backend's last line */
+        char words[320];
+        last_words(L, fr, words, sizeof words);
+        tail = json_pack("[s]", words);
+    }
+    if (tail) json_object_set_new(f, "logTail", tail);
+    return f;
 }
 
 static void result_json(loop *L) {
@@ -1380,55 +1382,6 @@ static void result_json(loop *L) {
     const dt__condition *c =
         &L->m.st.cond[L->m.st.outcome == DT_JOB_OUTCOME_SUCCEEDED ? DT__COND_SUCCEEDED
                                                                    : DT__COND_FAILED];
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "status", names[L->m.st.outcome], "name",
-                          L->m.job->name, "kind", kind_name(L->m.job), "reason", c->reason,
-                          "message", c->message);
-    /* What a user looks for first: the exported model's figures (the chief's own result) */
-    for (int i = 0; i < L->m.st.nreplicas; i++) {
-        char path[4200];
-        path_in(L, path, sizeof path, "replicas/%s/result.json", L->m.st.replicas[i].name);
-        json_t *own = json_load_file(path, 0, NULL);
-        json_t *ex = json_object_get(own, "export");
-        if (json_is_string(ex)) {
-            json_t *ev = json_object_get(own, "eval");
-            if (json_is_object(ev)) json_object_set(j, "eval", ev);
-            json_object_set(j, "export", ex);
-            json_t *sps = json_object_get(own, "aggregate_samples_per_sec");
-            if (json_is_number(sps)) json_object_set(j, "samples_per_sec", sps);
-            json_decref(own);
-            break;
-        }
-        json_decref(own);
-    }
-    if (L->m.st.outcome == DT_JOB_OUTCOME_FAILED && L->failed_replica[0]) {
-        const dt__replica *fr = dt__job_state_find(&L->m.st, L->failed_replica);
-        char log[4200];
-        path_in(L, log, sizeof log, "logs/%s.log", L->failed_replica);
-        json_t *f = json_pack("{s:s, s:s}", "replica", L->failed_replica, "event", c->message);
-        if (f && fr) json_object_set_new(f, "exitCode", fr->exit_code >= 0 ? json_integer(fr->exit_code) : json_null());
-        json_t *tail = log_tail(L, L->failed_replica, 20);
-        if (f && tail) {
-            json_object_set_new(f, "log", json_string(log));
-            json_object_set_new(f, "logTail", tail);
-        } else if (f && fr) {
-            char words[320];
-            last_words(L, fr, words, sizeof words);
-            json_decref(tail);
-            json_object_set_new(f, "logTail", json_pack("[s]", words));
-        }
-        json_object_set_new(j, "failure", f);
-    }
-    char a[40], b[40];
-    json_object_set_new(j, "startTime", json_string(dt__rfc3339(L->m.st.start_time, a, sizeof a)));
-    json_object_set_new(j, "completionTime",
-                        json_string(dt__rfc3339(L->m.st.completion_time, b, sizeof b)));
-    json_object_set_new(j, "wall_seconds",
-                        json_real(L->m.st.completion_time - L->m.st.start_time));
-    json_object_set_new(j, "restarts", json_integer(L->m.st.total_restarts));
-    json_object_set_new(j, "workers", json_integer(worker_count(L)));
-    json_t *st = dt__job_state_json(&L->m.st, L->m.job, NULL);
-    json_object_set(j, "replicaStatuses", json_object_get(st, "replicaStatuses"));
-    json_decref(st);
     json_t *reps = json_object();
     for (int i = 0; i < L->m.st.nreplicas; i++) {
         const dt__replica *r = &L->m.st.replicas[i];
@@ -1444,6 +1397,36 @@ static void result_json(loop *L) {
         if (own) json_object_set_new(rj, "result", own);
         json_object_set_new(reps, r->name, rj);
     }
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "status", names[L->m.st.outcome], "name",
+                          L->m.job->name, "kind", kind_name(L->m.job), "reason", c->reason,
+                          "message", c->message);
+    /* What a user looks for first: the exported model's figures (the chief's own result) */
+    const char *key;
+    json_t *rj;
+    json_object_foreach(reps, key, rj) {
+        json_t *own = json_object_get(rj, "result");
+        json_t *ex = json_object_get(own, "export");
+        if (!json_is_string(ex)) continue;
+        json_t *ev = json_object_get(own, "eval");
+        if (json_is_object(ev)) json_object_set(j, "eval", ev);
+        json_object_set(j, "export", ex);
+        json_t *sps = json_object_get(own, "aggregate_samples_per_sec");
+        if (json_is_number(sps)) json_object_set(j, "samples_per_sec", sps);
+        break;
+    }
+    if (L->m.st.outcome == DT_JOB_OUTCOME_FAILED && L->failed_replica[0])
+        json_object_set_new(j, "failure", failure_json(L, c));
+    char a[40], b[40];
+    json_object_set_new(j, "startTime", json_string(dt__rfc3339(L->m.st.start_time, a, sizeof a)));
+    json_object_set_new(j, "completionTime",
+                        json_string(dt__rfc3339(L->m.st.completion_time, b, sizeof b)));
+    json_object_set_new(j, "wall_seconds",
+                        json_real(L->m.st.completion_time - L->m.st.start_time));
+    json_object_set_new(j, "restarts", json_integer(L->m.st.total_restarts));
+    json_object_set_new(j, "workers", json_integer(worker_count(L)));
+    json_t *st = dt__job_state_json(&L->m.st, L->m.job, NULL);
+    json_object_set(j, "replicaStatuses", json_object_get(st, "replicaStatuses"));
+    json_decref(st);
     json_object_set_new(j, "replicas", reps);
     json_object_set_new(j, "data", dt__ledger_progress(L->m.ledger));
     write_json_file(L, "result.json", j);

@@ -16,11 +16,6 @@
 static const char *const phases[] = {"Pending", "Created", "Running", "Restarting",
                                      "Succeeded", "Failed", NULL};
 
-/* a JSON number of obj[key], or -1 when absent */
-static double num(const json_t *obj, const char *key) {
-    const json_t *v = json_object_get(obj, key);
-    return json_is_number(v) ? json_number_value(v) : -1;
-}
 
 static void replica_metrics(dt__master *m, dt_prom *b) {
     const char *job = m->job->name;
@@ -86,7 +81,7 @@ static void report_metrics(dt__master *m, dt_prom *b) {
         for (int i = 0; i < m->st.nreplicas; i++) {
             const dt__replica *r = &m->st.replicas[i];
             if (r->type != DT_REPLICA_TYPE_EVALUATOR || !r->report) continue;
-            double v = num(r->report, facts[f].key);
+            double v = dt__json_num(r->report, facts[f].key, -1);
             if (v < 0) continue;
             if (!header++) dt_prom_family(b, facts[f].name, "gauge", facts[f].help);
             const char *l[] = {"job", m->job->name, "replica", r->name, NULL};
@@ -96,7 +91,7 @@ static void report_metrics(dt__master *m, dt_prom *b) {
 }
 
 /* What trainers post as they train (running replicas), and the job's progress and ETA. */
-static void progress_metrics(dt__master *m, dt_prom *b) {
+static void progress_metrics(dt__master *m, dt_prom *b, const json_t *data) {
     static const struct {
         const char *key, *name, *help;
     } facts[] = {
@@ -111,40 +106,36 @@ static void progress_metrics(dt__master *m, dt_prom *b) {
         for (int i = 0; i < m->st.nreplicas; i++) {
             const dt__replica *r = &m->st.replicas[i];
             if (!r->progress || r->state != DT__REPLICA_RUNNING) continue;
-            double v = num(r->progress, facts[f].key);
+            double v = dt__json_num(r->progress, facts[f].key, -1);
             if (v < 0) continue;
             if (!header++) dt_prom_family(b, facts[f].name, "gauge", facts[f].help);
             const char *l[] = {"job", m->job->name, "replica", r->name, NULL};
             dt_prom_sample(b, facts[f].name, l, v);
         }
     }
-    json_t *p = dt__master_progress(m);
+    json_t *p = dt__master_progress(m, data);
     if (!p) return;
     const char *l[] = {"job", m->job->name, NULL};
     dt_prom_family(b, "dtrain_job_progress_ratio", "gauge",
                    "Samples of the training dataset done, of all its epochs (0 to 1).");
-    dt_prom_sample(b, "dtrain_job_progress_ratio", l, num(p, "fraction"));
+    dt_prom_sample(b, "dtrain_job_progress_ratio", l, dt__json_num(p, "fraction", -1));
     if (json_object_get(p, "samplesPerSec")) {
         dt_prom_family(b, "dtrain_job_samples_per_second", "gauge",
                        "The trainers' samples per second together, as they report them.");
-        dt_prom_sample(b, "dtrain_job_samples_per_second", l, num(p, "samplesPerSec"));
+        dt_prom_sample(b, "dtrain_job_samples_per_second", l, dt__json_num(p, "samplesPerSec", -1));
     }
     if (json_object_get(p, "etaSeconds")) {
         dt_prom_family(b, "dtrain_job_eta_seconds", "gauge",
                        "Seconds until the training data is done at the current rate.");
-        dt_prom_sample(b, "dtrain_job_eta_seconds", l, num(p, "etaSeconds"));
+        dt_prom_sample(b, "dtrain_job_eta_seconds", l, dt__json_num(p, "etaSeconds", -1));
     }
     json_decref(p);
 }
 
 /* The shard service, from the ledger's progress (the status API's "data"). */
-static void data_metrics(dt__master *m, dt_prom *b) {
-    json_t *prog = dt__ledger_progress(m->ledger);
-    json_t *sets = json_object_get(prog, "datasets");
-    if (!json_object_size(sets)) {
-        json_decref(prog);
-        return;
-    }
+static void data_metrics(dt__master *m, dt_prom *b, const json_t *data) {
+    json_t *sets = json_object_get(data, "datasets");
+    if (!json_object_size(sets)) return;
     static const struct {
         const char *name, *type, *help;
     } fam[] = {
@@ -170,20 +161,20 @@ static void data_metrics(dt__master *m, dt_prom *b) {
             size_t i;
             json_t *e;
             json_array_foreach(json_object_get(d, "epochs"), i, e) {
-                done += num(e, "shards_done");
-                samples_done += num(e, "samples_done");
-                if (epoch < 0 && num(e, "shards_done") < num(e, "shards_total")) epoch = (int64_t)i;
+                done += dt__json_num(e, "shards_done", -1);
+                samples_done += dt__json_num(e, "samples_done", -1);
+                if (epoch < 0 && dt__json_num(e, "shards_done", -1) < dt__json_num(e, "shards_total", -1)) epoch = (int64_t)i;
             }
-            double size = num(d, "dataset_size"), epochs = num(d, "num_epochs");
+            double size = dt__json_num(d, "dataset_size", -1), epochs = dt__json_num(d, "num_epochs", -1);
             switch (f) {
             case 0: v = size * epochs; break;
             case 1: v = samples_done; break;
-            case 2: v = num(d, "shards_per_epoch") * epochs; break;
+            case 2: v = dt__json_num(d, "shards_per_epoch", -1) * epochs; break;
             case 3: v = done; break;
-            case 4: v = num(d, "in_flight"); break;
-            case 5: v = num(d, "requeued"); break;
-            case 6: v = num(d, "failures"); break;
-            case 7: v = num(d, "leases_expired"); break;
+            case 4: v = dt__json_num(d, "in_flight", -1); break;
+            case 5: v = dt__json_num(d, "requeued", -1); break;
+            case 6: v = dt__json_num(d, "failures", -1); break;
+            case 7: v = dt__json_num(d, "leases_expired", -1); break;
             case 8: v = epoch >= 0 ? (double)epoch : epochs; break;
             }
             const char *l[] = {"job", m->job->name, "dataset", key, NULL};
@@ -199,11 +190,10 @@ static void data_metrics(dt__master *m, dt_prom *b) {
         json_t *rv;
         json_object_foreach(json_object_get(d, "replicas"), rep, rv) {
             const char *l[] = {"job", m->job->name, "dataset", key, "replica", rep, NULL};
-            double v = num(rv, "samples_done");
+            double v = dt__json_num(rv, "samples_done", -1);
             dt_prom_sample(b, "dtrain_dataset_replica_samples_done_total", l, v < 0 ? 0 : v);
         }
     }
-    json_decref(prog);
 }
 
 void dt__master_metrics(dt__master *m, dt_prom *b) {
@@ -227,12 +217,12 @@ void dt__master_metrics(dt__master *m, dt_prom *b) {
                    "Replica restarts in the job, all replicas together.");
     dt_prom_sample(b, "dtrain_job_restarts_total", lj, m->st.total_restarts);
     replica_metrics(m, b);
+    json_t *data = dt__ledger_progress(m->ledger); /* the shard service's, built once */
     report_metrics(m, b);
-    progress_metrics(m, b);
-    data_metrics(m, b);
-    int allreduce = m->rdzv && dt__rdzv_check_job(m, 0) == DT_OK;
-    dt_err_clear();
-    if (allreduce) {
+    progress_metrics(m, b, data);
+    data_metrics(m, b, data);
+    json_decref(data);
+    if (m->rdzv && dt__rdzv_job(m)) {
         dt_prom_family(b, "dtrain_ring_generation", "gauge",
                        "The newest all-reduce ring formed (0: none yet).");
         dt_prom_sample(b, "dtrain_ring_generation", lj, (double)dt__rdzv_generation(m->rdzv));

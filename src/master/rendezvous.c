@@ -351,9 +351,13 @@ static dt_err report_unreachable(dt__master *m, const dt__replica *by, int64_t b
 
 /* ---- the API's operations ---- */
 
+int dt__rdzv_job(const dt__master *m) {
+    return m->job->kind == DT_JOB_KIND_TRAINJOB && m->job->strategy == DT_STRATEGY_ALLREDUCE;
+}
+
 dt_err dt__rdzv_check_job(const dt__master *m, int forming) {
     const dt_job_spec *job = m->job;
-    if (job->kind != DT_JOB_KIND_TRAINJOB || job->strategy != DT_STRATEGY_ALLREDUCE)
+    if (!dt__rdzv_job(m))
         return dt_err_set(DT_ERR_STATE,
                           "job '%s' is a %s%s%s: only the trainers of a TrainJob with strategy "
                           "allreduce form rings",

@@ -45,10 +45,6 @@ static dt__series *get(dt__master *m) {
     return m->series;
 }
 
-static double num(const json_t *o, const char *k) {
-    const json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : -1;
-}
 
 void dt__series_progress(dt__master *m, const char *replica, const json_t *p) {
     dt__series *z = get(m);
@@ -61,15 +57,15 @@ void dt__series_progress(dt__master *m, const char *replica, const json_t *p) {
         s = &z->train[z->ntrain++];
         snprintf(s->name, sizeof s->name, "%s", replica);
     }
-    add(s, dt__wall_now(), num(p, "step"), num(p, "loss"), num(p, "samples_per_sec"));
+    add(s, dt__wall_now(), dt__json_num(p, "step", -1), dt__json_num(p, "loss", -1), dt__json_num(p, "samples_per_sec", -1));
 }
 
 void dt__series_report(dt__master *m, const dt__replica *r, const json_t *report) {
     if (r->type != DT_REPLICA_TYPE_EVALUATOR) return;
-    double acc = num(report, "accuracy"), step = num(report, "step");
+    double acc = dt__json_num(report, "accuracy", -1), step = dt__json_num(report, "step", -1);
     if (acc < 0 || step < 0) return;
     dt__series *z = get(m);
-    if (z) add(&z->eval, dt__wall_now(), step, acc, num(report, "loss"));
+    if (z) add(&z->eval, dt__wall_now(), step, acc, dt__json_num(report, "loss", -1));
 }
 
 static json_t *points(const series *s) {

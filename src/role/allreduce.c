@@ -609,7 +609,7 @@ static void tensorboard_step(trainer *t, double loss, int64_t samples) {
         dt__tb_open(&t->tb, r->spec, r->job_dir, t->step - 1, DT__TB_TRAIN, r->log);
         t->tb_open = 1;
     }
-    dt__tb_step(&t->tb, t->step, loss, samples, dt_optim_lr_at(&t->oc, t->step - 1));
+    dt__tb_step(&t->tb, t->step, loss, samples, &t->oc);
 }
 
 /* One step. *ring_failed = 1 when the ring failed (the step is abandoned, nothing changed

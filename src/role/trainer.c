@@ -218,7 +218,7 @@ static dt_err train_shard(trainer *t, const dt_shard *sh) {
         if (t->r->is_chief) {
             /* every global step since the last is a batch of some trainer's: the job's rate */
             int64_t d = t->step > t->tb_step ? t->step - t->tb_step : 0;
-            dt__tb_step(&t->tb, t->step, loss, d * t->batch, dt_optim_lr_at(&t->oc, t->step - 1));
+            dt__tb_step(&t->tb, t->step, loss, d * t->batch, &t->oc);
             t->tb_step = t->step;
         }
         if (t->r->is_chief && checkpoint_due(t)) checkpoint_or_defer(t);

@@ -178,6 +178,20 @@ static int read_number(reader *r, double *out) {
 
 /* ---- skipping and strings ---- */
 
+/* After an item of an array (close ']') or an object (close '}'): 1 when a ',' says another
+ * follows, 0 when the close ends it (both taken), -1 on anything else (a syntax error, as
+ * rapidjson words it). */
+static int after_item(reader *r, int close) {
+    int c = peek(r);
+    if (c == ',' || c == close) {
+        r->s++;
+        return c == ',';
+    }
+    syntax(r, close == '}' ? "Missing a comma or '}' after an object member."
+                           : "Missing a comma or ']' after an array element.");
+    return -1;
+}
+
 static int skip_value(reader *r, int depth);
 
 /* A string at r->s (after ws). dst (may be NULL) gets it unescaped, cut to cap-1 bytes. */
@@ -237,17 +251,9 @@ static int skip_value(reader *r, int depth) {
                 r->s++;
             }
             if (skip_value(r, depth + 1)) return r->code;
-            c = peek(r);
-            if (c == ',') {
-                r->s++;
-                continue;
-            }
-            if (c == close) {
-                r->s++;
-                return 0;
-            }
-            return syntax(r, close == '}' ? "Missing a comma or '}' after an object member."
-                                         : "Missing a comma or ']' after an array element.");
+            int more = after_item(r, close);
+            if (more < 0) return r->code;
+            if (!more) return 0;
         }
     }
     if (match_word(r, "true") || match_word(r, "false") || match_word(r, "null")) return 0;
@@ -294,16 +300,9 @@ static int read_tensor_at(reader *r, inferred *t, int depth) {
             for (;;) {
                 if (read_tensor_at(r, t, depth + 1)) return r->code;
                 count++;
-                c = peek(r);
-                if (c == ',') {
-                    r->s++;
-                    continue;
-                }
-                if (c == ']') {
-                    r->s++;
-                    break;
-                }
-                return syntax(r, "Missing a comma or ']' after an array element.");
+                int more = after_item(r, ']');
+                if (more < 0) return r->code;
+                if (!more) break;
             }
         }
         if (!t->seen[depth]) {
@@ -414,16 +413,9 @@ static int read_named(reader *r, const char *name, const dt_shape *sample, const
         } else if (skip_value(r, 1)) {
             return r->code;
         }
-        int c = peek(r);
-        if (c == ',') {
-            r->s++;
-            continue;
-        }
-        if (c == '}') {
-            r->s++;
-            return 0;
-        }
-        return syntax(r, "Missing a comma or '}' after an object member.");
+        int more = after_item(r, '}');
+        if (more < 0) return r->code;
+        if (!more) return 0;
     }
 }
 
@@ -446,16 +438,9 @@ static int read_instances(reader *r, const char *name, const dt_shape *sample, i
             return r->code;
         }
         (*rows)++;
-        int c = peek(r);
-        if (c == ',') {
-            r->s++;
-            continue;
-        }
-        if (c == ']') {
-            r->s++;
-            return 0;
-        }
-        return syntax(r, "Missing a comma or ']' after an array element.");
+        int more = after_item(r, ']');
+        if (more < 0) return r->code;
+        if (!more) return 0;
     }
 }
 
@@ -497,16 +482,9 @@ static int read_inputs(reader *r, const char *name, const dt_shape *sample, int6
             if (found) return fail(r, DT__SV_INVALID_ARGUMENT, "inputs: '%s' given twice", name);
             found = 1;
             if (read_batch_value(r, name, sample, rows)) return r->code;
-            int c = peek(r);
-            if (c == ',') {
-                r->s++;
-                continue;
-            }
-            if (c == '}') {
-                r->s++;
-                break;
-            }
-            return syntax(r, "Missing a comma or '}' after an object member.");
+            int more = after_item(r, '}');
+            if (more < 0) return r->code;
+            if (!more) break;
         }
     }
     if (!found) return fail(r, DT__SV_INVALID_ARGUMENT, "inputs: input '%s' is missing", name);
@@ -545,16 +523,9 @@ static int read_top(reader *r, key_fn on_key, void *ctx) {
             if (peek(r) != ':') return syntax(r, "Missing a colon after a name of object member.");
             r->s++;
             if (on_key(r, key, ctx)) return r->code;
-            c = peek(r);
-            if (c == ',') {
-                r->s++;
-                continue;
-            }
-            if (c == '}') {
-                r->s++;
-                break;
-            }
-            return syntax(r, "Missing a comma or '}' after an object member.");
+            int more = after_item(r, '}');
+            if (more < 0) return r->code;
+            if (!more) break;
         }
     }
     if (peek(r) >= 0) return syntax(r, "The document root must not be followed by other values.");
@@ -676,16 +647,9 @@ static int read_examples(reader *r, struct classify_ctx *c) {
                 if (push(r, 0)) return r->code;
         }
         c->nexamples++;
-        int ch = peek(r);
-        if (ch == ',') {
-            r->s++;
-            continue;
-        }
-        if (ch == ']') {
-            r->s++;
-            return 0;
-        }
-        return syntax(r, "Missing a comma or ']' after an array element.");
+        int more = after_item(r, ']');
+        if (more < 0) return r->code;
+        if (!more) return 0;
     }
 }
 

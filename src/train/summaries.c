@@ -36,7 +36,8 @@ void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_
     if ((runs & DT__TB_EVAL) && dt_summary_open(&tb->eval, dir, start_step)) return off(tb);
 }
 
-void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, float lr) {
+void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples,
+                 const dt_optim_conf *optim) {
     if (!tb->train) return;
     tb->loss_sum += loss;
     tb->samples += samples;
@@ -49,7 +50,7 @@ void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, f
     double now = dt__mono_s(), dt = now - tb->t0;
     static const char *const tags[] = {"loss", "learning_rate", "samples_per_sec",
                                        "step_time_ms"};
-    float v[] = {(float)(tb->loss_sum / (double)tb->steps), lr,
+    float v[] = {(float)(tb->loss_sum / (double)tb->steps), dt_optim_lr_at(optim, step - 1),
                  dt > 0 ? (float)((double)tb->samples / dt) : 0.0f,
                  (float)(dt * 1e3 / (double)tb->steps)};
     if (dt_summary_scalars(tb->train, step, 4, tags, v)) return off(tb);

@@ -58,8 +58,10 @@ enum { DT__TB_TRAIN = 1, DT__TB_EVAL = 2 };
 void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_t start_step,
                  unsigned runs, FILE *log);
 /* One optimizer step done, the model now at `step`; a point each time step passes a
- * multiple of 10 (the loss, samples and time since the last point). */
-void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples, float lr);
+ * multiple of 10 (the loss, samples and time since the last point, and the learning rate
+ * optim's schedule gave the last step, worked out only then). */
+void dt__tb_step(dt__train_tb *tb, int64_t step, double loss, int64_t samples,
+                 const dt_optim_conf *optim);
 /* Between epochs (evaluation, checkpoints): the time is not the steps'. */
 void dt__tb_pause(dt__train_tb *tb);
 void dt__tb_resume(dt__train_tb *tb);

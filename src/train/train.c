@@ -309,7 +309,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
             loss_n += nb;
             if (opts.loss_log) fprintf(opts.loss_log, "%lld %.9g\n", (long long)r.state.step, loss);
             dt__progress_step(&prog, epoch, b, nb, loss);
-            dt__tb_step(&tb, r.state.step, loss, nb, dt_optim_lr_at(&r.optim_conf, r.state.step - 1));
+            dt__tb_step(&tb, r.state.step, loss, nb, &r.optim_conf);
             int at_max = opts.max_steps > 0 && r.state.step >= opts.max_steps;
             int asked = dt__stop_signal() != 0; /* a stop, or a preemption */
             if ((spec->checkpoint_every_steps > 0 &&
