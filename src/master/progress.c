@@ -2,7 +2,8 @@
  * progress.c - how far a job has got and how long the rest will take (docs/API.md,
  * "progress"): the samples of the training dataset done of all (from the shard service),
  * the rate the trainers report (their progress posts: every replica's own samples/s, summed
- * over those that posted in the last PROGRESS_FRESH_S), and the ETA at that rate.
+ * over those that posted in the last PROGRESS_FRESH_S), and the ETA at that rate; and the
+ * job's status object that carries it (the status route and status.json).
  */
 #include <math.h>
 #include <string.h>
