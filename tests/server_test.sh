@@ -14,7 +14,10 @@
 #              resumed: it continues from the saved step, not from 0
 #   restart    kill -9 the server while a job runs and two wait; the job ends while it is
 #              down; a restarted server finds it finished and starts the queued ones in order
-# Sections via ONLY="submit seed queue suspend restart"; KEEP=1 keeps $TMP.
+#   dashboard  the server's page in headless Chromium (tests/js/server_dashboard_check.mjs):
+#              every job with state, position and reason, the capacity used and free, and a
+#              job's own page through the server (build dir: server_dashboard.png)
+# Sections via ONLY="submit seed queue suspend restart dashboard"; KEEP=1 keeps $TMP.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 export DTRAIN_HOME="$TMP/home"
@@ -23,7 +26,7 @@ cd "$TMP"
 SPID=""
 cleanup() {
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
-    touch "$TMP"/gate-{a,b,c,d,e,f,g1,g2,g3,st} 2>/dev/null
+    touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,da,db} 2>/dev/null
     for d in "$DTRAIN_HOME"/server/jobs/* "$TMP"/seedsrv/jobs/*; do
         [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" --now >/dev/null 2>&1
     done
@@ -153,11 +156,18 @@ fi
 # exec.py of the seed's images: prints what it was told.
 mkdir -p "$DTRAIN_HOME/server/images/simple" "$TMP/seedsrv/images/allreduce"
 cat >"$DTRAIN_HOME/server/images/simple/exec.py" <<'PYEOF'
-import json, os
+import hashlib, json, os, time
 tf = json.loads(os.environ.get("TF_CONFIG", "{}"))
+cluster = tf["cluster"]
 print("NUM_WORKERS=%s TASK=%s/%s WORKERS=%d PS=%d CWD=%s" % (
     os.environ.get("NUM_WORKERS"), tf["task"]["type"], tf["task"]["index"],
-    len(tf["cluster"].get("worker", [])), len(tf["cluster"].get("ps", [])), os.path.basename(os.getcwd())))
+    len(cluster.get("worker", [])), len(cluster.get("ps", [])), os.path.basename(os.getcwd())), flush=True)
+# The job ends with worker-0 (the others are stopped then): every replica has said its line
+# before any ends (a barrier of files named by this job's cluster).
+key = hashlib.md5(json.dumps(cluster, sort_keys=True).encode()).hexdigest()
+open("%s-%s-%s" % (key, tf["task"]["type"], tf["task"]["index"]), "w").close()
+while not all(os.path.exists("%s-%s-%d" % (key, t, i)) for t in cluster for i in range(len(cluster[t]))):
+    time.sleep(0.05)
 PYEOF
 cp "$DTRAIN_HOME/server/images/simple/exec.py" "$TMP/seedsrv/images/allreduce/exec.py"
 
@@ -301,6 +311,29 @@ import json, sys
 print(" ".join(e["name"] for e in map(json.loads, open(sys.argv[1])) if e["ev"] == "start" and e["name"].startswith("g") and len(e["name"]) == 2))' \
         "$DTRAIN_HOME/server/journal.jsonl")
     [ "$order" = "g1 g3 g2" ] && pass "restart: started in order, none twice ($order)" || fail "restart: start order $order"
+fi
+
+if section dashboard; then
+    JS="$SRC/tests/js"
+    if [ ! -d "$JS/node_modules/playwright-core" ] || [ ! -x /usr/lib/chromium/chromium ]; then
+        fail "dashboard: playwright-core (tests/js) or Debian's chromium is missing (scripts/setup.sh installs them)"
+    else
+        gated da 2
+        gated db 1
+        "$DTRAIN" submit --server "$URL" da.yaml >/dev/null
+        "$DTRAIN" submit --server "$URL" db.yaml >/dev/null
+        wait_for is_state da Running || fail "dashboard: da is $(state da)"
+        SHOT="$TMP/server_dashboard.png"
+        (cd "$JS" && node server_dashboard_check.mjs "$URL/#token=$TOKEN" "$URL" "$TOKEN" "$SHOT" da) >"$TMP/browser.out" 2>&1 ||
+            fail "dashboard: the browser's checks (below)"
+        cat "$TMP/browser.out"
+        PASSED=$((PASSED + $(grep -c '^ok ' "$TMP/browser.out")))
+        FAILED=$((FAILED + $(grep -c '^FAIL' "$TMP/browser.out")))
+        OUT=${DT_TEST_OUTPUT_DIR:-$SRC/build}
+        [ -f "$SHOT" ] && mkdir -p "$OUT" && cp "$SHOT" "$OUT/server_dashboard.png" && echo "screenshot: $OUT/server_dashboard.png"
+        touch gate-da gate-db
+        wait_for is_state db Succeeded || fail "dashboard: db is $(state db)"
+    fi
 fi
 
 finish

@@ -575,6 +575,7 @@ dt_err dt__server_run(const dt__server_opts *opts) {
     if ((e = write_server_json(s))) goto out;
     say("listening on %s (dir %s; capacity %g cpus, %.1f GiB%s)", s->url, s->dir, s->cap.cpus,
         (double)s->cap.mem / (1 << 30), opts->no_auth ? "; no token needed" : "");
+    say("dashboard %s/#token=%s", s->url, s->token);
     for (int quit = 0; !quit;) {
         int busy = 0;
         for (int i = 0; i < s->njobs; i++)
