@@ -214,6 +214,12 @@ if section queue; then
     [ "$(queue)" = "c b d e" ] && pass "queue: order by priority, then submit order" || fail "queue: $(queue)"
     [ "$(field c 's["reason"]')" = WaitingForCapacity ] && [ "$(field b 's["message"]')" = "behind c in the queue (position 2)" ] &&
         [ "$(field d 's["position"]')" = 3 ] && pass "queue: position and reason" || fail "queue: c/b/d: $(cat "$TMP/api")"
+    curl -s "$URL/metrics" >"$TMP/metrics"
+    grep -q '^dtrain_server_queue_length 4$' "$TMP/metrics" && grep -q '^dtrain_server_used{resource="cpu"} 2$' "$TMP/metrics" &&
+        pass "queue: /metrics: queue length and cpus used" || fail "queue: metrics: $(grep dtrain_server "$TMP/metrics")"
+    if command -v promtool >/dev/null; then
+        promtool check metrics <"$TMP/metrics" >"$TMP/err" 2>&1 && pass "queue: promtool accepts /metrics" || fail "queue: promtool: $(cat "$TMP/err")"
+    fi
     "$DTRAIN" list --server "$URL" >"$TMP/out"
     grep -q "^d .*Queued .* 3 " "$TMP/out" && pass "queue: dtrain list shows positions" || fail "queue: list: $(cat "$TMP/out")"
     touch gate-a
