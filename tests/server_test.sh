@@ -13,7 +13,8 @@
 #   suspend    a training TrainJob suspended (its trainer checkpoints, capacity freed) and
 #              resumed: it continues from the saved step, not from 0
 #   restart    kill -9 the server while a job runs and two wait; the job ends while it is
-#              down; a restarted server finds it finished and starts the queued ones in order
+#              down; a restarted server finds it finished and starts the queued ones in order;
+#              a job's master killed under a running server is replaced (dtrain run --resume)
 #   dashboard  the server's page in headless Chromium (tests/js/server_dashboard_check.mjs):
 #              every job with state, position and reason, the capacity used and free, and a
 #              job's own page through the server (build dir: server_dashboard.png)
@@ -26,7 +27,7 @@ cd "$TMP"
 SPID=""
 cleanup() {
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
-    touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,da,db} 2>/dev/null
+    touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,g4,da,db} 2>/dev/null
     for d in "$DTRAIN_HOME"/server/jobs/* "$TMP"/seedsrv/jobs/*; do
         [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" --now >/dev/null 2>&1
     done
@@ -312,9 +313,22 @@ if section restart; then
     touch gate-g2 gate-g3
     wait_for is_state g2 Succeeded && wait_for is_state g3 Succeeded && pass "restart: and are watched to their end" ||
         fail "restart: g2 $(state g2), g3 $(state g3)"
+    # a master killed under a running server: the job is resumed by a new master
+    gated g4 1
+    "$DTRAIN" submit --server "$URL" g4.yaml >/dev/null
+    lock=$DTRAIN_HOME/server/jobs/g4/master.lock
+    master_pid() { [ -s "$lock" ] && head -1 "$lock"; }
+    wait_for master_pid >/dev/null && wait_for is_state g4 Running || fail "restart: g4 is $(state g4)"
+    old=$(master_pid)
+    kill -9 "$old"
+    new_master() { p=$(master_pid); [ -n "$p" ] && [ "$p" != "$old" ] && kill -0 "$p" 2>/dev/null; }
+    wait_for new_master && grep -q "job g4: its master is gone without a result; resuming it" "$TMP/server.log" &&
+        pass "restart: a killed master is replaced (dtrain run --resume)" || fail "restart: g4's master not resumed: $(tail -3 "$TMP/server.log")"
+    touch gate-g4
+    wait_for is_state g4 Succeeded && pass "restart: the resumed job ends Succeeded" || fail "restart: g4 is $(state g4)"
     order=$($PY -c '
 import json, sys
-print(" ".join(e["name"] for e in map(json.loads, open(sys.argv[1])) if e["ev"] == "start" and e["name"].startswith("g") and len(e["name"]) == 2))' \
+print(" ".join(e["name"] for e in map(json.loads, open(sys.argv[1])) if e["ev"] == "start" and e["name"] in ("g1", "g2", "g3")))' \
         "$DTRAIN_HOME/server/journal.jsonl")
     [ "$order" = "g1 g3 g2" ] && pass "restart: started in order, none twice ($order)" || fail "restart: start order $order"
 fi
