@@ -149,6 +149,11 @@ if section submit; then
         fail "submit: bad POST: $code $(cat "$TMP/api")"
     code=$(api GET /v1/jobs/small/result)
     [ "$code" = 200 ] && grep -q '"Succeeded"' "$TMP/api" && pass "submit: GET .../result" || fail "submit: result: $code"
+    code=$(api PUT /v1/experiments/sweep '{"name": "sweep", "trials": [{"name": "sweep-000", "state": "Succeeded"}]}')
+    [ "$code" = 200 ] && [ "$(api GET /v1/experiments/sweep)" = 200 ] && grep -q '"sweep-000"' "$TMP/api" &&
+        [ "$(api GET /v1/experiments)" = 200 ] && grep -q '"sweep-000"' "$TMP/api" &&
+        [ "$(api PUT /v1/experiments/sweep '[1]')" = 400 ] && [ "$(api GET /v1/experiments/none)" = 404 ] &&
+        pass "submit: experiments stored, listed and read back" || fail "submit: experiments: $code $(cat "$TMP/api")"
     code=$(api DELETE /v1/jobs/small)
     [ "$code" = 200 ] && [ ! -d "$DTRAIN_HOME/server/jobs/small" ] && pass "submit: DELETE forgets a finished job" ||
         fail "submit: delete: $code $(cat "$TMP/api")"

@@ -7,7 +7,8 @@
  *
  * The pieces, one concern a file:
  *   server.c  - the event loop, the processes it starts and the masters it watches;
- *   routes.c  - the HTTP API (and the proxy to each job's master);
+ *   routes.c  - the HTTP API;
+ *   proxy.c   - the job API passed to each job's master;
  *   queue.c   - capacity, a job's demand, the admission order and each job's reason;
  *   submit.c  - what a submission is: a manifest, a wrapped manifest or the seed's form;
  *   journal.c - the server's journal: the events and their replay.
@@ -161,6 +162,15 @@ void dt__sjournal_close(dt__server *s);
 dt_err dt__sjournal(dt__server *s, const char *ev, const dt__sjob *j, json_t *extra);
 /* Rebuild s->jobs from the journal (before the loop starts). */
 dt_err dt__sjournal_replay(dt__server *s);
+
+/* ---- proxy.c ---- */
+/* A request to the job's live master, its answer into resp; 0 when no master answers. */
+int dt__server_proxy(const dt__sjob *j, const char *method, const char *path, const char *body,
+                     size_t len, dt__http_resp *resp);
+/* The handler of every /v1/jobs/:job/:a1[/:a2[/:a3]] route the server does not answer. */
+void dt__server_pass(void *ctx, const dt__http_req *req, dt__http_resp *resp);
+/* A JSON file of the job dir (status.json, result.json); NULL when absent or bad. */
+json_t *dt__sjob_dir_json(const dt__sjob *j, const char *file);
 
 /* ---- routes.c ---- */
 extern const dt__http_route dt__server_routes[];
