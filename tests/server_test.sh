@@ -194,6 +194,9 @@ if section seed; then
         fail "seed: ps-0 log: $(cat "$TMP/out")"
     code=$(api POST /v1/jobs '{"strategy": "Ring", "workers": 2, "image": "simple", "task": "x"}')
     [ "$code" = 400 ] && grep -q "strategy" "$TMP/api" && pass "seed: an unknown strategy is 400" || fail "seed: Ring: $code"
+    code=$(api POST /v1/jobs '{"strategy": "AllReduce", "workers": 2, "image": "nosuch", "task": "x"}')
+    [ "$code" = 400 ] && grep -q "image 'nosuch': no directory nosuch_pod or nosuch" "$TMP/api" &&
+        pass "seed: an image not found is 400" || fail "seed: nosuch: $code $(cat "$TMP/api")"
     # The seed's client: GET /create, no token, image name with _pod appended.
     SURL=$URL STOKEN=$TOKEN
     stop_server

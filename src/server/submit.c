@@ -23,6 +23,7 @@
  * the containers' resources, read from the manifest at the container path the parser found.
  */
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,8 +154,12 @@ static int take_manifest(dt__submission *sub, const char *path, char *err, size_
     return 0;
 }
 
-static int bad(char *err, size_t cap, const char *fmt, const char *a, const char *b) {
-    snprintf(err, cap, fmt, a, b);
+static int bad(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
     return 400;
 }
 
@@ -209,37 +214,36 @@ static int seed_manifest(dt__server *s, const char *strategy, long workers, long
     low[k] = 0;
     if (!strcmp(low, "allreduce")) allreduce = 1;
     else if (!strcmp(low, "parameterserver") || !strcmp(low, "parameter_server")) allreduce = 0;
-    else return bad(err, cap, "strategy: expected AllReduce or ParameterServer, got '%s'%s",
-                    strategy ? strategy : "", "");
+    else return bad(err, cap, "strategy: expected AllReduce or ParameterServer, got '%s'",
+                    strategy ? strategy : "");
     if (!task || !dns_label(task))
         return bad(err, cap, "task: '%s' is not a job name (lowercase letters, digits and '-', "
-                             "starting with a letter, at most 63)%s", task ? task : "", "");
-    if (workers < 1 || workers > 1024) return bad(err, cap, "workers: expected 1..1024%s%s", "", "");
+                             "starting with a letter, at most 63)", task ? task : "");
+    if (workers < 1 || workers > 1024) return bad(err, cap, "workers: expected 1..1024, got %ld", workers);
     if (allreduce && ps != 0)
-        return bad(err, cap, "ps: AllReduce runs no parameter servers (got %s)%s", "some", "");
+        return bad(err, cap, "ps: AllReduce runs no parameter servers, got %ld", ps);
     if (!allreduce && (ps < 1 || ps > 64))
-        return bad(err, cap, "ps: ParameterServer needs 1..64 parameter servers%s%s", "", "");
+        return bad(err, cap, "ps: ParameterServer needs 1..64 parameter servers, got %ld", ps);
     char dir[4096] = "";
     int own_cmd = json_array_size(command) > 0;
     if (image && *image) {
         if (!find_image(s, image, !own_cmd, dir, sizeof dir)) {
-            snprintf(err, cap,
-                     "image '%s': no directory %s_pod or %s%s under %s/images (or absolute) "
-                     "holding exec.py",
-                     image, image, image, "", s->dir);
-            return 400;
+            return bad(err, cap,
+                       "image '%s': no directory %s_pod or %s (absolute, or under %s/images) "
+                       "holding %s",
+                       image, image, image, s->dir, own_cmd ? "the command's files" : "exec.py");
         }
     } else if (wdir && *wdir) {
         snprintf(dir, sizeof dir, "%s", wdir);
     } else {
-        return bad(err, cap, "image: required (a directory holding exec.py)%s%s", "", "");
+        return bad(err, cap, "image: required (a directory holding exec.py)");
     }
     json_t *cmd = own_cmd ? json_deep_copy(command) : json_pack("[s, s]", "python3", "exec.py");
     size_t i;
     json_t *a;
     json_array_foreach(cmd, i, a) if (!json_is_string(a)) {
         json_decref(cmd);
-        return bad(err, cap, "command: expected a list of strings%s%s", "", "");
+        return bad(err, cap, "command: expected a list of strings");
     }
     char nw[32];
     snprintf(nw, sizeof nw, "%ld", workers);
@@ -259,7 +263,7 @@ static int seed_manifest(dt__server *s, const char *strategy, long workers, long
                           allreduce ? "AllReduce" : "ParameterServer", "spec", "tfReplicaSpecs", specs);
     sub->yaml = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(m);
-    if (!sub->yaml) return bad(err, cap, "out of memory%s%s", "", "");
+    if (!sub->yaml) return bad(err, cap, "out of memory");
     return take_manifest(sub, "submission", err, cap);
 }
 
@@ -276,9 +280,9 @@ static int take_labels(json_t *l, dt__submission *sub, char *err, size_t cap) {
     if (!l) return 0;
     const char *k;
     json_t *v;
-    if (!json_is_object(l)) return bad(err, cap, "labels: expected an object of strings%s%s", "", "");
+    if (!json_is_object(l)) return bad(err, cap, "labels: expected an object of strings");
     json_object_foreach(l, k, v) {
-        if (!json_is_string(v)) return bad(err, cap, "labels.%s: expected a string%s", k, "");
+        if (!json_is_string(v)) return bad(err, cap, "labels.%s: expected a string", k);
         json_object_set(sub->labels, k, v);
     }
     return 0;
@@ -289,13 +293,13 @@ int dt__submit_parse_body(dt__server *s, const char *body, size_t len, const cha
     memset(sub, 0, sizeof *sub);
     sub->labels = json_object();
     if (parse_priority(prio_q, &sub->priority))
-        return bad(err, cap, "priority: expected an integer, got '%s'%s", prio_q, "");
-    if (!len || strlen(body) != len) return bad(err, cap, "the body is empty or holds a NUL byte%s%s", "", "");
+        return bad(err, cap, "priority: expected an integer, got '%s'", prio_q);
+    if (!len || strlen(body) != len) return bad(err, cap, "the body is empty or holds a NUL byte");
     json_t *j = json_loadb(body, len, 0, NULL);
     int rc = 0;
     if (json_is_object(j) && json_is_string(json_object_get(j, "manifest"))) {
         json_t *p = json_object_get(j, "priority");
-        if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer%s%s", "", "");
+        if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer");
         else if (p) sub->priority = (int)json_integer_value(p);
         if (!rc) rc = take_labels(json_object_get(j, "labels"), sub, err, cap);
         const char *path = json_string_value(json_object_get(j, "path"));
@@ -307,11 +311,11 @@ int dt__submit_parse_body(dt__server *s, const char *body, size_t len, const cha
     } else if (json_is_object(j) && json_object_get(j, "strategy") && !json_object_get(j, "apiVersion")) {
         json_t *w = json_object_get(j, "workers"), *ps = json_object_get(j, "ps");
         json_t *p = json_object_get(j, "priority");
-        if (!json_is_integer(w)) rc = bad(err, cap, "workers: expected an integer%s%s", "", "");
-        else if (ps && !json_is_integer(ps)) rc = bad(err, cap, "ps: expected an integer%s%s", "", "");
-        else if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer%s%s", "", "");
+        if (!json_is_integer(w)) rc = bad(err, cap, "workers: expected an integer");
+        else if (ps && !json_is_integer(ps)) rc = bad(err, cap, "ps: expected an integer");
+        else if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer");
         else if (json_object_get(j, "command") && !json_is_array(json_object_get(j, "command")))
-            rc = bad(err, cap, "command: expected a list of strings%s%s", "", "");
+            rc = bad(err, cap, "command: expected a list of strings");
         if (!rc && p) sub->priority = (int)json_integer_value(p);
         if (!rc) rc = take_labels(json_object_get(j, "labels"), sub, err, cap);
         if (!rc)
@@ -340,10 +344,10 @@ int dt__submit_parse_create(dt__server *s, const char *strategy, const char *nw,
     sub->labels = json_object();
     char *end;
     long w = nw ? strtol(nw, &end, 10) : 0;
-    if (!nw || end == nw || *end) return bad(err, cap, "n_worker: expected an integer, got '%s'%s", nw ? nw : "", "");
+    if (!nw || end == nw || *end) return bad(err, cap, "n_worker: expected an integer, got '%s'", nw ? nw : "");
     long ps = nps && *nps ? strtol(nps, &end, 10) : 0;
     if (nps && *nps && (end == nps || *end))
-        return bad(err, cap, "n_ps: expected an integer, got '%s'%s", nps, "");
-    if (!img || !*img) return bad(err, cap, "img: required (the image's name)%s%s", "", "");
+        return bad(err, cap, "n_ps: expected an integer, got '%s'", nps);
+    if (!img || !*img) return bad(err, cap, "img: required (the image's name)");
     return seed_manifest(s, strategy, w, ps, img, NULL, NULL, name, sub, err, cap);
 }
