@@ -118,6 +118,8 @@ start_server --cpus 2 || exit 1
 if section submit; then
     code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/jobs")
     [ "$code" = 401 ] && pass "submit: 401 without the token" || fail "submit: GET /v1/jobs without token: $code"
+    expect_exit 1 "submit: a second server" -- "$DTRAIN" server
+    expect_err_has "submit: one server per dir" "a server (pid $SPID) already runs in this dir"
     code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/healthz")
     [ "$code" = 200 ] && pass "submit: healthz needs no token" || fail "submit: healthz: $code"
     iris small 3
