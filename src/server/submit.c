@@ -20,7 +20,8 @@
  * Every manifest goes through the job spec parser (dt_job_spec_parse) and the local
  * backend's check, so a bad one is refused with their "FILE:LINE: field: what" message.
  * Its demand (queue.c) is worked out here from the spec and, for a TFJob or PyTorchJob,
- * the containers' resources, read from the manifest at the container path the parser found.
+ * the containers' resources, read from the manifest at the container path the parser found;
+ * so is one worker's, which `dtrain scale` through the server adds or takes away.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -126,7 +127,7 @@ static int take_manifest(dt__submission *sub, const char *path, char *err, size_
     sub->demand = (dt__demand){0, 0};
     for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) {
         const dt_replica_spec *rs = &job->replicas[t];
-        if (!rs->present || rs->replicas <= 0) continue;
+        if (!rs->present) continue;
         double cpu = 1, mem = 0;
         if (job->kind == DT_JOB_KIND_TRAINJOB) {
             if (t != DT_REPLICA_TYPE_PS && t != DT_REPLICA_TYPE_EVALUATOR && job->train)
@@ -140,6 +141,8 @@ static int take_manifest(dt__submission *sub, const char *path, char *err, size_
                 if (q >= 0) mem = q;
             }
         }
+        if (t == DT_REPLICA_TYPE_WORKER) sub->worker = (dt__demand){cpu, (int64_t)mem};
+        if (rs->replicas <= 0) continue;
         sub->demand.cpus += cpu * rs->replicas;
         sub->demand.mem += (int64_t)(mem * rs->replicas);
     }
