@@ -300,7 +300,10 @@ int dt__submit_parse_body(dt__server *s, const char *body, size_t len, const cha
     if (!len || strlen(body) != len) return bad(err, cap, "the body is empty or holds a NUL byte");
     json_t *j = json_loadb(body, len, 0, NULL);
     int rc = 0;
-    if (json_is_object(j) && json_is_string(json_object_get(j, "manifest"))) {
+    if (json_is_object(j) && json_object_get(j, "manifest") &&
+        !json_is_string(json_object_get(j, "manifest"))) {
+        rc = bad(err, cap, "manifest: expected the manifest's text (a string of YAML or JSON)");
+    } else if (json_is_object(j) && json_is_string(json_object_get(j, "manifest"))) {
         json_t *p = json_object_get(j, "priority");
         if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer");
         else if (p) sub->priority = (int)json_integer_value(p);
@@ -314,7 +317,9 @@ int dt__submit_parse_body(dt__server *s, const char *body, size_t len, const cha
     } else if (json_is_object(j) && json_object_get(j, "strategy") && !json_object_get(j, "apiVersion")) {
         json_t *w = json_object_get(j, "workers"), *ps = json_object_get(j, "ps");
         json_t *p = json_object_get(j, "priority");
-        if (!json_is_integer(w)) rc = bad(err, cap, "workers: expected an integer");
+        if (!json_is_string(json_object_get(j, "strategy")))
+            rc = bad(err, cap, "strategy: expected AllReduce or ParameterServer (a string)");
+        else if (!json_is_integer(w)) rc = bad(err, cap, "workers: expected an integer");
         else if (ps && !json_is_integer(ps)) rc = bad(err, cap, "ps: expected an integer");
         else if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer");
         else if (json_object_get(j, "command") && !json_is_array(json_object_get(j, "command")))
