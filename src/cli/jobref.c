@@ -139,8 +139,14 @@ static int server_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_ku
     snprintf(path, sizeof path, "/v1/jobs/%s", arg);
     long status = 0;
     json_t *j = NULL;
-    if (strlen(arg) >= sizeof out->name || strchr(arg, '/')) {
-        fprintf(stderr, "dtrain %s: '%s' is not a job name\n", cmd->name, arg);
+    /* A server's jobs are named by DNS-1035 labels: anything else ('..', '?', '%') would
+     * make another URL than the job's. */
+    int ok = strlen(arg) < sizeof out->name && *arg >= 'a' && *arg <= 'z';
+    for (const char *p = arg; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-';
+    if (!ok) {
+        fprintf(stderr, "dtrain %s: '%s' is not a job name (lowercase letters, digits and '-', "
+                        "starting with a letter)\n", cmd->name, arg);
         return 1;
     }
     if (dt__cli_server_call(cmd, out->url, out->token, "GET", path, NULL, &status, &j)) return 1;
