@@ -16,7 +16,8 @@
 #              resumed: it continues from the saved step, not from 0
 #   restart    kill -9 the server while a job runs and two wait; the job ends while it is
 #              down; a restarted server finds it finished and starts the queued ones in order;
-#              a job's master killed under a running server is replaced (dtrain run --resume)
+#              a job's master killed under a running server is replaced (dtrain run --resume);
+#              a journal line naming no job ('../../evil') is skipped
 #   dashboard  the server's page in headless Chromium (tests/js/server_dashboard_check.mjs):
 #              every job with state, position and reason, the capacity used and free, and a
 #              job's own page through the server (build dir: server_dashboard.png)
@@ -350,7 +351,14 @@ if section restart; then
     SPID=""
     touch gate-g1 # g1 ends while no server watches it
     wait_for test -s "$DTRAIN_HOME/server/jobs/g1/result.json" || fail "restart: g1's master did not end"
+    # a journal line naming no job (its dirs would be outside DIR) is skipped by the replay
+    echo '{"ev": "submit", "name": "../../evil", "time": 1, "seq": 99, "demand": {"cpus": -5}}' \
+        >>"$DTRAIN_HOME/server/journal.jsonl"
     start_server --cpus 2 || exit 1
+    grep -q "journal: an event for '../../evil' skipped (not a job name)" "$TMP/server.log" &&
+        [ "$(api GET /v1/jobs)" = 200 ] && ! grep -q evil "$TMP/api" &&
+        pass "restart: replay skips an event whose name is not a job name" ||
+        fail "restart: evil journal line: $(tail -3 "$TMP/server.log") $(cat "$TMP/api")"
     wait_for is_state g1 Succeeded && pass "restart: a job that ended while the server was down is found Succeeded" ||
         fail "restart: g1 is $(state g1)"
     wait_for is_state g2 Running && wait_for is_state g3 Running && pass "restart: the queued jobs start" ||
