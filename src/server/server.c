@@ -349,7 +349,11 @@ static const char *fresh_result(const dt__sjob *j, char *buf, size_t cap, char *
     char path[4300];
     snprintf(path, sizeof path, "%s/result.json", j->dir);
     struct stat sb;
-    if (stat(path, &sb) != 0 || (double)sb.st_mtime + 1.0 < j->start_t) return NULL;
+    /* to the nanosecond (a result of the last start may be under a second old when a
+     * suspended job is resumed); 50 ms for the file system's coarser clock */
+    if (stat(path, &sb) != 0 ||
+        (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec / 1e9 + 0.05 < j->start_t)
+        return NULL;
     json_t *r = json_load_file(path, 0, NULL);
     const char *st = json_string_value(json_object_get(r, "status"));
     if (st) snprintf(buf, cap, "%s", st);
