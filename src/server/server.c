@@ -443,13 +443,17 @@ static void watch(dt__server *s, dt__sjob *j) {
         return;
     }
     launch_why(j, why, sizeof why);
-    if (j->launch_failed || j->started_once > MAX_RELAUNCH || access(path, F_OK) != 0) {
+    if (j->started_once > MAX_RELAUNCH || access(path, F_OK) != 0) {
         set_finished(s, j, DT__SJOB_FAILED, "dtrain run failed: %s", why[0] ? why : "no output");
         return;
     }
-    /* Its master died without a result (killed): resumed by a new one. */
+    /* Its master ran (its journal is there) and died without a result (killed): resumed by
+     * a new one, at most MAX_RELAUNCH times. So is one killed while it started, before its
+     * replicas ran: its `dtrain run` failed then too, for that reason only (a master that
+     * fails the job writes result.json, looked at above). */
     j->started_once++;
-    say("job %s: its master is gone without a result; resuming it", j->name);
+    say("job %s: its master is gone without a result%s; resuming it", j->name,
+        j->launch_failed ? " (while it started)" : "");
     launch(s, j);
 }
 
