@@ -37,6 +37,7 @@
 #ifndef DTRAIN_TUNE_IMPL_H
 #define DTRAIN_TUNE_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dtrain/err.h"
@@ -78,12 +79,16 @@ typedef struct dt__trial_param {
 typedef struct dt__experiment {
     char path[4096]; /* the experiment file */
     char name[64];   /* metadata.name (a DNS label); trials are <name>-<NNN> */
+    char namespace_name[64]; /* metadata.namespace, default "default" */
     int sweep;       /* 1: the plain form (kind Sweep); 0: a Katib Experiment */
 
     dt__obj_type obj;
     int has_goal;
     double goal;
     char metric[128]; /* objectiveMetricName (Sweep default: accuracy) */
+    /* objective.metricStrategies for the objective metric: "max", "min" or "latest": which of
+     * a trial's reported values is its result (default: max when maximizing, else min) */
+    char metric_strategy[16];
     int nextra;       /* additionalMetricNames */
     char extra[DT__TUNE_MAX_EXTRA][128];
 
@@ -101,6 +106,7 @@ typedef struct dt__experiment {
     int parallel;   /* parallelTrialCount (default 3 as Katib; Sweep `parallel`, default 1) */
     int max_trials; /* maxTrialCount; 0 = the algorithm's own end (grid, hyperband) */
     int max_failed; /* maxFailedTrialCount; -1 = not given */
+    int parallel_line; /* where parallelTrialCount is (for messages) */
 
     int nparams;
     dt__tune_param *params;
@@ -114,6 +120,7 @@ typedef struct dt__experiment {
     char *template_text;
     char template_path[4096]; /* the experiment file, or a Sweep's template file */
     char template_kind[32];   /* TFJob, PyTorchJob or TrainJob */
+    char template_api[64];    /* its apiVersion */
     char primary_container[64]; /* trialTemplate.primaryContainerName ("" when not given) */
     int retain;                 /* trialTemplate.retain */
 
@@ -139,6 +146,10 @@ dt_err dt__experiment_render(const dt__experiment *e, const char *trial_name,
 
 /* The index of the parameter called name, -1 when none. */
 int dt__experiment_param(const dt__experiment *e, const char *name);
+
+/* A parameter's value as text: x is the number (int, double) or the index into the list
+ * (discrete, categorical). Doubles in shortest round-trip form ("0.01", not 0.01000000001). */
+void dt__param_format(const dt__tune_param *p, double x, char *buf, size_t cap);
 
 /* ---- the search (search.c) ---- */
 
