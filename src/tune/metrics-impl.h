@@ -10,6 +10,9 @@
  *                    the eval run's tag, else the train run's, else any run's.
  *   result.json      the job's outcome: NAME, eval.NAME, or A.B for "A/B" (accuracy =
  *                    eval.accuracy, train/loss = train.loss); the final value only.
+ *   File             the file a trial writes (metricsCollectorSpec source.fileSystemPath,
+ *                    relative to the job dir): TEXT as StdOut, or JSON lines ({"accuracy":
+ *                    "0.9", "epoch": 1}, Katib's JSON format).
  *   StdOut           `name=value` lines in the primary replica's log (chief-0, master-0,
  *                    worker-0, else the first in name order), matched by Katib's default
  *                    regular expression or the experiment's metricsFormat ones (two groups:
@@ -45,18 +48,27 @@ typedef enum dt__collector {
     DT__COLLECT_AUTO,    /* TensorBoard, else StdOut; result.json for the final value */
     DT__COLLECT_STDOUT,  /* StdOut first, else as AUTO (a built-in TrainJob prints none) */
     DT__COLLECT_TFEVENT, /* TensorBoard and result.json only */
+    DT__COLLECT_FILE,    /* a file the trial writes (TEXT: name=value lines; JSON: one object
+                            a line), else as AUTO */
 } dt__collector;
 
-/* "StdOut", "TensorFlowEvent", "" / "Default" / "File" (read as AUTO): DT_ERR_SPEC otherwise. */
+/* "StdOut", "TensorFlowEvent", "File", "" / "Default" / "None" (AUTO); DT_ERR_SPEC otherwise. */
 dt_err dt__collector_parse(const char *kind, dt__collector *out);
 
+/* Where a metric is looked for. */
+typedef struct dt__metric_src {
+    dt__collector kind;
+    const char *const *formats; /* Katib metricsFormat regular expressions; NULL/0: default */
+    int nformats;
+    const char *file; /* File: its path (relative: to the job dir; each trial has its own) */
+    int file_json;    /* File: JSON lines instead of TEXT */
+} dt__metric_src;
+
 /* The metric `name` of the job in job_dir as it stands now (a running job: what is written so
- * far; finished: 1 when the job has finished, so the log's last line counts without its
- * newline). formats: Katib metricsFormat regular expressions (NULL/0: Katib's default).
+ * far; finished: 1 when the job has finished, so a last line counts without its newline).
  * A job dir with nothing yet is no error (m->n 0, has_result 0). m is reset first. */
 dt_err dt__metric_collect(dt__metric *m, const char *job_dir, const char *name,
-                          dt__collector kind, const char *const *formats, int nformats,
-                          int finished);
+                          const dt__metric_src *src, int finished);
 
 /* The metric's final value by Katib's metricStrategies value ("latest" (or ""), "min",
  * "max"): result.json's value when present for latest, else the observations'. 0 when there

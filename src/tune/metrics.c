@@ -32,9 +32,10 @@ const char dt__katib_default_format[] =
     "([\\w|-]+)\\s*=\\s*([+-]?\\d*(\\.\\d+)?([Ee][+-]?\\d+)?)";
 
 dt_err dt__collector_parse(const char *kind, dt__collector *out) {
-    if (!kind || !*kind || !strcmp(kind, "Default") || !strcmp(kind, "File") ||
-        !strcmp(kind, "None"))
+    if (!kind || !*kind || !strcmp(kind, "Default") || !strcmp(kind, "None"))
         *out = DT__COLLECT_AUTO;
+    else if (!strcmp(kind, "File"))
+        *out = DT__COLLECT_FILE;
     else if (!strcmp(kind, "StdOut"))
         *out = DT__COLLECT_STDOUT;
     else if (!strcmp(kind, "TensorFlowEvent"))
@@ -306,10 +307,10 @@ static const char *primary_log(const char *job_dir, char *path, size_t cap) {
     return found;
 }
 
-static dt_err from_stdout(dt__metric *m, const char *job_dir, const char *name,
-                          const char *const *formats, int nformats, int finished) {
-    char path[8300];
-    if (!primary_log(job_dir, path, sizeof path)) return DT_OK;
+/* name=value lines of the file at path (a log, or the File collector's TEXT file). */
+static dt_err from_lines(dt__metric *m, const char *path, const char *name,
+                         const char *const *formats, int nformats, int finished,
+                         const char *source) {
     char *data;
     size_t len;
     if (dt__read_file(path, &data, &len)) {
@@ -370,25 +371,85 @@ static dt_err from_stdout(dt__metric *m, const char *job_dir, const char *name,
         regfree(&re[i]);
     free(re);
     free(data);
-    if (!e && m->n) m->source = "stdout";
+    if (!e && m->n) m->source = source;
     return e;
 }
 
+static dt_err from_stdout(dt__metric *m, const char *job_dir, const char *name,
+                          const char *const *formats, int nformats, int finished) {
+    char path[8300];
+    if (!primary_log(job_dir, path, sizeof path)) return DT_OK;
+    return from_lines(m, path, name, formats, nformats, finished, "stdout");
+}
+
+/* Katib's File collector in JSON format: one object a line, the metric a number or a
+ * numeric string under its name, "epoch" or "step" beside it. */
+static dt_err from_json_lines(dt__metric *m, const char *path, const char *name, int finished) {
+    char *data;
+    size_t len;
+    if (dt__read_file(path, &data, &len)) {
+        dt_err_clear();
+        return DT_OK;
+    }
+    dt_err e = DT_OK;
+    int order = 0;
+    for (char *line = data; !e && line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (!nl && !finished) break;
+        if (nl) *nl = 0;
+        json_t *j = json_loads(line, 0, NULL);
+        json_t *v = json_object_get(j, name);
+        double x = NAN;
+        if (json_is_number(v)) x = json_number_value(v);
+        else if (json_is_string(v)) {
+            char *end;
+            x = strtod(json_string_value(v), &end);
+            if (end == json_string_value(v) || *end) x = NAN;
+        }
+        if (isfinite(x)) {
+            order++;
+            json_t *ep = json_object_get(j, "epoch"), *st = json_object_get(j, "step");
+            int res = json_is_integer(ep) && json_integer_value(ep) >= 0 &&
+                              json_integer_value(ep) < 1 << 30
+                          ? (int)json_integer_value(ep)
+                          : order;
+            e = add_obs(m, json_is_integer(st) ? json_integer_value(st) : order, res, x);
+        }
+        json_decref(j);
+        line = nl ? nl + 1 : NULL;
+    }
+    free(data);
+    if (!e && m->n) m->source = "file";
+    return e;
+}
+
+static dt_err from_file(dt__metric *m, const char *job_dir, const dt__metric_src *src,
+                        const char *name, int finished) {
+    char path[8300];
+    if (src->file[0] == '/') snprintf(path, sizeof path, "%s", src->file);
+    else snprintf(path, sizeof path, "%s/%s", job_dir, src->file);
+    if (src->file_json) return from_json_lines(m, path, name, finished);
+    return from_lines(m, path, name, src->formats, src->nformats, finished, "file");
+}
+
 dt_err dt__metric_collect(dt__metric *m, const char *job_dir, const char *name,
-                          dt__collector kind, const char *const *formats, int nformats,
-                          int finished) {
+                          const dt__metric_src *src, int finished) {
     m->n = 0;
     m->has_result = 0;
     m->result = 0;
     m->source = "";
     snprintf(m->name, sizeof m->name, "%s", name);
     dt_err e = DT_OK;
-    if (kind == DT__COLLECT_STDOUT)
-        e = from_stdout(m, job_dir, name, formats, nformats, finished);
+    if (src->kind == DT__COLLECT_FILE && src->file && src->file[0])
+        e = from_file(m, job_dir, src, name, finished);
+    if (!e && src->kind == DT__COLLECT_STDOUT)
+        e = from_stdout(m, job_dir, name, src->formats, src->nformats, finished);
     if (!e && !m->n) e = from_tensorboard(m, job_dir, name);
-    if (!e && !m->n && kind == DT__COLLECT_AUTO)
-        e = from_stdout(m, job_dir, name, formats, nformats, finished);
-    if (!e && strcmp(m->source, "stdout") != 0) from_result(m, job_dir, name);
+    if (!e && !m->n && (src->kind == DT__COLLECT_AUTO || src->kind == DT__COLLECT_FILE))
+        e = from_stdout(m, job_dir, name, src->formats, src->nformats, finished);
+    /* result.json: the final figure of a built-in trainer (users' scripts have none) */
+    if (!e && !strcmp(m->source, "tensorboard")) from_result(m, job_dir, name);
+    else if (!e && !m->n) from_result(m, job_dir, name);
     return e;
 }
 

@@ -1,7 +1,8 @@
 /* tune_metrics_test.c - a trial's metrics from a job dir laid out as dtrain's jobs lay theirs:
  * TensorBoard runs of a TrainJob worker (names eval/accuracy, accuracy, train/loss), the final
  * value from result.json, Katib's StdOut lines (default format, epoch on the line, a custom
- * metricsFormat, a line still being written) and the final-value strategies. */
+ * metricsFormat, a line still being written), Katib's File collector (TEXT and JSON lines) and
+ * the final-value strategies. */
 #include <sys/stat.h>
 
 #include "core/file-impl.h"
@@ -35,7 +36,7 @@ static void test_tensorboard_and_result(void) {
     dt__metric m = {0};
     double v;
     /* nothing yet: no error, nothing found */
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_AUTO, NULL, 0, 0));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 0));
     DT_CHECK(m.n == 0 && !m.has_result && !dt__metric_final(&m, "", &v));
 
     char run[256];
@@ -54,7 +55,7 @@ static void test_tensorboard_and_result(void) {
     DT_CHECK_OK(dt_summary_scalar(w, 20, "loss", 1.5f));
     DT_CHECK_OK(dt_summary_close(w));
 
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "eval/accuracy", DT__COLLECT_TFEVENT, NULL, 0, 0));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "eval/accuracy", &(dt__metric_src){DT__COLLECT_TFEVENT, NULL, 0, NULL, 0}, 0));
     DT_CHECK(m.n == 3 && !strcmp(m.source, "tensorboard"));
     DT_CHECK(m.obs[1].step == 20 && m.obs[1].resource == 2 && m.obs[1].value == 0.5);
     DT_CHECK(dt__metric_resource(&m) == 3);
@@ -63,27 +64,27 @@ static void test_tensorboard_and_result(void) {
     DT_CHECK(dt__metric_final(&m, "latest", &v) && v == 0.75);
     DT_CHECK(dt__metric_final(&m, "min", &v) && v == 0.25);
     /* a plain name is the eval run's; train/loss is the train run's */
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "loss", DT__COLLECT_AUTO, NULL, 0, 0));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "loss", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 0));
     DT_CHECK(m.n == 3 && m.obs[0].value == 1.0);
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "train/loss", DT__COLLECT_AUTO, NULL, 0, 0));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "train/loss", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 0));
     DT_CHECK(m.n == 2 && m.obs[1].value == 1.5);
     /* Katib's default StdOut collector, for a TrainJob that prints no name=value: falls back */
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_STDOUT, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_STDOUT, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.n == 3 && !strcmp(m.source, "tensorboard"));
 
     /* result.json: the final value, eval.accuracy and a replica's train.loss */
     put("result.json", "{\"status\": \"Succeeded\", \"eval\": {\"accuracy\": 0.7667, \"loss\": 0.3},"
                        " \"replicas\": {\"worker-0\": {\"result\": {\"train\": {\"loss\": 0.9}}}}}");
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_AUTO, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.has_result && m.result == 0.7667 && m.n == 3);
     DT_CHECK(dt__metric_final(&m, "", &v) && v == 0.7667);
     DT_CHECK(dt__metric_final(&m, "max", &v) && v == 0.7667);
     DT_CHECK(dt__metric_final(&m, "min", &v) && v == 0.25);
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "eval/accuracy", DT__COLLECT_AUTO, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "eval/accuracy", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.has_result && m.result == 0.7667);
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "train/loss", DT__COLLECT_AUTO, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "train/loss", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.has_result && m.result == 0.9);
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "f1", DT__COLLECT_AUTO, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "f1", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.n == 0 && !m.has_result && !*m.source);
     dt__metric_free(&m);
     rm_dir();
@@ -101,7 +102,7 @@ static void test_stdout(void) {
                              "accuracy=0.8"); /* no newline yet: still being written */
     dt__metric m = {0};
     double v;
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_STDOUT, NULL, 0, 0));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_STDOUT, NULL, 0, NULL, 0}, 0));
     DT_CHECK(!strcmp(m.source, "stdout"));
     DT_CHECK(m.n == 3);
     DT_CHECK(m.obs[0].value == 0.5 && m.obs[0].resource == 1);
@@ -109,28 +110,46 @@ static void test_stdout(void) {
     DT_CHECK(m.obs[2].value == 0.75 && m.obs[2].step == 300 && m.obs[2].resource == 3);
     DT_CHECK(dt__metric_final(&m, "", &v) && v == 0.75);
     /* finished: the last line counts */
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_STDOUT, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_STDOUT, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.n == 4 && dt__metric_final(&m, "latest", &v) && v == 0.8);
     DT_CHECK(dt__metric_final(&m, "max", &v) && v == 0.8);
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "val-accuracy", DT__COLLECT_STDOUT, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "val-accuracy", &(dt__metric_src){DT__COLLECT_STDOUT, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.n == 1 && m.obs[0].value == 0.9);
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "loss", DT__COLLECT_AUTO, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "loss", &(dt__metric_src){DT__COLLECT_AUTO, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.n == 1 && m.obs[0].value == 1.25 && !strcmp(m.source, "stdout"));
 
     /* a metricsFormat of the experiment's: only lines in that form */
     const char *fmt[] = {"\\{metricName: ([\\w|-]+), metricValue: ([+-]?\\d*(\\.\\d+)?)\\}"};
     put("logs/worker-0.log", "accuracy=0.1\n{metricName: accuracy, metricValue: 0.55}\n");
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_STDOUT, fmt, 1, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_STDOUT, fmt, 1, NULL, 0}, 1));
     DT_CHECK(m.n == 1 && m.obs[0].value == 0.55);
     const char *bad[] = {"(unclosed"};
-    DT_CHECK_ERR(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_STDOUT, bad, 1, 1),
+    DT_CHECK_ERR(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_STDOUT, bad, 1, NULL, 0}, 1),
                  DT_ERR_SPEC, "metricsFormat '(unclosed'");
     /* the chief's log is the primary one */
     put("logs/chief-0.log", "accuracy=0.3\n");
-    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", DT__COLLECT_STDOUT, NULL, 0, 1));
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &(dt__metric_src){DT__COLLECT_STDOUT, NULL, 0, NULL, 0}, 1));
     DT_CHECK(m.n == 1 && m.obs[0].value == 0.3);
 
+    /* Katib's File collector: a file of the job's, TEXT (as StdOut) or JSON lines */
+    put("out/metrics.txt", "accuracy=0.4\naccuracy=0.6\n");
+    dt__metric_src text = {DT__COLLECT_FILE, NULL, 0, "out/metrics.txt", 0};
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &text, 1));
+    DT_CHECK(m.n == 2 && m.obs[1].value == 0.6 && !strcmp(m.source, "file"));
+    put("out/metrics.json", "{\"accuracy\": \"0.7\", \"epoch\": 1}\n{\"loss\": 1}\n"
+                            "{\"accuracy\": 0.8, \"epoch\": 2, \"step\": 50}\nnot json\n");
+    dt__metric_src js = {DT__COLLECT_FILE, NULL, 0, "out/metrics.json", 1};
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &js, 1));
+    DT_CHECK(m.n == 2 && m.obs[0].value == 0.7 && m.obs[0].resource == 1);
+    DT_CHECK(m.obs[1].value == 0.8 && m.obs[1].resource == 2 && m.obs[1].step == 50);
+    /* no file yet: the log, as AUTO */
+    js.file = "out/none.json";
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "accuracy", &js, 1));
+    DT_CHECK(m.n == 1 && !strcmp(m.source, "stdout"));
+
     dt__collector k;
+    DT_CHECK_OK(dt__collector_parse("File", &k));
+    DT_CHECK(k == DT__COLLECT_FILE);
     DT_CHECK_OK(dt__collector_parse("TensorFlowEvent", &k));
     DT_CHECK(k == DT__COLLECT_TFEVENT);
     DT_CHECK_ERR(dt__collector_parse("Prometheus", &k), DT_ERR_SPEC, "'Prometheus'");
