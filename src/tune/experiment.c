@@ -426,7 +426,7 @@ static dt_err check_algorithm(dt__experiment *e, const algo *a, const dt__yval *
     int line = at->line;
     if ((err = check_settings(e, a, field))) return err;
     if (a->needs_max_trials && e->max_trials == 0)
-        return errat(e->path, spec->line, "spec.maxTrialCount",
+        return errat(e->path, spec->decl_line, "spec.maxTrialCount",
                      "required for algorithm %s (it has no end of its own)", a->name);
     const char *rn = setting(e, "resource_name", &line);
     e->resource_param = rn ? dt__experiment_param(e, rn) : -1;
