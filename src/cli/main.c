@@ -23,6 +23,7 @@ static const dt__cli_cmd *const commands[] = {
     &dt__cmd_predict,
     &dt__cmd_export,
     &dt__cmd_serve,
+    &dt__cmd_tune,
     &dt__cmd_version,
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
