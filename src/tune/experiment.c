@@ -381,13 +381,12 @@ static dt_err check_settings(const dt__experiment *e, const algo *a, const char 
                              r->name, r->lo, r->hi, val);
             break;
         case S_NUM:
-            if (num_text(val, &d) || d < r->lo || (r->lo_open && d == r->lo) || d > r->hi)
-                return errat(e->path, line, field, "%s: expected a number %s %g%s, got '%s'", r->name,
-                             r->lo_open ? ">" : ">=", r->lo, r->hi < 1e5 ? " (and below it)" : "",
-                             val);
-            if (r->hi <= 1 && d >= r->hi)
+            if (r->hi <= 1 && (num_text(val, &d) || d <= r->lo || d >= r->hi))
                 return errat(e->path, line, field, "%s: expected a number in (%g, %g), got '%s'",
                              r->name, r->lo, r->hi, val);
+            if (num_text(val, &d) || d < r->lo || (r->lo_open && d == r->lo) || d > r->hi)
+                return errat(e->path, line, field, "%s: expected a number %s %g, at most %g, got '%s'",
+                             r->name, r->lo_open ? ">" : ">=", r->lo, r->hi, val);
             break;
         case S_WORD: {
             const char *w = r->words;

@@ -316,6 +316,53 @@ static void test_err_schema(void) {
                      "spec.nasConfig: neural architecture search is not supported");
 }
 
+/* Each algorithm's settings, at the setting's line. */
+static void test_err_algorithms(void) {
+#define ALGO(name, settings) \
+    edit(BASE, "    algorithmName: random\n", "    algorithmName: " name "\n    algorithmSettings:\n" settings)
+    CHECK_FAILS(ALGO("tpe", "      - {name: gamma, value: \"1.5\"}\n"), "gamma",
+                "spec.algorithm.algorithmSettings: gamma: expected a number in (0, 1), got '1.5'");
+    CHECK_FAILS(ALGO("bayesianoptimization", "      - {name: base_estimator, value: RF}\n"),
+                "base_estimator", "spec.algorithm.algorithmSettings: base_estimator: expected one "
+                                  "of GP, got 'RF'");
+    CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: workers}\n"),
+                "algorithmName: hyperband",
+                "spec.algorithm.algorithmSettings: algorithm hyperband needs the settings r_l and "
+                "resource_name");
+    CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: workers}\n"
+                                  "      - {name: r_l, value: \"9\"}\n"),
+                "parallelTrialCount", "spec.parallelTrialCount: algorithm hyperband with eta 3 and "
+                                      "r_l 9 needs at least 9 parallel trials");
+    CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: epochs}\n"
+                                  "      - {name: r_l, value: \"9\"}\n"),
+                "resource_name", "spec.algorithm.algorithmSettings: resource_name: 'epochs' names "
+                                 "no parameter");
+    CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: workers}\n"
+                                  "      - {name: eta, value: \"1\"}\n"),
+                "name: eta", "spec.algorithm.algorithmSettings: eta: expected a number > 1");
+    CHECK_FAILS(ALGO("asha", "      - {name: reduction_factor, value: \"2\"}\n"),
+                "algorithmName: asha", "spec.algorithm.algorithmSettings: algorithm asha needs "
+                                       "max_resource");
+    CHECK_FAILS(ALGO("asha", "      - {name: resource_name, value: opt}\n"), "resource_name",
+                "spec.algorithm.algorithmSettings: resource_name: parameter 'opt' must be an int");
+    CHECK_FAILS(ALGO("asha", "      - {name: max_resource, value: \"4\"}\n"
+                             "      - {name: min_resource, value: \"8\"}\n"),
+                "min_resource", "spec.algorithm.algorithmSettings: min_resource 8 is more than "
+                                "max_resource 4");
+    CHECK_FAILS(ALGO("random", "      - {name: random_state, value: \"1\"}\n"
+                               "      - {name: random_state, value: \"2\"}\n"),
+                "value: \"2\"", "spec.algorithm.algorithmSettings[1].name: setting 'random_state' "
+                                 "given twice");
+    /* the good ones load */
+    dt__experiment *e = load_text("asha.yaml",
+                                  ALGO("asha", "      - {name: resource_name, value: workers}\n"
+                                               "      - {name: reduction_factor, value: \"2\"}\n"),
+                                  NULL);
+    DT_CHECK(e && e->resource_param == 1);
+    dt__experiment_free(e);
+#undef ALGO
+}
+
 static void test_err_parameters(void) {
     CHECK_EDIT_FAILS("      feasibleSpace:\n        min: \"0.01\"\n        max: \"0.1\"\n", "",
                      "- name: lr", "spec.parameters[0].feasibleSpace: parameter 'lr' has no "
@@ -471,5 +518,6 @@ static void test_truncations(void) {
 
 DT_TEST_MAIN(DT_T(test_katib_random_tfjob), DT_T(test_katib_grid_pytorchjob),
              DT_T(test_katib_bayesian_hyperband), DT_T(test_sweep), DT_T(test_sweep_inline),
-             DT_T(test_katib_metadata_kept), DT_T(test_err_schema), DT_T(test_err_parameters),
+             DT_T(test_katib_metadata_kept), DT_T(test_err_schema), DT_T(test_err_algorithms),
+             DT_T(test_err_parameters),
              DT_T(test_err_template), DT_T(test_err_sweep), DT_T(test_truncations))
