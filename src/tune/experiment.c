@@ -84,19 +84,22 @@ static dt_err read_whole(const char *path, char **out, size_t *len) {
     FILE *f = fopen(path, "rb");
     *out = NULL;
     if (!f) return dt_err_set(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(DT__YFILE_MAX + 1);
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) size = DT__YFILE_MAX;
+    if (size > DT__YFILE_MAX) size = DT__YFILE_MAX;
+    char *buf = malloc((size_t)size + 2);
     if (!buf) {
         fclose(f);
         return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", path);
     }
-    size_t n = fread(buf, 1, DT__YFILE_MAX + 1, f);
+    size_t n = fread(buf, 1, (size_t)size + 1, f);
     int bad = ferror(f);
     fclose(f);
     if (bad) {
         free(buf);
         return dt_err_set(DT_ERR_IO, "%s: cannot read", path);
     }
-    if (n > DT__YFILE_MAX) {
+    if (n > (size_t)size || n > DT__YFILE_MAX) { /* it grew, or is too large */
         free(buf);
         return dt_err_set(DT_ERR_IO, "%s: larger than %d bytes", path, DT__YFILE_MAX);
     }
@@ -314,6 +317,9 @@ typedef struct algo {
 
 static const setting_rule random_rules[] = {{"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
                                             {NULL, 0, 0, 0, 0, NULL}};
+static const setting_rule grid_rules[] = {{"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
+                                          {"points", S_INT, 2, 1000000, 0, NULL},
+                                          {NULL, 0, 0, 0, 0, NULL}};
 static const setting_rule tpe_rules[] = {
     {"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
     {"n_startup_trials", S_INT, 1, 100000, 0, NULL},
@@ -341,7 +347,7 @@ static const setting_rule asha_rules[] = {{"resource_name", S_PARAM, 0, 0, 0, NU
                                           {NULL, 0, 0, 0, 0, NULL}};
 
 static const algo algos[] = {
-    {"random", random_rules, 1},          {"grid", random_rules, 0},
+    {"random", random_rules, 1},          {"grid", grid_rules, 0},
     {"tpe", tpe_rules, 1},                {"bayesianoptimization", bo_rules, 1},
     {"hyperband", hyperband_rules, 0},    {"asha", asha_rules, 1},
 };
@@ -430,16 +436,20 @@ static dt_err check_algorithm(dt__experiment *e, const algo *a, const dt__yval *
     const char *rn = setting(e, "resource_name", &line);
     e->resource_param = rn ? dt__experiment_param(e, rn) : -1;
     if (!strcmp(a->name, "grid")) {
-        double size = 1;
+        double size = 1, points = 0;
+        const char *pts = setting(e, "points", NULL);
+        if (pts) num_text(pts, &points);
         for (int i = 0; i < e->nparams; i++) {
             const dt__tune_param *p = &e->params[i];
             double n = p->nlist;
-            if (p->type == DT__PARAM_DOUBLE && p->step <= 0)
+            if (p->type == DT__PARAM_DOUBLE && p->step <= 0 && points == 0)
                 return errat(e->path, p->line, "spec.parameters",
                              "%s: algorithm grid needs feasibleSpace.step for a double parameter "
-                             "(as Katib's grid)",
+                             "(as Katib's grid), or the grid setting points",
                              p->name);
-            if (p->type == DT__PARAM_INT || p->type == DT__PARAM_DOUBLE)
+            if (p->type == DT__PARAM_DOUBLE && p->step <= 0)
+                n = p->max > p->min ? points : 1;
+            else if (p->type == DT__PARAM_INT || p->type == DT__PARAM_DOUBLE)
                 n = floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1;
             size *= n;
         }

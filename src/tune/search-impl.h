@@ -60,6 +60,8 @@ struct dt__search {
     dt__trial *t;
     int ntrials, cap;
 
+    /* grid: points of a double parameter without step */
+    int grid_points;
     /* tpe */
     int n_startup, n_ei;
     double gamma, prior_weight;

@@ -161,12 +161,30 @@ static double setting_num(const dt__experiment *e, const char *name, double dflt
     return v ? strtod(v, NULL) : dflt;
 }
 
-static double grid_size(const dt__experiment *e) {
-    double n = 1;
-    for (int i = 0; i < e->nparams; i++) {
-        const dt__tune_param *p = &e->params[i];
-        n *= is_list(p) ? p->nlist : floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1;
+/* Grid: the points of parameter p (a double without step: the setting points, evenly
+ * spaced, in log space for logUniform), and its j-th point. */
+static int grid_count(const dt__search *s, const dt__tune_param *p) {
+    if (is_list(p)) return p->nlist;
+    if (p->type == DT__PARAM_DOUBLE && p->step <= 0) return p->max > p->min ? s->grid_points : 1;
+    return (int)(floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1);
+}
+
+static double grid_value(const dt__search *s, const dt__tune_param *p, int j) {
+    if (is_list(p)) return j;
+    if (p->type == DT__PARAM_DOUBLE && p->step <= 0) {
+        int n = grid_count(s, p);
+        double x = n > 1 ? dt__from_unit(p, (double)j / (n - 1)) : p->min;
+        char buf[32]; /* 12 digits: 0.1 apart from 0.1, not 0.10000000000000001 */
+        snprintf(buf, sizeof buf, "%.12g", x);
+        return strtod(buf, NULL);
     }
+    return dt__snap(p, p->min + j * (p->step > 0 ? p->step : 1));
+}
+
+static double grid_size(const dt__search *s) {
+    double n = 1;
+    for (int i = 0; i < s->e->nparams; i++)
+        n *= grid_count(s, &s->e->params[i]);
     return n;
 }
 
@@ -200,7 +218,8 @@ dt_err dt__search_new(dt__search **out, const dt__experiment *e, uint64_t seed) 
     s->n_initial = (int)setting_num(e, "n_initial_points", 10);
     s->n_candidates = (int)setting_num(e, "n_candidates", 1000);
     if (s->algo == ALGO_GRID) {
-        double n = grid_size(e);
+        s->grid_points = (int)setting_num(e, "points", 0);
+        double n = grid_size(s);
         if (s->limit == 0 || n < s->limit) s->limit = (int)n;
     } else if (s->algo == ALGO_HYPERBAND) {
         err = dt__hyperband_init(s);
@@ -236,11 +255,9 @@ static void grid_point(const dt__search *s, int k, double *x) {
     const dt__experiment *e = s->e;
     for (int i = e->nparams - 1; i >= 0; i--) { /* the last parameter varies fastest */
         const dt__tune_param *p = &e->params[i];
-        int n = is_list(p) ? p->nlist
-                           : (int)(floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1);
-        int j = k % n;
+        int n = grid_count(s, p), j = k % n;
         k /= n;
-        x[i] = is_list(p) ? j : dt__snap(p, p->min + j * (p->step > 0 ? p->step : 1));
+        x[i] = grid_value(s, p, j);
     }
 }
 

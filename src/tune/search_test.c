@@ -111,6 +111,38 @@ static void test_grid_product(void) {
     dt__experiment_free(e);
 }
 
+/* dtrain's grid setting points: doubles without step get that many points, log-spaced for
+ * logUniform. */
+static void test_grid_points(void) {
+    dt__experiment *e = make(
+        "gridp.yaml",
+        "    algorithmName: grid\n    algorithmSettings:\n      - {name: points, value: \"4\"}\n", "",
+        "    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.0001\", max: \"0.1\", "
+        "distribution: logUniform}}\n"
+        "    - {name: m, parameterType: double, feasibleSpace: {min: \"0\", max: \"0.9\"}}\n",
+        "");
+    DT_CHECK(e);
+    dt__search *s = NULL;
+    DT_CHECK_OK(dt__search_new(&s, e, 1));
+    static const char *const lrs[] = {"0.0001", "0.001", "0.01", "0.1"};
+    static const char *const ms[] = {"0", "0.3", "0.6", "0.9"};
+    for (int k = 0; k < 17; k++) {
+        char **v = NULL;
+        int res, done = 0, trial;
+        dt_err err = dt__search_next(s, &v, &res, &done, &trial);
+        if (k == 16) {
+            DT_CHECK(err == DT_ERR_NOTFOUND && done);
+            break;
+        }
+        DT_CHECK_OK(err);
+        if (strcmp(v[0], lrs[k / 4]) || strcmp(v[1], ms[k % 4]))
+            DT_FAIL("point %d: %s, %s (want %s, %s)", k, v[0], v[1], lrs[k / 4], ms[k % 4]);
+        dt__values_free(v, e->nparams);
+    }
+    dt__search_free(s);
+    dt__experiment_free(e);
+}
+
 static void test_random_bounds(void) {
     dt__experiment *e = make(
         "random.yaml", "    algorithmName: random\n", "  maxTrialCount: 3000\n",
@@ -616,7 +648,7 @@ static void test_fixtures(void) {
     }
 }
 
-DT_TEST_MAIN(DT_T(test_grid_product), DT_T(test_random_bounds), DT_T(test_models_beat_random),
+DT_TEST_MAIN(DT_T(test_grid_product), DT_T(test_grid_points), DT_T(test_random_bounds), DT_T(test_models_beat_random),
              DT_T(test_models_log), DT_T(test_hyperband), DT_T(test_asha),
              DT_T(test_asha_resource_param), DT_T(test_medianstop), DT_T(test_restart),
              DT_T(test_fixtures))
