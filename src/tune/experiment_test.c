@@ -183,6 +183,20 @@ static void test_katib_bayesian_hyperband(void) {
     dt__experiment_free(e);
 }
 
+/* dtrain's own job as the trial, searched by ASHA over its epochs. */
+static void test_asha_trainjob(void) {
+    dt__experiment *e = NULL;
+    DT_CHECK_OK(dt__experiment_load(&e, DATA "asha-trainjob.yaml"));
+    DT_CHECK(!strcmp(e->algorithm, "asha") && e->resource_param == 2);
+    DT_CHECK(e->params[0].log == 1 && !strcmp(e->template_kind, "TrainJob"));
+    char *values[] = {"0.01", "8", "27"};
+    dt_job_spec *job = render_job(e, "iris-asha-003", values, NULL);
+    DT_CHECK(job && job->kind == DT_JOB_KIND_TRAINJOB && !strcmp(job->name, "iris-asha-003"));
+    DT_CHECK(job->train && job->train->epochs == 27 && job->train->optimizer.learning_rate == 0.01f);
+    dt_job_spec_free(job);
+    dt__experiment_free(e);
+}
+
 /* Seed 003: run.sh's grid over tfjob-templated.yaml, %ID% the trial's name. */
 static void test_sweep(void) {
     dt__experiment *e = NULL;
@@ -517,7 +531,7 @@ static void test_truncations(void) {
 }
 
 DT_TEST_MAIN(DT_T(test_katib_random_tfjob), DT_T(test_katib_grid_pytorchjob),
-             DT_T(test_katib_bayesian_hyperband), DT_T(test_sweep), DT_T(test_sweep_inline),
+             DT_T(test_katib_bayesian_hyperband), DT_T(test_asha_trainjob), DT_T(test_sweep), DT_T(test_sweep_inline),
              DT_T(test_katib_metadata_kept), DT_T(test_err_schema), DT_T(test_err_algorithms),
              DT_T(test_err_parameters),
              DT_T(test_err_template), DT_T(test_err_sweep), DT_T(test_truncations))

@@ -620,7 +620,7 @@ static void test_restart(void) {
 static void test_fixtures(void) {
     static const char *const files[] = {"random-tfjob.yaml", "grid-pytorchjob.yaml",
                                         "bayesian-tfjob.yaml", "hyperband-pytorchjob.yaml",
-                                        "sweep.yaml"};
+                                        "asha-trainjob.yaml", "sweep.yaml"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         char path[512];
         snprintf(path, sizeof path, DT_SOURCE_DIR "/tests/tune/%s", files[f]);
