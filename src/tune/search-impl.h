@@ -60,6 +60,10 @@ struct dt__search {
     dt__trial *t;
     int ntrials, cap;
 
+    /* random configurations on a finite space (random, tpe and bo's first points,
+     * hyperband's brackets, asha): a permutation of its combinations; nperm 0: none */
+    int64_t *perm;
+    int64_t nperm;
     /* grid: points of a double parameter without step */
     int grid_points;
     /* tpe */
@@ -87,6 +91,10 @@ int dt__trial_score(const dt__search *s, const dt__trial *t, double *score);
 double dt__unif(dt_rng *r);
 /* A random point of parameter p (number or list index). */
 double dt__sample_param(const dt__tune_param *p, dt_rng *r);
+/* Trial k's random configuration (every parameter; the resource one at its min): on a
+ * finite space of at most 10^6 combinations each combination once before any repeats (a
+ * permutation seeded by the seed), else each parameter drawn from r. */
+void dt__random_config(const dt__search *s, int k, dt_rng *r, double *x);
 /* p's value x moved onto its space: ints rounded, steps kept, clamped to [min, max]. */
 double dt__snap(const dt__tune_param *p, double x);
 /* A numeric parameter in [0, 1] (log space for logUniform) and back (snapped). */

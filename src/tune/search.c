@@ -188,6 +188,64 @@ static double grid_size(const dt__search *s) {
     return n;
 }
 
+/* Random configurations on a finite space: when every parameter but the resource one has
+ * finitely many points (lists, ints, stepped doubles) and there are at most
+ * DT__PERM_MAX combinations, trial k takes combination perm[k mod n] of a permutation
+ * seeded by the seed alone: each configuration once before any repeats. */
+#define DT__PERM_MAX 1000000
+
+static double finite_size(const dt__search *s) {
+    double n = 1;
+    for (int i = 0; i < s->e->nparams; i++) {
+        const dt__tune_param *p = &s->e->params[i];
+        if (i == s->e->resource_param) continue;
+        if (p->type == DT__PARAM_DOUBLE && p->step <= 0 && p->max > p->min) return 0;
+        n *= is_list(p) ? p->nlist
+             : p->type == DT__PARAM_DOUBLE && p->step <= 0
+                 ? 1
+                 : floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1;
+    }
+    return n;
+}
+
+static dt_err make_perm(dt__search *s) {
+    double n = finite_size(s);
+    if (n < 1 || n > DT__PERM_MAX) return DT_OK;
+    if (!(s->perm = malloc((size_t)n * sizeof *s->perm)))
+        return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    s->nperm = (int64_t)n;
+    for (int64_t i = 0; i < s->nperm; i++)
+        s->perm[i] = i;
+    dt_rng r;
+    dt_rng_seed2(&r, s->seed, UINT64_MAX);
+    dt_rng_shuffle(&r, s->perm, s->nperm);
+    return DT_OK;
+}
+
+void dt__random_config(const dt__search *s, int k, dt_rng *r, double *x) {
+    const dt__experiment *e = s->e;
+    if (!s->nperm) {
+        for (int i = 0; i < e->nparams; i++)
+            x[i] = dt__sample_param(&e->params[i], r);
+        return;
+    }
+    int64_t c = s->perm[k % s->nperm];
+    for (int i = e->nparams - 1; i >= 0; i--) {
+        const dt__tune_param *p = &e->params[i];
+        if (i == e->resource_param) {
+            x[i] = is_list(p) ? 0 : p->min;
+            continue;
+        }
+        int64_t n = is_list(p) ? p->nlist
+                    : p->type == DT__PARAM_DOUBLE && p->step <= 0
+                        ? 1
+                        : (int64_t)(floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1);
+        int64_t j = c % n;
+        c /= n;
+        x[i] = is_list(p) ? (double)j : dt__snap(p, p->min + (double)j * (p->step > 0 ? p->step : 1));
+    }
+}
+
 dt_err dt__search_new(dt__search **out, const dt__experiment *e, uint64_t seed) {
     static const char *const names[] = {[ALGO_RANDOM] = "random",
                                         [ALGO_GRID] = "grid",
@@ -221,10 +279,10 @@ dt_err dt__search_new(dt__search **out, const dt__experiment *e, uint64_t seed) 
         s->grid_points = (int)setting_num(e, "points", 0);
         double n = grid_size(s);
         if (s->limit == 0 || n < s->limit) s->limit = (int)n;
-    } else if (s->algo == ALGO_HYPERBAND) {
-        err = dt__hyperband_init(s);
-    } else if (s->algo == ALGO_ASHA) {
-        err = dt__asha_init(s);
+    } else {
+        err = make_perm(s);
+        if (!err && s->algo == ALGO_HYPERBAND) err = dt__hyperband_init(s);
+        if (!err && s->algo == ALGO_ASHA) err = dt__asha_init(s);
     }
     if (err) {
         dt__search_free(s);
@@ -240,6 +298,7 @@ void dt__search_free(dt__search *s) {
         trial_free(&s->t[i], s->e->nparams);
     free(s->t);
     free(s->hb);
+    free(s->perm);
     free(s);
 }
 
@@ -305,8 +364,7 @@ dt_err dt__search_next(dt__search *s, char ***values, int *resource, int *done, 
             err = dt__bo_suggest(s, &r, x);
             break;
         default:
-            for (int i = 0; i < e->nparams; i++)
-                x[i] = dt__sample_param(&e->params[i], &r);
+            dt__random_config(s, k, &r, x);
         }
         if (!err) err = dt__search_add(s, x, 0, -1);
         free(x);

@@ -100,8 +100,7 @@ dt_err dt__hyperband_next(dt__search *s, int *done) {
     if (rung->head) {
         dt_rng r;
         dt_rng_seed2(&r, s->seed, (uint64_t)k);
-        for (int i = 0; i < e->nparams; i++)
-            x[i] = dt__sample_param(&e->params[i], &r);
+        dt__random_config(s, k, &r, x);
     } else {
         const dt__hb_rung *prev = &s->hb[g - 1];
         ranked *rk = calloc((size_t)prev->count, sizeof *rk);
@@ -223,8 +222,7 @@ dt_err dt__asha_next(dt__search *s, int *trial, int *done) {
         dt_rng r;
         if (!x) return dt_err_set(DT_ERR_NOMEM, "out of memory");
         dt_rng_seed2(&r, s->seed, (uint64_t)s->ntrials);
-        for (int i = 0; i < e->nparams; i++)
-            x[i] = dt__sample_param(&e->params[i], &r);
+        dt__random_config(s, s->ntrials, &r, x);
         *trial = s->ntrials;
         dt_err err = dt__search_add(s, x, s->rungs[0], e->resource_param >= 0 ? s->max_resource : -1);
         free(x);

@@ -44,9 +44,9 @@ static int results(const dt__search *s, int *idx, double *sc) {
     return n;
 }
 
+/* The random configuration of the trial being made (number s->ntrials). */
 static void random_point(const dt__search *s, dt_rng *r, double *x) {
-    for (int i = 0; i < s->e->nparams; i++)
-        x[i] = dt__sample_param(&s->e->params[i], r);
+    dt__random_config(s, s->ntrials, r, x);
 }
 
 /* ---- TPE ---- */

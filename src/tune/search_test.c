@@ -189,6 +189,52 @@ static void test_random_bounds(void) {
     dt__experiment_free(e);
 }
 
+/* On a finite space (here 3 x 4 x 2, plus ASHA's resource parameter, which is not part of
+ * it) random and ASHA draw every configuration once before any repeats (the trials still
+ * run: ASHA has nothing to promote). */
+static void test_finite_space(void) {
+#define FINITE_PARAMS                                                                          \
+    "    - {name: lr, parameterType: discrete, feasibleSpace: {list: [\"0.1\", \"0.01\", "        \
+    "\"0.001\"]}}\n"                                                                             \
+    "    - {name: h, parameterType: int, feasibleSpace: {min: \"16\", max: \"64\", step: "        \
+    "\"16\"}}\n"                                                                                 \
+    "    - {name: o, parameterType: categorical, feasibleSpace: {list: [sgd, adam]}}\n"
+    static const char *const algos[] = {
+        "    algorithmName: random\n",
+        "    algorithmName: asha\n    algorithmSettings:\n      - {name: resource_name, value: "
+        "epochs}\n"};
+    for (int a = 0; a < 2; a++) {
+        dt__experiment *e = make(
+            "finite.yaml", algos[a], "  maxTrialCount: 30\n",
+            a ? FINITE_PARAMS "    - {name: epochs, parameterType: int, feasibleSpace: {min: "
+                              "\"1\", max: \"9\"}}\n"
+              : FINITE_PARAMS "    - {name: epochs, parameterType: discrete, feasibleSpace: "
+                              "{list: [\"9\"]}}\n",
+            "");
+        DT_CHECK(e);
+        dt__search *s = NULL;
+        DT_CHECK_OK(dt__search_new(&s, e, 4));
+        char seen[24][64];
+        for (int k = 0; k < 30; k++) {
+            char **v = NULL;
+            int res, done, trial;
+            DT_CHECK_OK(dt__search_next(s, &v, &res, &done, &trial));
+            DT_CHECK(trial == k);
+            DT_CHECK(!strcmp(v[3], "9")); /* asha: the resource at max_resource */
+            char key[64];
+            snprintf(key, sizeof key, "%s/%s/%s", v[0], v[1], v[2]);
+            for (int j = 0; j < (k < 24 ? k : 24); j++)
+                if (k < 24) DT_CHECK(strcmp(seen[j], key));
+            if (k < 24) memcpy(seen[k], key, sizeof key);
+            else DT_CHECK(!strcmp(seen[k - 24], key)); /* then the same order again */
+            dt__values_free(v, e->nparams);
+        }
+        dt__search_free(s);
+        dt__experiment_free(e);
+    }
+#undef FINITE_PARAMS
+}
+
 /* Best value a search finds on quad in `budget` sequential trials. */
 static double best_of(const dt__experiment *e, uint64_t seed, int budget) {
     dt__search *s = NULL;
@@ -648,7 +694,7 @@ static void test_fixtures(void) {
     }
 }
 
-DT_TEST_MAIN(DT_T(test_grid_product), DT_T(test_grid_points), DT_T(test_random_bounds), DT_T(test_models_beat_random),
+DT_TEST_MAIN(DT_T(test_grid_product), DT_T(test_grid_points), DT_T(test_random_bounds), DT_T(test_finite_space), DT_T(test_models_beat_random),
              DT_T(test_models_log), DT_T(test_hyperband), DT_T(test_asha),
              DT_T(test_asha_resource_param), DT_T(test_medianstop), DT_T(test_restart),
              DT_T(test_fixtures))
