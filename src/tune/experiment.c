@@ -1,7 +1,7 @@
 /*
  * experiment.c - load `dtrain tune`'s experiment: a Katib Experiment (kubeflow.org/v1beta1)
  * as Katib's own examples write it, or dtrain's plain Sweep (docs/TUNE.md "The experiment
- * spec"), into a dt__experiment; render a trial's manifest from its template.
+ * spec"), into a dt__experiment (its trial template: template.c).
  *
  * Design: the schema is read with yaml_doc (FILE:LINE: FIELD: what), strict as the job
  * parsers are where dtrain acts (every key of the experiment's spec, objective, algorithm,
@@ -9,15 +9,9 @@
  * allowed ones) and tolerant where only Kubernetes reads (metadata but its name and
  * namespace, and the trial's job, which the job parser checks itself).
  *
- * The trial template is kept as text, not as a tree: a Katib trialSpec is the file's text
- * with everything outside the trialSpec node blanked (newlines kept, each other character a
- * space), so its line N is the experiment file's line N and a rendered trial that the job
- * parser refuses names the experiment's FILE:LINE; a Sweep's template file is kept whole.
- * The job's metadata.name is made a placeholder for the trial's name (replaced in place when
- * the template has one; otherwise a `metadata:` line is appended after the last line, where
- * it moves no other line). Rendering is textual substitution, as Katib's and seed 003's
- * `sed` are: Katib's ${trialParameters.NAME}; a Sweep's %NAME% and ${NAME} (%ID% and ${ID}:
- * the trial's name; $${ is a literal ${).
+ * The trial template is kept as text whose lines are its file's (template.c), so a rendered
+ * trial that the job parser refuses names the experiment's (or the template file's)
+ * FILE:LINE.
  *
  * Everything a trial would trip on is checked at load: every placeholder names a
  * trialParameter (a parameter), every trialParameter's reference a parameter, and the
@@ -38,6 +32,7 @@
 #include "dtrain/job.h"
 #include "spec/spec-impl.h"
 #include "spec/yaml_doc-impl.h"
+#include "tune/template-impl.h"
 
 #define KATIB_API "kubeflow.org/v1beta1"
 #define SWEEP_API "dtrain/v1"
@@ -57,27 +52,6 @@ static dt_err errat(const char *file, int line, const char *field, const char *f
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return dt_err_set(DT_ERR_SPEC, "%s:%d: %s%s%s", file, line, field, *field ? ": " : "", msg);
-}
-
-static int line_at(const char *text, size_t off) {
-    int line = 1;
-    for (size_t i = 0; i < off; i++)
-        if (text[i] == '\n') line++;
-    return line;
-}
-
-/* Byte offset of (0-based line, 0-based column counted in characters) in text[0..len). */
-static size_t offset_of(const char *text, size_t len, size_t line, size_t col) {
-    size_t i = 0;
-    for (size_t l = 0; l < line && i < len; i++)
-        if (text[i] == '\n') l++;
-    for (size_t c = 0; c < col && i < len && text[i] != '\n';) {
-        i++;
-        while (i < len && ((unsigned char)text[i] & 0xC0) == 0x80)
-            i++;
-        c++;
-    }
-    return i;
 }
 
 static dt_err read_whole(const char *path, char **out, size_t *len) {
@@ -213,8 +187,8 @@ static dt_err parse_metadata(dt__experiment *e, const dt__yval *root) {
 }
 
 static dt_err parse_objective(dt__experiment *e, const dt__yval *spec, int required) {
-    static const char *const keys[] = {"type", "goal", "objectiveMetricName",
-                                       "additionalMetricNames", "metricStrategies", NULL};
+    static const char *const keys[] = {
+        "type", "goal", "objectiveMetricName", "additionalMetricNames", "metricStrategies", NULL};
     static const dt__yenum types[] = {
         {"maximize", DT__OBJ_MAXIMIZE}, {"minimize", DT__OBJ_MINIMIZE}, {NULL, 0}};
     static const dt__yenum strategies[] = {{"max", 0}, {"min", 1}, {"latest", 2}, {NULL, 0}};
@@ -266,8 +240,7 @@ static dt_err parse_objective(dt__experiment *e, const dt__yval *spec, int requi
                 (err = dt__yget_enum(&vv, strategies, &s)))
                 return err;
             if (!strcmp(name, e->metric))
-                snprintf(e->metric_strategy, sizeof e->metric_strategy, "%s",
-                         strategies[s].name);
+                snprintf(e->metric_strategy, sizeof e->metric_strategy, "%s", strategies[s].name);
         }
     }
     return DT_OK;
@@ -320,21 +293,19 @@ static const setting_rule random_rules[] = {{"random_state", S_INT, 0, 900719925
 static const setting_rule grid_rules[] = {{"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
                                           {"points", S_INT, 2, 1000000, 0, NULL},
                                           {NULL, 0, 0, 0, 0, NULL}};
-static const setting_rule tpe_rules[] = {
-    {"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
-    {"n_startup_trials", S_INT, 1, 100000, 0, NULL},
-    {"n_EI_candidates", S_INT, 1, 100000, 0, NULL},
-    {"gamma", S_NUM, 0, 1, 1, NULL},
-    {"prior_weight", S_NUM, 0, 1e9, 1, NULL},
-    {NULL, 0, 0, 0, 0, NULL}};
-static const setting_rule bo_rules[] = {
-    {"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
-    {"n_initial_points", S_INT, 1, 100000, 0, NULL},
-    {"n_candidates", S_INT, 1, 1000000, 0, NULL},
-    {"base_estimator", S_WORD, 0, 0, 0, "GP"},
-    {"acq_func", S_WORD, 0, 0, 0, "ei|EI|gp_hedge"},
-    {"acq_optimizer", S_WORD, 0, 0, 0, "auto|sampling|lbfgs"},
-    {NULL, 0, 0, 0, 0, NULL}};
+static const setting_rule tpe_rules[] = {{"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
+                                         {"n_startup_trials", S_INT, 1, 100000, 0, NULL},
+                                         {"n_EI_candidates", S_INT, 1, 100000, 0, NULL},
+                                         {"gamma", S_NUM, 0, 1, 1, NULL},
+                                         {"prior_weight", S_NUM, 0, 1e9, 1, NULL},
+                                         {NULL, 0, 0, 0, 0, NULL}};
+static const setting_rule bo_rules[] = {{"random_state", S_INT, 0, 9007199254740992.0, 0, NULL},
+                                        {"n_initial_points", S_INT, 1, 100000, 0, NULL},
+                                        {"n_candidates", S_INT, 1, 1000000, 0, NULL},
+                                        {"base_estimator", S_WORD, 0, 0, 0, "GP"},
+                                        {"acq_func", S_WORD, 0, 0, 0, "ei|EI|gp_hedge"},
+                                        {"acq_optimizer", S_WORD, 0, 0, 0, "auto|sampling|lbfgs"},
+                                        {NULL, 0, 0, 0, 0, NULL}};
 static const setting_rule hyperband_rules[] = {{"resource_name", S_PARAM, 0, 0, 0, NULL},
                                                {"eta", S_NUM, 1, 1000, 1, NULL},
                                                {"r_l", S_NUM, 1, 1e6, 0, NULL},
@@ -347,9 +318,12 @@ static const setting_rule asha_rules[] = {{"resource_name", S_PARAM, 0, 0, 0, NU
                                           {NULL, 0, 0, 0, 0, NULL}};
 
 static const algo algos[] = {
-    {"random", random_rules, 1},          {"grid", grid_rules, 0},
-    {"tpe", tpe_rules, 1},                {"bayesianoptimization", bo_rules, 1},
-    {"hyperband", hyperband_rules, 0},    {"asha", asha_rules, 1},
+    {"random", random_rules, 1},
+    {"grid", grid_rules, 0},
+    {"tpe", tpe_rules, 1},
+    {"bayesianoptimization", bo_rules, 1},
+    {"hyperband", hyperband_rules, 0},
+    {"asha", asha_rules, 1},
 };
 #define NALGOS (sizeof algos / sizeof algos[0])
 
@@ -376,23 +350,26 @@ static dt_err check_settings(const dt__experiment *e, const algo *a, const char 
             list[0] = '\0';
             for (const setting_rule *q = a->rules; q->name; q++)
                 o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", o ? ", " : "", q->name);
-            return errat(e->path, line, field, "unknown setting '%s' for algorithm %s (allowed: %s)",
-                         e->setting_name[i], a->name, list);
+            return errat(e->path, line, field,
+                         "unknown setting '%s' for algorithm %s (allowed: %s)", e->setting_name[i],
+                         a->name, list);
         }
         double d = 0;
         switch (r->kind) {
         case S_INT:
             if (num_text(val, &d) || d != floor(d) || d < r->lo || d > r->hi)
-                return errat(e->path, line, field, "%s: expected an integer in [%.0f, %.0f], got '%s'",
-                             r->name, r->lo, r->hi, val);
+                return errat(e->path, line, field,
+                             "%s: expected an integer in [%.0f, %.0f], got '%s'", r->name, r->lo,
+                             r->hi, val);
             break;
         case S_NUM:
             if (r->hi <= 1 && (num_text(val, &d) || d <= r->lo || d >= r->hi))
                 return errat(e->path, line, field, "%s: expected a number in (%g, %g), got '%s'",
                              r->name, r->lo, r->hi, val);
             if (num_text(val, &d) || d < r->lo || (r->lo_open && d == r->lo) || d > r->hi)
-                return errat(e->path, line, field, "%s: expected a number %s %g, at most %g, got '%s'",
-                             r->name, r->lo_open ? ">" : ">=", r->lo, r->hi, val);
+                return errat(e->path, line, field,
+                             "%s: expected a number %s %g, at most %g, got '%s'", r->name,
+                             r->lo_open ? ">" : ">=", r->lo, r->hi, val);
             break;
         case S_WORD: {
             const char *w = r->words;
@@ -413,8 +390,9 @@ static dt_err check_settings(const dt__experiment *e, const algo *a, const char 
                 return errat(e->path, line, field, "%s: '%s' names no parameter", r->name, val);
             dt__param_type t = e->params[p].type;
             if (t != DT__PARAM_INT && (strcmp(a->name, "hyperband") || t != DT__PARAM_DOUBLE))
-                return errat(e->path, line, field, "%s: parameter '%s' must be an int%s", r->name,
-                             val, strcmp(a->name, "hyperband") ? " (a count of epochs)" : " or a double");
+                return errat(
+                    e->path, line, field, "%s: parameter '%s' must be an int%s", r->name, val,
+                    strcmp(a->name, "hyperband") ? " (a count of epochs)" : " or a double");
             break;
         }
         }
@@ -454,8 +432,8 @@ static dt_err check_algorithm(dt__experiment *e, const algo *a, const dt__yval *
             size *= n;
         }
         if (size > GRID_MAX)
-            return errat(e->path, line, "spec.algorithm", "the grid has %.0f points, more than %.0f",
-                         size, GRID_MAX);
+            return errat(e->path, line, "spec.algorithm",
+                         "the grid has %.0f points, more than %.0f", size, GRID_MAX);
     } else if (!strcmp(a->name, "hyperband")) {
         int l1 = line, l2 = line;
         const char *rl = setting(e, "r_l", &l1), *eta_s = setting(e, "eta", &l2);
@@ -514,8 +492,8 @@ static dt_err parse_algorithm(dt__experiment *e, const dt__yval *spec) {
                         "tpe, hyperband, asha)",
                         e->algorithm);
     if (dt__ymap_get(&a, "algorithmSettings", &v) &&
-        (err = parse_settings(&v, e->setting_name, e->setting_value, e->setting_line,
-                              &e->nsettings)))
+        (err =
+             parse_settings(&v, e->setting_name, e->setting_value, e->setting_line, &e->nsettings)))
         return err;
     return check_algorithm(e, al, &a, spec);
 }
@@ -651,8 +629,8 @@ static dt_err parse_param(dt__experiment *e, dt__tune_param *p, const dt__yval *
         if (p->log && p->type == DT__PARAM_CATEGORICAL)
             return dt__yerr(&fs, "a categorical parameter has no distribution");
         if (!dt__ymap_get(&fs, "list", &v))
-            return dt__yerr(&v, "parameter '%s' (%s) has no feasible space: give a list",
-                            p->name, types[t].name);
+            return dt__yerr(&v, "parameter '%s' (%s) has no feasible space: give a list", p->name,
+                            types[t].name);
         return read_list(p, &v, types[t].name);
     }
     if (dt__ymap_get(&fs, "list", &v))
@@ -668,12 +646,13 @@ static dt_err parse_param(dt__experiment *e, dt__tune_param *p, const dt__yval *
         if (p->step <= 0) return dt__yerr(&st, "step must be positive, got %g", p->step);
     }
     if (p->type == DT__PARAM_INT) {
-        if (p->min != floor(p->min) || fabs(p->min) > 1e15) return dt__yerr(&mn, "expected an integer");
-        if (p->max != floor(p->max) || fabs(p->max) > 1e15) return dt__yerr(&mx, "expected an integer");
+        if (p->min != floor(p->min) || fabs(p->min) > 1e15)
+            return dt__yerr(&mn, "expected an integer");
+        if (p->max != floor(p->max) || fabs(p->max) > 1e15)
+            return dt__yerr(&mx, "expected an integer");
         if (p->step != floor(p->step)) return dt__yerr(&st, "expected an integer step");
     }
-    if (p->min > p->max)
-        return dt__yerr(&mn, "min %g is more than max %g", p->min, p->max);
+    if (p->min > p->max) return dt__yerr(&mn, "min %g is more than max %g", p->min, p->max);
     if (p->log && p->min <= 0)
         return dt__yerr(&mn, "a logUniform parameter needs min > 0, got %g", p->min);
     return DT_OK;
@@ -689,7 +668,8 @@ static dt_err parse_parameters(dt__experiment *e, const dt__yval *spec) {
                         dt__yval_is_seq(&list) ? "an empty list"
                                                : dt__yval_describe(&list, got, sizeof got));
     int n = dt__yseq_size(&list);
-    if (n > DT__TUNE_MAX_PARAMS) return dt__yerr(&list, "at most %d parameters", DT__TUNE_MAX_PARAMS);
+    if (n > DT__TUNE_MAX_PARAMS)
+        return dt__yerr(&list, "at most %d parameters", DT__TUNE_MAX_PARAMS);
     if (!(e->params = calloc((size_t)n, sizeof *e->params)))
         return dt_err_set(DT_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
@@ -710,8 +690,6 @@ static dt_err parse_sweep_parameters(dt__experiment *e, const dt__yval *spec) {
     int n = dt__ymap_size(&m);
     if (n == 0) return dt__yerr(&m, "give at least one parameter (NAME: [values...])");
     if (n > DT__TUNE_MAX_PARAMS) return dt__yerr(&m, "at most %d parameters", DT__TUNE_MAX_PARAMS);
-    static const char *const none[] = {NULL};
-    (void)none;
     if (!(e->params = calloc((size_t)n, sizeof *e->params)))
         return dt_err_set(DT_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
@@ -724,7 +702,8 @@ static dt_err parse_sweep_parameters(dt__experiment *e, const dt__yval *spec) {
         p->type = DT__PARAM_CATEGORICAL;
         p->line = key_line;
         if (!key || !*key || strlen(key) >= sizeof p->name)
-            return dt__yerr_line(&v, key_line, "a parameter name must be a string of 1 to %zu bytes",
+            return dt__yerr_line(&v, key_line,
+                                 "a parameter name must be a string of 1 to %zu bytes",
                                  sizeof p->name - 1);
         memcpy(p->name, key, strlen(key) + 1);
         int ok = isalpha((unsigned char)key[0]) || key[0] == '_';
@@ -754,7 +733,7 @@ static dt_err parse_collector(dt__experiment *e, const dt__yval *spec) {
     static const char *const fkeys[] = {"path", "kind", "format", NULL};
     static const char *const filter_keys[] = {"metricsFormat", NULL};
     static const char *const ckeys[] = {"kind", NULL};
-    static const dt__yenum kinds[] = {{"StdOut", 0}, {"TensorFlowEvent", 1}, {"File", 2},
+    static const dt__yenum kinds[] = {{"StdOut", 0}, {"TensorFlowEvent", 1},  {"File", 2},
                                       {"None", 3},   {"PrometheusMetric", 4}, {"Custom", 5},
                                       {NULL, 0}};
     static const dt__yenum pkinds[] = {{"File", 0}, {"Directory", 1}, {NULL, 0}};
@@ -773,8 +752,9 @@ static dt_err parse_collector(dt__experiment *e, const dt__yval *spec) {
             (err = dt__ymap_require(&v, "kind", &x)) || (err = dt__yget_enum(&x, kinds, &k)))
             return err;
         if (k > 2)
-            return dt__yerr(&x, "collector %s is not supported by dtrain (StdOut, TensorFlowEvent, "
-                                "File)",
+            return dt__yerr(&x,
+                            "collector %s is not supported by dtrain (StdOut, TensorFlowEvent, "
+                            "File)",
                             kinds[k].name);
         snprintf(e->collector, sizeof e->collector, "%s", kinds[k].name);
     }
@@ -815,263 +795,6 @@ static dt_err parse_collector(dt__experiment *e, const dt__yval *spec) {
 /* The kinds a trial's job may be. */
 static int is_job_kind(const char *k) {
     return !strcmp(k, "TFJob") || !strcmp(k, "PyTorchJob") || !strcmp(k, "TrainJob");
-}
-
-/* text[0..len) with everything outside [from, to) blanked: newlines kept, each other
- * character one space (so columns, counted in characters, stay). Ends after `to`'s line. */
-static char *blank_outside(const char *text, size_t len, size_t from, size_t to) {
-    char *out = malloc(len + 2);
-    if (!out) return NULL;
-    size_t o = 0, line_start = from;
-    while (line_start > 0 && text[line_start - 1] != '\n')
-        line_start--;
-    for (size_t i = 0; i < len && i < to; i++) {
-        if (i >= from) {
-            out[o++] = text[i];
-        } else if (text[i] == '\n') {
-            out[o++] = '\n';
-        } else if (i >= line_start && ((unsigned char)text[i] & 0xC0) != 0x80) {
-            out[o++] = ' '; /* the first line's prefix: its column stays */
-        }
-    }
-    while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == '\n' || out[o - 1] == '\t'))
-        o--;
-    out[o++] = '\n';
-    out[o] = '\0';
-    return out;
-}
-
-/* Replace text[from, to) (on one line) by rep; returns the new string (text is freed). */
-static char *splice(char *text, size_t from, size_t to, const char *rep) {
-    size_t n = strlen(text), r = strlen(rep);
-    char *out = malloc(n - (to - from) + r + 1);
-    if (out) {
-        memcpy(out, text, from);
-        memcpy(out + from, rep, r);
-        memcpy(out + from + r, text + to, n - to + 1);
-    }
-    free(text);
-    return out;
-}
-
-/* Make the root's metadata.name the trial-name placeholder `ph`. root's marks are positions
- * in text (which has the file's lines and columns). *text is replaced. what: the field name
- * of the template for messages. */
-static dt_err name_placeholder(const dt__experiment *e, char **text, const dt__yval *root,
-                               const char *ph, int allow_json) {
-    dt__yval m, n;
-    size_t len = strlen(*text);
-    if (dt__ymap_get(root, "metadata", &m) && !dt__yval_is_null(&m)) {
-        if (!dt__yval_is_map(&m)) return dt__yexpect_map(&m);
-        if (dt__ymap_get(&m, "name", &n)) {
-            if (!dt__yval_is_scalar(&n) || n.node->start_mark.line != n.node->end_mark.line)
-                return dt__yerr(&n, "expected a name on one line");
-            size_t a = offset_of(*text, len, n.node->start_mark.line, n.node->start_mark.column);
-            size_t b = offset_of(*text, len, n.node->end_mark.line, n.node->end_mark.column);
-            char rep[64];
-            snprintf(rep, sizeof rep, "\"%s\"", ph);
-            if (!(*text = splice(*text, a, b, rep))) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-            return DT_OK;
-        }
-        if (!allow_json)
-            return dt__yerr(&m, "give metadata.name in the template (e.g. name: job-%%ID%%): "
-                                "the trial's name replaces it");
-    }
-    if (root->node->type != YAML_MAPPING_NODE ||
-        root->node->data.mapping.style == YAML_FLOW_MAPPING_STYLE)
-        return dt__yerr(root, "the trial's job must be a block mapping");
-    json_t *meta = NULL;
-    if (dt__yval_present(&m) && !dt__yval_is_null(&m)) {
-        dt_err err = dt__yval_to_json(&m, &meta);
-        if (err) return err;
-        /* blank the metadata entry: its key's line (at the mapping's column) to its end */
-        int key_line = m.decl_line - 1;
-        size_t a = offset_of(*text, len, (size_t)key_line, root->node->start_mark.column);
-        size_t b = offset_of(*text, len, m.node->end_mark.line, m.node->end_mark.column);
-        for (size_t i = a; i < b; i++)
-            if ((*text)[i] != '\n') (*text)[i] = ' ';
-    } else {
-        meta = json_object();
-    }
-    if (!meta || json_object_set_new(meta, "name", json_string(ph))) {
-        json_decref(meta);
-        return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    }
-    char *js = json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(meta);
-    size_t col = root->node->start_mark.column;
-    char *out = js ? malloc(len + col + strlen(js) + 16) : NULL;
-    if (!out) {
-        free(js);
-        return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    }
-    size_t o = len;
-    memcpy(out, *text, len);
-    if (o > 0 && out[o - 1] != '\n') out[o++] = '\n';
-    memset(out + o, ' ', col);
-    o += col;
-    o += (size_t)sprintf(out + o, "metadata: %s\n", js);
-    (void)e;
-    free(js);
-    free(*text);
-    *text = out;
-    return DT_OK;
-}
-
-/* Placeholders: a scan over the template text. Katib: ${trialParameters.NAME} and (ours, for
- * the name) ${trialSpec.Name}. Sweep: %NAME%, ${NAME}, $${ (a literal ${). For each one
- * found at text[i], *len gets its length and *name its inner name. Returns 0 when text[i]
- * starts none. */
-static int placeholder_at(const dt__experiment *e, const char *t, size_t i, size_t *len,
-                          char *name, size_t cap, int *literal) {
-    *literal = 0;
-    if (t[i] == '$' && t[i + 1] == '{') {
-        if (e->sweep && i > 0 && t[i - 1] == '$') return 0; /* handled with the first '$' */
-        const char *close = strchr(t + i + 2, '}');
-        const char *nl = strchr(t + i + 2, '\n');
-        if (!close || (nl && nl < close)) return 0;
-        size_t n = (size_t)(close - (t + i + 2));
-        const char *inner = t + i + 2;
-        if (!e->sweep) {
-            static const char pre[] = "trialParameters.";
-            if (n > sizeof pre - 1 && !strncmp(inner, pre, sizeof pre - 1)) {
-                inner += sizeof pre - 1;
-                n -= sizeof pre - 1;
-            } else if (!(n == 14 && !strncmp(inner, "trialSpec.Name", 14))) {
-                return 0; /* not Katib's: left as it is (a shell's ${HOME}) */
-            }
-        }
-        if (n + 1 > cap) n = cap - 1;
-        memcpy(name, inner, n);
-        name[n] = '\0';
-        *len = (size_t)(close - (t + i)) + 1;
-        return 1;
-    }
-    if (e->sweep && t[i] == '$' && t[i + 1] == '$' && t[i + 2] == '{') {
-        *literal = 1;
-        *len = 2;
-        return 1;
-    }
-    if (e->sweep && t[i] == '%' && (isalpha((unsigned char)t[i + 1]) || t[i + 1] == '_')) {
-        size_t j = i + 1;
-        while (isalnum((unsigned char)t[j]) || t[j] == '_')
-            j++;
-        if (t[j] != '%') return 0;
-        size_t n = j - i - 1;
-        if (n + 1 > cap) n = cap - 1;
-        memcpy(name, t + i + 1, n);
-        name[n] = '\0';
-        *len = j - i + 1;
-        return 1;
-    }
-    return 0;
-}
-
-/* What a placeholder's name stands for: -2 the trial's name, -3.. a ${trialSpec.X}
- * reference (by trial parameter), >= 0 a parameter; -1 nothing. *tp the trial parameter. */
-static int resolve(const dt__experiment *e, const char *name, int *tp) {
-    *tp = -1;
-    if (e->sweep) {
-        if (!strcmp(name, "ID")) return -2;
-        return dt__experiment_param(e, name);
-    }
-    if (!strcmp(name, "trialSpec.Name")) return -2;
-    for (int i = 0; i < e->ntp; i++)
-        if (!strcmp(e->trial_params[i].name, name)) {
-            *tp = i;
-            return e->trial_params[i].param >= 0 ? e->trial_params[i].param : -3;
-        }
-    return -1;
-}
-
-static dt_err check_placeholders(const dt__experiment *e, const char *field) {
-    const char *t = e->template_text;
-    for (size_t i = 0; t[i]; i++) {
-        size_t len = 0;
-        char name[128];
-        int literal = 0, tp = 0;
-        if (!placeholder_at(e, t, i, &len, name, sizeof name, &literal)) continue;
-        if (!literal && resolve(e, name, &tp) == -1) {
-            char have[512];
-            size_t o = 0;
-            have[0] = '\0';
-            int n = e->sweep ? e->nparams : e->ntp;
-            for (int k = 0; k < n && o < sizeof have - 70; k++)
-                o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", k ? ", " : "",
-                                      e->sweep ? e->params[k].name : e->trial_params[k].name);
-            return errat(e->template_path, line_at(t, i), field,
-                         "placeholder %.*s names no %s (%s: %s)", (int)len, t + i,
-                         e->sweep ? "parameter" : "trialParameter",
-                         e->sweep ? "parameters" : "trialParameters", n ? have : "none");
-        }
-        i += len - 1;
-    }
-    return DT_OK;
-}
-
-dt_err dt__experiment_render(const dt__experiment *e, const char *trial_name,
-                             char *const *values, char **out_yaml) {
-    const char *t = e->template_text;
-    size_t cap = strlen(t) + 256, o = 0;
-    char *out = malloc(cap);
-    *out_yaml = NULL;
-    if (!out) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; t[i];) {
-        size_t len = 0;
-        char name[128];
-        int literal = 0, tp = -1;
-        const char *rep = NULL;
-        if (placeholder_at(e, t, i, &len, name, sizeof name, &literal)) {
-            int r = literal ? -4 : resolve(e, name, &tp);
-            if (r >= 0) {
-                rep = values[r];
-                if (strpbrk(rep, "\n\r")) {
-                    free(out);
-                    return dt_err_set(DT_ERR_ARG, "%s: parameter %s: a value must be one line",
-                                      e->path, e->params[r].name);
-                }
-            } else if (r == -2) {
-                rep = trial_name;
-            } else if (r == -3) {
-                const char *ref = e->trial_params[tp].reference;
-                rep = !strcmp(ref, "${trialSpec.Name}")        ? trial_name
-                      : !strcmp(ref, "${trialSpec.Namespace}") ? e->namespace_name
-                      : !strcmp(ref, "${trialSpec.Kind}")      ? e->template_kind
-                                                               : e->template_api;
-            } else if (r == -4) {
-                rep = "$";
-            }
-        }
-        if (!rep) {
-            rep = t + i;
-            len = 1;
-            if (o + 1 >= cap) {
-                char *n = realloc(out, cap *= 2);
-                if (!n) {
-                    free(out);
-                    return dt_err_set(DT_ERR_NOMEM, "out of memory");
-                }
-                out = n;
-            }
-            out[o++] = t[i++];
-            continue;
-        }
-        size_t r = strlen(rep);
-        while (o + r + 1 >= cap) {
-            char *n = realloc(out, cap *= 2);
-            if (!n) {
-                free(out);
-                return dt_err_set(DT_ERR_NOMEM, "out of memory");
-            }
-            out = n;
-        }
-        memcpy(out + o, rep, r);
-        o += r;
-        i += len;
-    }
-    out[o] = '\0';
-    *out_yaml = out;
-    return DT_OK;
 }
 
 /* The template's kind and apiVersion from its root. */
@@ -1137,9 +860,10 @@ static dt_err parse_trial_params(dt__experiment *e, const dt__yval *list) {
 /* Katib's trialTemplate: the trialSpec node sliced out of the file's text. */
 static dt_err parse_trial_template(dt__experiment *e, const dt__yval *spec, const char *text,
                                    size_t len) {
-    static const char *const keys[] = {"retain",           "trialSpec",          "configMap",
-                                       "trialParameters",  "primaryPodLabels",   "primaryContainerName",
-                                       "successCondition", "failureCondition",   NULL};
+    static const char *const keys[] = {
+        "retain",           "trialSpec",        "configMap",
+        "trialParameters",  "primaryPodLabels", "primaryContainerName",
+        "successCondition", "failureCondition", NULL};
     dt__yval t, v, ts;
     dt_err err;
     if ((err = dt__ymap_require(spec, "trialTemplate", &t)) || (err = dt__yexpect_map(&t)) ||
@@ -1163,34 +887,17 @@ static dt_err parse_trial_template(dt__experiment *e, const dt__yval *spec, cons
         return dt__yerr(&ts, "required field missing");
     }
     if ((err = template_kind(e, &ts))) return err;
-    size_t a = offset_of(text, len, ts.node->start_mark.line, ts.node->start_mark.column);
-    size_t b = offset_of(text, len, ts.node->end_mark.line, ts.node->end_mark.column);
-    if (!(e->template_text = blank_outside(text, len, a, b)))
+    size_t a = dt__tpl_offset(text, len, ts.node->start_mark.line, ts.node->start_mark.column);
+    size_t b = dt__tpl_offset(text, len, ts.node->end_mark.line, ts.node->end_mark.column);
+    if (!(e->template_text = dt__tpl_slice(text, len, a, b)))
         return dt_err_set(DT_ERR_NOMEM, "out of memory");
     snprintf(e->template_path, sizeof e->template_path, "%s", e->path);
-    return name_placeholder(e, &e->template_text, &ts, "${trialSpec.Name}", 1);
-}
-
-/* A copy of text with each Sweep placeholder replaced by as many '_': the raw template may
- * not be YAML until rendered (replicas: %WORKERS%), but its structure is. */
-static char *neutralize(const dt__experiment *e, const char *text) {
-    char *c = strdup(text);
-    if (!c) return NULL;
-    for (size_t i = 0; c[i]; i++) {
-        size_t len = 0;
-        char name[128];
-        int literal = 0;
-        if (placeholder_at(e, text, i, &len, name, sizeof name, &literal)) {
-            memset(c + i, '_', len);
-            i += len - 1;
-        }
-    }
-    return c;
+    return dt__tpl_name(&e->template_text, &ts, "${trialSpec.Name}", 1);
 }
 
 /* The job document of a Sweep's template text (its root in *root of *doc). */
-static dt_err sweep_job_doc(const dt__experiment *e, dt__ystream *s, dt__ydoc **doc,
-                            dt__yval *root, int *last) {
+static dt_err sweep_job_doc(const dt__experiment *e, dt__ystream *s, dt__ydoc **doc, dt__yval *root,
+                            int *last) {
     dt__ydoc *d = NULL;
     dt_err err;
     *doc = NULL;
@@ -1204,8 +911,8 @@ static dt_err sweep_job_doc(const dt__experiment *e, dt__ystream *s, dt__ydoc **
         if (dt__yval_is_map(&r) && dt__ymap_get(&r, "kind", &k) && dt__yval_is_scalar(&k) &&
             !dt__yget_str(&k, &kind) && is_job_kind(kind)) {
             if (*doc) {
-                err = dt__yerr(&k, "a second job in the template (the first at line %d)",
-                               root->line);
+                err =
+                    dt__yerr(&k, "a second job in the template (the first at line %d)", root->line);
                 goto fail;
             }
             *doc = d;
@@ -1241,14 +948,15 @@ static dt_err parse_sweep_template(dt__experiment *e, const dt__yval *spec, cons
         return dt__yerr(spec, "spec.template: required field missing (a job file with "
                               "placeholders, or spec.trialSpec inline)");
     if (hi) {
-        size_t a = offset_of(text, len, inl.node->start_mark.line, inl.node->start_mark.column);
-        size_t b = offset_of(text, len, inl.node->end_mark.line, inl.node->end_mark.column);
+        size_t a =
+            dt__tpl_offset(text, len, inl.node->start_mark.line, inl.node->start_mark.column);
+        size_t b = dt__tpl_offset(text, len, inl.node->end_mark.line, inl.node->end_mark.column);
         if (!dt__yval_is_map(&inl)) return dt__yexpect_map(&inl);
         if ((err = template_kind(e, &inl))) return err;
-        if (!(e->template_text = blank_outside(text, len, a, b)))
+        if (!(e->template_text = dt__tpl_slice(text, len, a, b)))
             return dt_err_set(DT_ERR_NOMEM, "out of memory");
         snprintf(e->template_path, sizeof e->template_path, "%s", e->path);
-        return name_placeholder(e, &e->template_text, &inl, "%ID%", 0);
+        return dt__tpl_name(&e->template_text, &inl, "%ID%", 1);
     }
     char rel[4096], dir[DT_PATH_MAX];
     size_t tl = 0;
@@ -1259,7 +967,7 @@ static dt_err parse_sweep_template(dt__experiment *e, const dt__yval *spec, cons
         return dt__yerr(&file, "path too long");
     if ((err = read_whole(e->template_path, &e->template_text, &tl)))
         return dt__yerr(&file, "%s", dt_errmsg());
-    char *neutral = neutralize(e, e->template_text);
+    char *neutral = dt__tpl_neutralize(e, e->template_text);
     dt__ystream *s = NULL;
     dt__ydoc *doc = NULL;
     dt__yval root;
@@ -1277,7 +985,7 @@ static dt_err parse_sweep_template(dt__experiment *e, const dt__yval *spec, cons
             err = dt__yerr(&root, "give metadata.name in the template's job (e.g. name: "
                                   "job-%%ID%%): it is not the file's last document");
         else
-            err = name_placeholder(e, &e->template_text, &root, "%ID%", 0);
+            err = dt__tpl_name(&e->template_text, &root, "%ID%", 0);
     }
     dt__ydoc_free(doc);
     dt__ystream_free(s);
@@ -1307,18 +1015,18 @@ static dt_err parse_counts(dt__experiment *e, const dt__yval *spec, int sweep) {
 
 static dt_err parse_katib(dt__experiment *e, const dt__yval *root, const char *text, size_t len) {
     static const char *const keys[] = {
-        "parameters",          "objective",          "algorithm",     "earlyStopping",
-        "trialTemplate",       "parallelTrialCount", "maxTrialCount", "maxFailedTrialCount",
+        "parameters",           "objective",          "algorithm",     "earlyStopping",
+        "trialTemplate",        "parallelTrialCount", "maxTrialCount", "maxFailedTrialCount",
         "metricsCollectorSpec", "resumePolicy",       "nasConfig",     NULL};
     static const dt__yenum resume[] = {
         {"Never", 0}, {"LongRunning", 1}, {"FromVolume", 2}, {NULL, 0}};
     dt__yval spec, v;
     dt_err err;
     int r = 0;
-    if ((err = dt__ymap_require(root, "spec", &spec)) || (err = dt__yexpect_map(&spec)))
-        return err;
+    if ((err = dt__ymap_require(root, "spec", &spec)) || (err = dt__yexpect_map(&spec))) return err;
     if (dt__ymap_get(&spec, "nasConfig", &v))
-        return dt__yerr_line(&v, v.decl_line, "neural architecture search is not supported by dtrain");
+        return dt__yerr_line(&v, v.decl_line,
+                             "neural architecture search is not supported by dtrain");
     if ((err = dt__ymap_check_keys(&spec, keys, "an Experiment")) ||
         (err = parse_counts(e, &spec, 0)) || (err = parse_objective(e, &spec, 1)) ||
         (err = parse_parameters(e, &spec)) || (err = parse_algorithm(e, &spec)) ||
@@ -1326,13 +1034,15 @@ static dt_err parse_katib(dt__experiment *e, const dt__yval *root, const char *t
         (dt__ymap_get(&spec, "resumePolicy", &v) && (err = dt__yget_enum(&v, resume, &r))))
         return err;
     if ((err = parse_trial_template(e, &spec, text, len))) return err;
-    return check_placeholders(e, "spec.trialTemplate.trialSpec");
+    return dt__tpl_check(e, "spec.trialTemplate.trialSpec");
 }
 
 static dt_err parse_sweep(dt__experiment *e, const dt__yval *root, const char *text, size_t len) {
-    static const char *const keys[] = {"template", "trialSpec", "parameters", "objective",
-                                       "parallel", "maxFailedTrialCount", "earlyStopping",
-                                       "metricsCollectorSpec", "retain", NULL};
+    static const char *const keys[] = {"template",      "trialSpec",
+                                       "parameters",    "objective",
+                                       "parallel",      "maxFailedTrialCount",
+                                       "earlyStopping", "metricsCollectorSpec",
+                                       "retain",        NULL};
     dt__yval spec, v;
     dt_err err;
     e->sweep = 1;
@@ -1341,14 +1051,13 @@ static dt_err parse_sweep(dt__experiment *e, const dt__yval *root, const char *t
     snprintf(e->metric_strategy, sizeof e->metric_strategy, "max");
     e->resource_param = -1;
     if ((err = dt__ymap_require(root, "spec", &spec)) || (err = dt__yexpect_map(&spec)) ||
-        (err = dt__ymap_check_keys(&spec, keys, "a Sweep")) ||
-        (err = parse_counts(e, &spec, 1)) || (err = parse_objective(e, &spec, 0)) ||
-        (err = parse_sweep_parameters(e, &spec)) || (err = parse_early(e, &spec)) ||
-        (err = parse_collector(e, &spec)) ||
+        (err = dt__ymap_check_keys(&spec, keys, "a Sweep")) || (err = parse_counts(e, &spec, 1)) ||
+        (err = parse_objective(e, &spec, 0)) || (err = parse_sweep_parameters(e, &spec)) ||
+        (err = parse_early(e, &spec)) || (err = parse_collector(e, &spec)) ||
         (dt__ymap_get(&spec, "retain", &v) && (err = dt__yget_bool(&v, &e->retain))))
         return err;
     if ((err = parse_sweep_template(e, &spec, text, len))) return err;
-    return check_placeholders(e, "template");
+    return dt__tpl_check(e, "template");
 }
 
 /* Render with every parameter's first value and parse it as a job. */
@@ -1388,9 +1097,9 @@ static dt_err parse_doc(dt__experiment *e, const dt__yval *root, const char *tex
     const char *kind = NULL, *api = NULL;
     char got[80];
     dt_err err;
-    if ((err = dt__ymap_check_keys(root, top, NULL)) || (err = dt__ymap_require(root, "kind", &kv)) ||
-        (err = dt__yget_str(&kv, &kind)) || (err = dt__ymap_require(root, "apiVersion", &av)) ||
-        (err = dt__yget_str(&av, &api)))
+    if ((err = dt__ymap_check_keys(root, top, NULL)) ||
+        (err = dt__ymap_require(root, "kind", &kv)) || (err = dt__yget_str(&kv, &kind)) ||
+        (err = dt__ymap_require(root, "apiVersion", &av)) || (err = dt__yget_str(&av, &api)))
         return err;
     int sweep = !strcmp(kind, "Sweep");
     const char *want = sweep ? SWEEP_API : KATIB_API;
@@ -1429,9 +1138,8 @@ dt_err dt__experiment_load(dt__experiment **out, const char *path) {
         if (!doc) break;
         dt__ydoc_root(doc, "", &root);
         const char *kind = NULL;
-        if (dt__yval_is_map(&root) && dt__ymap_get(&root, "kind", &kv) &&
-            dt__yval_is_scalar(&kv) && !dt__yget_str(&kv, &kind) &&
-            (!strcmp(kind, "Experiment") || !strcmp(kind, "Sweep"))) {
+        if (dt__yval_is_map(&root) && dt__ymap_get(&root, "kind", &kv) && dt__yval_is_scalar(&kv) &&
+            !dt__yget_str(&kv, &kind) && (!strcmp(kind, "Experiment") || !strcmp(kind, "Sweep"))) {
             if (found) {
                 err = dt__yerr(&kv, "a second experiment in one file (the first at line %d)",
                                first_line);

@@ -101,8 +101,10 @@ static dt_job_spec *render_job(const dt__experiment *e, const char *name, char *
         free(yaml);
         return NULL;
     }
-    if (yaml_out) *yaml_out = yaml;
-    else free(yaml);
+    if (yaml_out)
+        *yaml_out = yaml;
+    else
+        free(yaml);
     return job;
 }
 
@@ -166,10 +168,8 @@ static void test_katib_bayesian_hyperband(void) {
     dt__experiment *e = NULL;
     DT_CHECK_OK(dt__experiment_load(&e, DATA "bayesian-tfjob.yaml"));
     DT_CHECK(!strcmp(e->algorithm, "bayesianoptimization") && e->nsettings == 1);
-    DT_CHECK(!strcmp(e->setting_name[0], "random_state") &&
-             !strcmp(e->setting_value[0], "10"));
-    DT_CHECK(!strcmp(e->early, "medianstop") && e->min_trials_required == 1 &&
-             e->start_step == 2);
+    DT_CHECK(!strcmp(e->setting_name[0], "random_state") && !strcmp(e->setting_value[0], "10"));
+    DT_CHECK(!strcmp(e->early, "medianstop") && e->min_trials_required == 1 && e->start_step == 2);
     DT_CHECK(e->retain == 1);
     dt__experiment_free(e);
     e = NULL;
@@ -192,7 +192,8 @@ static void test_asha_trainjob(void) {
     char *values[] = {"0.01", "8", "27"};
     dt_job_spec *job = render_job(e, "iris-asha-003", values, NULL);
     DT_CHECK(job && job->kind == DT_JOB_KIND_TRAINJOB && !strcmp(job->name, "iris-asha-003"));
-    DT_CHECK(job->train && job->train->epochs == 27 && job->train->optimizer.learning_rate == 0.01f);
+    DT_CHECK(job->train && job->train->epochs == 27 &&
+             job->train->optimizer.learning_rate == 0.01f);
     dt_job_spec_free(job);
     dt__experiment_free(e);
 }
@@ -222,26 +223,27 @@ static void test_sweep(void) {
 /* The plain form inline, placeholders in both spellings, in places that are YAML only once
  * rendered, and $${ for a literal ${. */
 static void test_sweep_inline(void) {
-    static const char text[] = "apiVersion: dtrain/v1\n"
-                               "kind: Sweep\n"
-                               "metadata: {name: s}\n"
-                               "spec:\n"
-                               "  parameters:\n"
-                               "    WORKERS: [2, 1]\n"
-                               "    LR: [\"0.5\"]\n"
-                               "  objective: {type: minimize, objectiveMetricName: loss}\n"
-                               "  trialSpec:\n"
-                               "    apiVersion: kubeflow.org/v1\n"
-                               "    kind: TFJob\n"
-                               "    spec:\n"
-                               "      tfReplicaSpecs:\n"
-                               "        Worker:\n"
-                               "          replicas: ${WORKERS}\n"
-                               "          template:\n"
-                               "            spec:\n"
-                               "              containers:\n"
-                               "                - name: tensorflow\n"
-                               "                  command: [sh, -c, \"echo ${LR} $${HOME} %ID%\"]\n";
+    static const char text[] =
+        "apiVersion: dtrain/v1\n"
+        "kind: Sweep\n"
+        "metadata: {name: s}\n"
+        "spec:\n"
+        "  parameters:\n"
+        "    WORKERS: [2, 1]\n"
+        "    LR: [\"0.5\"]\n"
+        "  objective: {type: minimize, objectiveMetricName: loss}\n"
+        "  trialSpec:\n"
+        "    apiVersion: kubeflow.org/v1\n"
+        "    kind: TFJob\n"
+        "    spec:\n"
+        "      tfReplicaSpecs:\n"
+        "        Worker:\n"
+        "          replicas: ${WORKERS}\n"
+        "          template:\n"
+        "            spec:\n"
+        "              containers:\n"
+        "                - name: tensorflow\n"
+        "                  command: [sh, -c, \"echo ${LR} $${HOME} %ID%\"]\n";
     dt__experiment *e = load_text("inline.yaml", text, NULL);
     DT_CHECK(e);
     DT_CHECK(e->obj == DT__OBJ_MINIMIZE && !strcmp(e->metric, "loss") && e->parallel == 1);
@@ -284,32 +286,35 @@ static void test_katib_metadata_kept(void) {
 static void test_err_schema(void) {
     CHECK_EDIT_FAILS("algorithmName: random", "algorithmName: annealing", "annealing",
                      "spec.algorithm.algorithmName: unknown algorithm 'annealing'");
-    CHECK_EDIT_FAILS("  maxTrialCount: 6\n", "  maxTrialCount: 6\n  maxTrials: 6\n", "maxTrials:",
-                     "spec.maxTrials: unknown key 'maxTrials' for an Experiment");
+    CHECK_EDIT_FAILS("  maxTrialCount: 6\n", "  maxTrialCount: 6\n  maxTrials: 6\n",
+                     "maxTrials:", "spec.maxTrials: unknown key 'maxTrials' for an Experiment");
     CHECK_EDIT_FAILS("  maxTrialCount: 6\n", "  maxTrialCount: 6\n  maxTrialCount: 7\n",
                      "maxTrialCount: 7", "spec.maxTrialCount: duplicate key 'maxTrialCount'");
     CHECK_EDIT_FAILS("parallelTrialCount: 2", "parallelTrialCount: 0", "parallelTrialCount",
                      "spec.parallelTrialCount: expected a positive integer");
     CHECK_EDIT_FAILS("type: minimize", "type: minimise", "minimise",
                      "spec.objective.type: expected one of maximize, minimize");
-    CHECK_EDIT_FAILS("    objectiveMetricName: loss\n", "", "  objective:",
-                     "spec.objective.objectiveMetricName: required field missing");
-    CHECK_EDIT_FAILS("  maxTrialCount: 6\n", "", "spec:",
-                     "spec.maxTrialCount: required for algorithm random");
+    CHECK_EDIT_FAILS("    objectiveMetricName: loss\n", "",
+                     "  objective:", "spec.objective.objectiveMetricName: required field missing");
+    CHECK_EDIT_FAILS("  maxTrialCount: 6\n", "",
+                     "spec:", "spec.maxTrialCount: required for algorithm random");
     CHECK_EDIT_FAILS("apiVersion: kubeflow.org/v1beta1", "apiVersion: kubeflow.org/v1alpha3",
-                     "v1alpha3", "apiVersion: kind Experiment needs apiVersion kubeflow.org/v1beta1");
+                     "v1alpha3",
+                     "apiVersion: kind Experiment needs apiVersion kubeflow.org/v1beta1");
     CHECK_EDIT_FAILS("  name: base\n", "  name: Base_1\n", "Base_1",
                      "metadata.name: 'Base_1' is not a valid experiment name");
     CHECK_EDIT_FAILS("    algorithmName: random\n",
                      "    algorithmName: random\n    algorithmSettings:\n      - {name: seed, "
                      "value: \"1\"}\n",
-                     "seed", "spec.algorithm.algorithmSettings: unknown setting 'seed' for "
-                             "algorithm random (allowed: random_state)");
+                     "seed",
+                     "spec.algorithm.algorithmSettings: unknown setting 'seed' for "
+                     "algorithm random (allowed: random_state)");
     CHECK_EDIT_FAILS("    algorithmName: random\n",
                      "    algorithmName: random\n    algorithmSettings:\n      - {name: "
                      "random_state, value: \"x\"}\n",
-                     "random_state", "spec.algorithm.algorithmSettings: random_state: expected "
-                                     "an integer");
+                     "random_state",
+                     "spec.algorithm.algorithmSettings: random_state: expected "
+                     "an integer");
     CHECK_EDIT_FAILS("  parallelTrialCount: 2\n",
                      "  parallelTrialCount: 2\n  earlyStopping:\n    algorithmName: "
                      "fancystop\n",
@@ -318,55 +323,63 @@ static void test_err_schema(void) {
                      "  parallelTrialCount: 2\n  earlyStopping:\n    algorithmName: "
                      "medianstop\n    algorithmSettings:\n      - {name: start_step, value: "
                      "\"-1\"}\n",
-                     "start_step", "spec.earlyStopping.algorithmSettings: start_step: expected a "
-                                   "positive integer");
+                     "start_step",
+                     "spec.earlyStopping.algorithmSettings: start_step: expected a "
+                     "positive integer");
     CHECK_EDIT_FAILS("  parallelTrialCount: 2\n",
                      "  parallelTrialCount: 2\n  metricsCollectorSpec:\n    collector:\n      "
                      "kind: PrometheusMetric\n",
-                     "PrometheusMetric", "spec.metricsCollectorSpec.collector.kind: collector "
-                                         "PrometheusMetric is not supported");
-    CHECK_EDIT_FAILS("  parallelTrialCount: 2\n",
-                     "  parallelTrialCount: 2\n  nasConfig: {}\n", "nasConfig",
-                     "spec.nasConfig: neural architecture search is not supported");
+                     "PrometheusMetric",
+                     "spec.metricsCollectorSpec.collector.kind: collector "
+                     "PrometheusMetric is not supported");
+    CHECK_EDIT_FAILS("  parallelTrialCount: 2\n", "  parallelTrialCount: 2\n  nasConfig: {}\n",
+                     "nasConfig", "spec.nasConfig: neural architecture search is not supported");
 }
 
 /* Each algorithm's settings, at the setting's line. */
 static void test_err_algorithms(void) {
-#define ALGO(name, settings) \
-    edit(BASE, "    algorithmName: random\n", "    algorithmName: " name "\n    algorithmSettings:\n" settings)
+#define ALGO(name, settings)                                                                       \
+    edit(BASE, "    algorithmName: random\n",                                                      \
+         "    algorithmName: " name "\n    algorithmSettings:\n" settings)
     CHECK_FAILS(ALGO("tpe", "      - {name: gamma, value: \"1.5\"}\n"), "gamma",
                 "spec.algorithm.algorithmSettings: gamma: expected a number in (0, 1), got '1.5'");
     CHECK_FAILS(ALGO("bayesianoptimization", "      - {name: base_estimator, value: RF}\n"),
-                "base_estimator", "spec.algorithm.algorithmSettings: base_estimator: expected one "
-                                  "of GP, got 'RF'");
+                "base_estimator",
+                "spec.algorithm.algorithmSettings: base_estimator: expected one "
+                "of GP, got 'RF'");
     CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: workers}\n"),
                 "algorithmName: hyperband",
                 "spec.algorithm.algorithmSettings: algorithm hyperband needs the settings r_l and "
                 "resource_name");
     CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: workers}\n"
                                   "      - {name: r_l, value: \"9\"}\n"),
-                "parallelTrialCount", "spec.parallelTrialCount: algorithm hyperband with eta 3 and "
-                                      "r_l 9 needs at least 9 parallel trials");
+                "parallelTrialCount",
+                "spec.parallelTrialCount: algorithm hyperband with eta 3 and "
+                "r_l 9 needs at least 9 parallel trials");
     CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: epochs}\n"
                                   "      - {name: r_l, value: \"9\"}\n"),
-                "resource_name", "spec.algorithm.algorithmSettings: resource_name: 'epochs' names "
-                                 "no parameter");
+                "resource_name",
+                "spec.algorithm.algorithmSettings: resource_name: 'epochs' names "
+                "no parameter");
     CHECK_FAILS(ALGO("hyperband", "      - {name: resource_name, value: workers}\n"
                                   "      - {name: eta, value: \"1\"}\n"),
                 "name: eta", "spec.algorithm.algorithmSettings: eta: expected a number > 1");
     CHECK_FAILS(ALGO("asha", "      - {name: reduction_factor, value: \"2\"}\n"),
-                "algorithmName: asha", "spec.algorithm.algorithmSettings: algorithm asha needs "
-                                       "max_resource");
+                "algorithmName: asha",
+                "spec.algorithm.algorithmSettings: algorithm asha needs "
+                "max_resource");
     CHECK_FAILS(ALGO("asha", "      - {name: resource_name, value: opt}\n"), "resource_name",
                 "spec.algorithm.algorithmSettings: resource_name: parameter 'opt' must be an int");
     CHECK_FAILS(ALGO("asha", "      - {name: max_resource, value: \"4\"}\n"
                              "      - {name: min_resource, value: \"8\"}\n"),
-                "min_resource", "spec.algorithm.algorithmSettings: min_resource 8 is more than "
-                                "max_resource 4");
+                "min_resource",
+                "spec.algorithm.algorithmSettings: min_resource 8 is more than "
+                "max_resource 4");
     CHECK_FAILS(ALGO("random", "      - {name: random_state, value: \"1\"}\n"
                                "      - {name: random_state, value: \"2\"}\n"),
-                "value: \"2\"", "spec.algorithm.algorithmSettings[1].name: setting 'random_state' "
-                                 "given twice");
+                "value: \"2\"",
+                "spec.algorithm.algorithmSettings[1].name: setting 'random_state' "
+                "given twice");
     /* the good ones load */
     dt__experiment *e = load_text("asha.yaml",
                                   ALGO("asha", "      - {name: resource_name, value: workers}\n"
@@ -379,8 +392,9 @@ static void test_err_algorithms(void) {
 
 static void test_err_parameters(void) {
     CHECK_EDIT_FAILS("      feasibleSpace:\n        min: \"0.01\"\n        max: \"0.1\"\n", "",
-                     "- name: lr", "spec.parameters[0].feasibleSpace: parameter 'lr' has no "
-                                   "feasible space");
+                     "- name: lr",
+                     "spec.parameters[0].feasibleSpace: parameter 'lr' has no "
+                     "feasible space");
     CHECK_EDIT_FAILS("max: \"0.1\"", "max: \"0.001\"", "min: \"0.01\"",
                      "spec.parameters[0].feasibleSpace.min: min 0.01 is more than max 0.001");
     CHECK_EDIT_FAILS("        max: \"0.1\"\n", "", "feasibleSpace:\n        min",
@@ -396,14 +410,16 @@ static void test_err_parameters(void) {
                      "spec.parameters[1].feasibleSpace.max: expected an integer");
     CHECK_EDIT_FAILS("max: \"0.1\"", "max: \"lots\"", "lots",
                      "spec.parameters[0].feasibleSpace.max: expected a number, got 'lots'");
-    CHECK_EDIT_FAILS("        max: \"0.1\"\n", "        max: \"0.1\"\n        distribution: logUniform\n"
-                     "        step: \"-1\"\n", "step",
-                     "spec.parameters[0].feasibleSpace.step: step must be positive");
+    CHECK_EDIT_FAILS("        max: \"0.1\"\n",
+                     "        max: \"0.1\"\n        distribution: logUniform\n"
+                     "        step: \"-1\"\n",
+                     "step", "spec.parameters[0].feasibleSpace.step: step must be positive");
     CHECK_FAILS(edit(edit(BASE, "min: \"0.01\"", "min: \"0\""), "        max: \"0.1\"\n",
                      "        max: \"0.1\"\n        distribution: logUniform\n"),
                 "min: \"0\"",
                 "spec.parameters[0].feasibleSpace.min: a logUniform parameter needs min > 0");
-    CHECK_EDIT_FAILS("    - name: workers\n", "    - name: lr\n", "- name: lr\n      parameterType: int",
+    CHECK_EDIT_FAILS("    - name: workers\n", "    - name: lr\n",
+                     "- name: lr\n      parameterType: int",
                      "spec.parameters[1].name: parameter 'lr' given twice (also at line 14)");
     /* grid: a double needs a step (as Katib's) */
     CHECK_EDIT_FAILS("algorithmName: random", "algorithmName: grid", "- name: lr",
@@ -411,10 +427,10 @@ static void test_err_parameters(void) {
 }
 
 static void test_err_template(void) {
-    CHECK_EDIT_FAILS("--lr=${trialParameters.learningRate}", "--lr=${trialParameters.lr}",
-                     "--lr=", "spec.trialTemplate.trialSpec: placeholder ${trialParameters.lr} "
-                              "names no trialParameter (trialParameters: learningRate, "
-                              "numWorkers, optimizer)");
+    CHECK_EDIT_FAILS("--lr=${trialParameters.learningRate}", "--lr=${trialParameters.lr}", "--lr=",
+                     "spec.trialTemplate.trialSpec: placeholder ${trialParameters.lr} "
+                     "names no trialParameter (trialParameters: learningRate, "
+                     "numWorkers, optimizer)");
     CHECK_EDIT_FAILS("reference: workers", "reference: replicas", "reference: replicas",
                      "spec.trialTemplate.trialParameters[1].reference: reference 'replicas' "
                      "names no parameter");
@@ -429,8 +445,9 @@ static void test_err_template(void) {
                      "replicas: ${trialParameters.numWorkers}",
                      "spec.tfReplicaSpecs.Worker.replicas: expected a non-negative integer, got "
                      "'-1'");
-    CHECK_EDIT_FAILS("            template:\n", "            templat:\n", "templat:",
-                     "spec.tfReplicaSpecs.Worker.templat: unknown key 'templat' for a replica spec");
+    CHECK_EDIT_FAILS(
+        "            template:\n", "            templat:\n",
+        "templat:", "spec.tfReplicaSpecs.Worker.templat: unknown key 'templat' for a replica spec");
 }
 
 static void test_err_sweep(void) {
@@ -461,12 +478,12 @@ static void test_err_sweep(void) {
                 "template: placeholder ${N2} names no parameter");
     CHECK_FAILS(edit(good, "    N: [1, 2]", "    N: []"), "N: []",
                 "spec.parameters.N: a sweep parameter needs a non-empty list of values");
-    CHECK_FAILS(edit(good, "    N: [1, 2]", "    ID: [1, 2]"), "ID:",
-                "spec.parameters.ID: ID is the trial's name");
+    CHECK_FAILS(edit(good, "    N: [1, 2]", "    ID: [1, 2]"),
+                "ID:", "spec.parameters.ID: ID is the trial's name");
     CHECK_FAILS(edit(good, "  parameters:", "  parallel: 0\n  parameters:"), "parallel",
                 "spec.parallel: expected a positive integer");
-    CHECK_FAILS(edit(good, "  trialSpec:", "  template: t.yaml\n  trialSpec:"), "trialSpec:",
-                "spec.trialSpec: give template (a file) or trialSpec, not both");
+    CHECK_FAILS(edit(good, "  trialSpec:", "  template: t.yaml\n  trialSpec:"),
+                "trialSpec:", "spec.trialSpec: give template (a file) or trialSpec, not both");
     CHECK_FAILS(edit(good, "  parameters:", "  algorithm: random\n  parameters:"), "algorithm",
                 "spec.algorithm: unknown key 'algorithm' for a Sweep");
     /* a template file: its own lines in the message */
@@ -494,7 +511,8 @@ static void test_err_sweep(void) {
     const char *spath = dt_test_write_file("file-sweep.yaml", sweep, strlen(sweep));
     char want[1200];
     snprintf(want, sizeof want,
-             "%s:14: spec.tfReplicaSpecs.Worker.template.spec.containers[0].bogus: unknown key", tpath);
+             "%s:14: spec.tfReplicaSpecs.Worker.template.spec.containers[0].bogus: unknown key",
+             tpath);
     DT_CHECK_ERR(dt__experiment_load(&e, spath), DT_ERR_SPEC, want);
     static const char missing[] = "apiVersion: dtrain/v1\n"
                                   "kind: Sweep\n"
@@ -531,7 +549,7 @@ static void test_truncations(void) {
 }
 
 DT_TEST_MAIN(DT_T(test_katib_random_tfjob), DT_T(test_katib_grid_pytorchjob),
-             DT_T(test_katib_bayesian_hyperband), DT_T(test_asha_trainjob), DT_T(test_sweep), DT_T(test_sweep_inline),
-             DT_T(test_katib_metadata_kept), DT_T(test_err_schema), DT_T(test_err_algorithms),
-             DT_T(test_err_parameters),
-             DT_T(test_err_template), DT_T(test_err_sweep), DT_T(test_truncations))
+             DT_T(test_katib_bayesian_hyperband), DT_T(test_asha_trainjob), DT_T(test_sweep),
+             DT_T(test_sweep_inline), DT_T(test_katib_metadata_kept), DT_T(test_err_schema),
+             DT_T(test_err_algorithms), DT_T(test_err_parameters), DT_T(test_err_template),
+             DT_T(test_err_sweep), DT_T(test_truncations))

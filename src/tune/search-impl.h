@@ -32,8 +32,8 @@ typedef struct dt__obs {
 } dt__obs;
 
 typedef struct dt__trial {
-    double *x;   /* nparams */
-    char **text; /* nparams, owned */
+    double *x;    /* nparams */
+    char **text;  /* nparams, owned */
     int resource; /* the resource it was last sent to reach (0: none) */
     dt__trial_state state;
     dt__obs *obs;

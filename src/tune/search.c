@@ -22,10 +22,11 @@
 #include <string.h>
 
 const char *dt__trial_state_name(dt__trial_state st) {
-    static const char *const names[] = {
-        [DT__TRIAL_RUNNING] = "Running",     [DT__TRIAL_PAUSED] = "Paused",
-        [DT__TRIAL_SUCCEEDED] = "Succeeded", [DT__TRIAL_FAILED] = "Failed",
-        [DT__TRIAL_EARLY_STOPPED] = "EarlyStopped"};
+    static const char *const names[] = {[DT__TRIAL_RUNNING] = "Running",
+                                        [DT__TRIAL_PAUSED] = "Paused",
+                                        [DT__TRIAL_SUCCEEDED] = "Succeeded",
+                                        [DT__TRIAL_FAILED] = "Failed",
+                                        [DT__TRIAL_EARLY_STOPPED] = "EarlyStopped"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "unknown";
 }
 
@@ -236,23 +237,22 @@ void dt__random_config(const dt__search *s, int k, dt_rng *r, double *x) {
             x[i] = is_list(p) ? 0 : p->min;
             continue;
         }
-        int64_t n = is_list(p) ? p->nlist
-                    : p->type == DT__PARAM_DOUBLE && p->step <= 0
-                        ? 1
-                        : (int64_t)(floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1);
+        int64_t n =
+            is_list(p) ? p->nlist
+            : p->type == DT__PARAM_DOUBLE && p->step <= 0
+                ? 1
+                : (int64_t)(floor((p->max - p->min) / (p->step > 0 ? p->step : 1) + 1e-9) + 1);
         int64_t j = c % n;
         c /= n;
-        x[i] = is_list(p) ? (double)j : dt__snap(p, p->min + (double)j * (p->step > 0 ? p->step : 1));
+        x[i] =
+            is_list(p) ? (double)j : dt__snap(p, p->min + (double)j * (p->step > 0 ? p->step : 1));
     }
 }
 
 dt_err dt__search_new(dt__search **out, const dt__experiment *e, uint64_t seed) {
-    static const char *const names[] = {[ALGO_RANDOM] = "random",
-                                        [ALGO_GRID] = "grid",
-                                        [ALGO_TPE] = "tpe",
-                                        [ALGO_BO] = "bayesianoptimization",
-                                        [ALGO_HYPERBAND] = "hyperband",
-                                        [ALGO_ASHA] = "asha"};
+    static const char *const names[] = {
+        [ALGO_RANDOM] = "random",           [ALGO_GRID] = "grid",           [ALGO_TPE] = "tpe",
+        [ALGO_BO] = "bayesianoptimization", [ALGO_HYPERBAND] = "hyperband", [ALGO_ASHA] = "asha"};
     dt__search *s = calloc(1, sizeof *s);
     dt_err err = DT_OK;
     *out = NULL;
@@ -404,8 +404,8 @@ dt_err dt__search_restore(dt__search *s, int trial, char *const *values, int res
         }
         if (!ok) {
             free(x);
-            return dt_err_set(DT_ERR_ARG, "restoring trial %d: %s: '%s' is not in its space",
-                              trial, p->name, v);
+            return dt_err_set(DT_ERR_ARG, "restoring trial %d: %s: '%s' is not in its space", trial,
+                              p->name, v);
         }
     }
     dt_err err = dt__search_add(s, x, resource, -1);

@@ -224,7 +224,8 @@ dt_err dt__asha_next(dt__search *s, int *trial, int *done) {
         dt_rng_seed2(&r, s->seed, (uint64_t)s->ntrials);
         dt__random_config(s, s->ntrials, &r, x);
         *trial = s->ntrials;
-        dt_err err = dt__search_add(s, x, s->rungs[0], e->resource_param >= 0 ? s->max_resource : -1);
+        dt_err err =
+            dt__search_add(s, x, s->rungs[0], e->resource_param >= 0 ? s->max_resource : -1);
         free(x);
         return err;
     }

@@ -202,8 +202,10 @@ void dt__tpe_suggest(const dt__search *s, dt_rng *r, double *x) {
         int ng = 0, nb = 0;
         for (int j = 0; j < n; j++) {
             double u = dt__to_unit(p, s->t[rk[j].trial].x[i]);
-            if (j < ngood) good[ng++] = u;
-            else bad[nb++] = u;
+            if (j < ngood)
+                good[ng++] = u;
+            else
+                bad[nb++] = u;
         }
         parzen l, g;
         if (parzen_build(&l, good, ng, s->prior_weight)) {
@@ -345,7 +347,8 @@ dt_err dt__bo_suggest(const dt__search *s, dt_rng *r, double *x) {
     for (int i = 1; i < nres; i++)
         if (sc[i] < worst) worst = sc[i];
     for (int i = 0; i < N; i++)
-        if (s->t[i].state == DT__TRIAL_RUNNING && !s->t[i].has_final) idx[n] = i, sc[n] = worst, n++;
+        if (s->t[i].state == DT__TRIAL_RUNNING && !s->t[i].has_final)
+            idx[n] = i, sc[n] = worst, n++;
     double *F = malloc((size_t)n * d * sizeof *F), *y = malloc((size_t)n * sizeof *y);
     double *L = malloc((size_t)n * n * sizeof *L), *Lb = malloc((size_t)n * n * sizeof *Lb);
     double *alpha = malloc((size_t)n * sizeof *alpha), *ab = malloc((size_t)n * sizeof *ab);

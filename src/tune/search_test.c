@@ -41,8 +41,8 @@ static dt__experiment *make(const char *name, const char *algorithm, const char 
     return e;
 }
 
-#define XY_PARAMS                                                                              \
-    "    - {name: x, parameterType: double, feasibleSpace: {min: \"0\", max: \"1\"}}\n"         \
+#define XY_PARAMS                                                                                  \
+    "    - {name: x, parameterType: double, feasibleSpace: {min: \"0\", max: \"1\"}}\n"            \
     "    - {name: y, parameterType: double, feasibleSpace: {min: \"0\", max: \"1\"}}\n"
 
 /* The toy objective: a quadratic with its top (0) at (0.3, 0.7). */
@@ -52,14 +52,14 @@ static double quad(char **v) {
 }
 
 static void test_grid_product(void) {
-    dt__experiment *e = make(
-        "grid.yaml", "    algorithmName: grid\n", "",
-        "    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.1\", max: \"0.3\", "
-        "step: \"0.1\"}}\n"
-        "    - {name: n, parameterType: int, feasibleSpace: {min: \"2\", max: \"8\", step: "
-        "\"2\"}}\n"
-        "    - {name: o, parameterType: categorical, feasibleSpace: {list: [sgd, adam]}}\n",
-        "");
+    dt__experiment *e =
+        make("grid.yaml", "    algorithmName: grid\n", "",
+             "    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.1\", max: \"0.3\", "
+             "step: \"0.1\"}}\n"
+             "    - {name: n, parameterType: int, feasibleSpace: {min: \"2\", max: \"8\", step: "
+             "\"2\"}}\n"
+             "    - {name: o, parameterType: categorical, feasibleSpace: {list: [sgd, adam]}}\n",
+             "");
     DT_CHECK(e);
     dt__search *s = NULL;
     DT_CHECK_OK(dt__search_new(&s, e, 1));
@@ -92,7 +92,8 @@ static void test_grid_product(void) {
     dt__experiment_free(e);
     /* maxTrialCount cuts the grid short */
     e = make("grid2.yaml", "    algorithmName: grid\n", "  maxTrialCount: 5\n",
-             "    - {name: n, parameterType: int, feasibleSpace: {min: \"1\", max: \"100\"}}\n", "");
+             "    - {name: n, parameterType: int, feasibleSpace: {min: \"1\", max: \"100\"}}\n",
+             "");
     DT_CHECK(e);
     DT_CHECK_OK(dt__search_new(&s, e, 1));
     for (int i = 0; i < 6; i++) {
@@ -116,7 +117,8 @@ static void test_grid_product(void) {
 static void test_grid_points(void) {
     dt__experiment *e = make(
         "gridp.yaml",
-        "    algorithmName: grid\n    algorithmSettings:\n      - {name: points, value: \"4\"}\n", "",
+        "    algorithmName: grid\n    algorithmSettings:\n      - {name: points, value: \"4\"}\n",
+        "",
         "    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.0001\", max: \"0.1\", "
         "distribution: logUniform}}\n"
         "    - {name: m, parameterType: double, feasibleSpace: {min: \"0\", max: \"0.9\"}}\n",
@@ -193,24 +195,24 @@ static void test_random_bounds(void) {
  * it) random and ASHA draw every configuration once before any repeats (the trials still
  * run: ASHA has nothing to promote). */
 static void test_finite_space(void) {
-#define FINITE_PARAMS                                                                          \
-    "    - {name: lr, parameterType: discrete, feasibleSpace: {list: [\"0.1\", \"0.01\", "        \
-    "\"0.001\"]}}\n"                                                                             \
-    "    - {name: h, parameterType: int, feasibleSpace: {min: \"16\", max: \"64\", step: "        \
-    "\"16\"}}\n"                                                                                 \
+#define FINITE_PARAMS                                                                              \
+    "    - {name: lr, parameterType: discrete, feasibleSpace: {list: [\"0.1\", \"0.01\", "         \
+    "\"0.001\"]}}\n"                                                                               \
+    "    - {name: h, parameterType: int, feasibleSpace: {min: \"16\", max: \"64\", step: "         \
+    "\"16\"}}\n"                                                                                   \
     "    - {name: o, parameterType: categorical, feasibleSpace: {list: [sgd, adam]}}\n"
     static const char *const algos[] = {
         "    algorithmName: random\n",
         "    algorithmName: asha\n    algorithmSettings:\n      - {name: resource_name, value: "
         "epochs}\n"};
     for (int a = 0; a < 2; a++) {
-        dt__experiment *e = make(
-            "finite.yaml", algos[a], "  maxTrialCount: 30\n",
-            a ? FINITE_PARAMS "    - {name: epochs, parameterType: int, feasibleSpace: {min: "
-                              "\"1\", max: \"9\"}}\n"
-              : FINITE_PARAMS "    - {name: epochs, parameterType: discrete, feasibleSpace: "
-                              "{list: [\"9\"]}}\n",
-            "");
+        dt__experiment *e =
+            make("finite.yaml", algos[a], "  maxTrialCount: 30\n",
+                 a ? FINITE_PARAMS "    - {name: epochs, parameterType: int, feasibleSpace: {min: "
+                                   "\"1\", max: \"9\"}}\n"
+                   : FINITE_PARAMS "    - {name: epochs, parameterType: discrete, feasibleSpace: "
+                                   "{list: [\"9\"]}}\n",
+                 "");
         DT_CHECK(e);
         dt__search *s = NULL;
         DT_CHECK_OK(dt__search_new(&s, e, 4));
@@ -225,8 +227,10 @@ static void test_finite_space(void) {
             snprintf(key, sizeof key, "%s/%s/%s", v[0], v[1], v[2]);
             for (int j = 0; j < (k < 24 ? k : 24); j++)
                 if (k < 24) DT_CHECK(strcmp(seen[j], key));
-            if (k < 24) memcpy(seen[k], key, sizeof key);
-            else DT_CHECK(!strcmp(seen[k - 24], key)); /* then the same order again */
+            if (k < 24)
+                memcpy(seen[k], key, sizeof key);
+            else
+                DT_CHECK(!strcmp(seen[k - 24], key)); /* then the same order again */
             dt__values_free(v, e->nparams);
         }
         dt__search_free(s);
@@ -269,10 +273,10 @@ static double median_best(const dt__experiment *e, int budget) {
 
 static void test_models_beat_random(void) {
     const int budget = 40;
-    dt__experiment *r = make("r.yaml", "    algorithmName: random\n", "  maxTrialCount: 40\n",
-                             XY_PARAMS, "");
-    dt__experiment *t = make("tpe.yaml", "    algorithmName: tpe\n", "  maxTrialCount: 40\n",
-                             XY_PARAMS, "");
+    dt__experiment *r =
+        make("r.yaml", "    algorithmName: random\n", "  maxTrialCount: 40\n", XY_PARAMS, "");
+    dt__experiment *t =
+        make("tpe.yaml", "    algorithmName: tpe\n", "  maxTrialCount: 40\n", XY_PARAMS, "");
     dt__experiment *b = make("bo.yaml", "    algorithmName: bayesianoptimization\n",
                              "  maxTrialCount: 40\n", XY_PARAMS, "");
     DT_CHECK(r && t && b);
@@ -293,12 +297,12 @@ static void test_models_log(void) {
     static const char *const algos[] = {"    algorithmName: tpe\n",
                                         "    algorithmName: bayesianoptimization\n"};
     for (int a = 0; a < 2; a++) {
-        dt__experiment *e = make(
-            "log.yaml", algos[a], "  maxTrialCount: 40\n",
-            "    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.00001\", max: "
-            "\"1\", distribution: logUniform}}\n"
-            "    - {name: n, parameterType: int, feasibleSpace: {min: \"1\", max: \"4\"}}\n",
-            "");
+        dt__experiment *e =
+            make("log.yaml", algos[a], "  maxTrialCount: 40\n",
+                 "    - {name: lr, parameterType: double, feasibleSpace: {min: \"0.00001\", max: "
+                 "\"1\", distribution: logUniform}}\n"
+                 "    - {name: n, parameterType: int, feasibleSpace: {min: \"1\", max: \"4\"}}\n",
+                 "");
         DT_CHECK(e);
         dt__search *s = NULL;
         DT_CHECK_OK(dt__search_new(&s, e, 5));
@@ -386,9 +390,9 @@ static void test_hyperband(void) {
     dt__experiment_free(e);
 }
 
-#define ASHA_ALGO                                                                              \
-    "    algorithmName: asha\n    algorithmSettings:\n      - {name: min_resource, value: "    \
-    "\"1\"}\n      - {name: max_resource, value: \"9\"}\n      - {name: reduction_factor, "    \
+#define ASHA_ALGO                                                                                  \
+    "    algorithmName: asha\n    algorithmSettings:\n      - {name: min_resource, value: "        \
+    "\"1\"}\n      - {name: max_resource, value: \"9\"}\n      - {name: reduction_factor, "        \
     "value: \"3\"}\n"
 
 /* A trial reaches resource r with value v and asks to go on. */
@@ -437,7 +441,7 @@ static void test_asha(void) {
     char **v = NULL;
     int res, done = 1, trial;
     DT_CHECK(next(s, &v, &res, &done, &trial) == DT_ERR_NOTFOUND && !done); /* 6, 7 run */
-    DT_CHECK(reach(s, 7, 3, 0.5) == 0);  /* n 4: top 1 = 6 */
+    DT_CHECK(reach(s, 7, 3, 0.5) == 0);                                     /* n 4: top 1 = 6 */
     DT_CHECK(reach(s, 6, 9, 0.9999) == 9); /* the last rung: it finishes */
     dt__search_observe(s, 6, 9, 0.9999, 1);
     dt__search_end(s, 6, DT__TRIAL_SUCCEEDED);
@@ -620,8 +624,7 @@ static void test_restart(void) {
         la[0] = '\0';
         drive(s, 12, la, sizeof la);
         drive(b, 12, lb, sizeof lb);
-        if (strcmp(la, lb))
-            fprintf(stderr, "%s: original %s\nrebuilt  %s\n", e->algorithm, la, lb);
+        if (strcmp(la, lb)) fprintf(stderr, "%s: original %s\nrebuilt  %s\n", e->algorithm, la, lb);
         DT_CHECK(!strcmp(la, lb) && strlen(la) > 20);
         dt__search_free(b);
         dt__search_free(s);
@@ -664,9 +667,9 @@ static void test_restart(void) {
 
 /* The Katib fixtures each make a search that suggests values their template takes. */
 static void test_fixtures(void) {
-    static const char *const files[] = {"random-tfjob.yaml", "grid-pytorchjob.yaml",
+    static const char *const files[] = {"random-tfjob.yaml",   "grid-pytorchjob.yaml",
                                         "bayesian-tfjob.yaml", "hyperband-pytorchjob.yaml",
-                                        "asha-trainjob.yaml", "sweep.yaml"};
+                                        "asha-trainjob.yaml",  "sweep.yaml"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         char path[512];
         snprintf(path, sizeof path, DT_SOURCE_DIR "/tests/tune/%s", files[f]);
@@ -694,7 +697,7 @@ static void test_fixtures(void) {
     }
 }
 
-DT_TEST_MAIN(DT_T(test_grid_product), DT_T(test_grid_points), DT_T(test_random_bounds), DT_T(test_finite_space), DT_T(test_models_beat_random),
-             DT_T(test_models_log), DT_T(test_hyperband), DT_T(test_asha),
-             DT_T(test_asha_resource_param), DT_T(test_medianstop), DT_T(test_restart),
-             DT_T(test_fixtures))
+DT_TEST_MAIN(DT_T(test_grid_product), DT_T(test_grid_points), DT_T(test_random_bounds),
+             DT_T(test_finite_space), DT_T(test_models_beat_random), DT_T(test_models_log),
+             DT_T(test_hyperband), DT_T(test_asha), DT_T(test_asha_resource_param),
+             DT_T(test_medianstop), DT_T(test_restart), DT_T(test_fixtures))

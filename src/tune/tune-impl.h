@@ -65,7 +65,7 @@ typedef struct dt__tune_param {
     int log;               /* distribution logUniform (int/double; min > 0) */
     int nlist;             /* discrete/categorical: the values as text (owned) */
     char **list;
-    int line;              /* where the parameter is declared */
+    int line; /* where the parameter is declared */
 } dt__tune_param;
 
 typedef struct dt__trial_param {
@@ -77,10 +77,10 @@ typedef struct dt__trial_param {
 } dt__trial_param;
 
 typedef struct dt__experiment {
-    char path[4096]; /* the experiment file */
-    char name[64];   /* metadata.name (a DNS label); trials are <name>-<NNN> */
+    char path[4096];         /* the experiment file */
+    char name[64];           /* metadata.name (a DNS label); trials are <name>-<NNN> */
     char namespace_name[64]; /* metadata.namespace, default "default" */
-    int sweep;       /* 1: the plain form (kind Sweep); 0: a Katib Experiment */
+    int sweep;               /* 1: the plain form (kind Sweep); 0: a Katib Experiment */
 
     dt__obj_type obj;
     int has_goal;
@@ -89,7 +89,7 @@ typedef struct dt__experiment {
     /* objective.metricStrategies for the objective metric: "max", "min" or "latest": which of
      * a trial's reported values is its result (default: max when maximizing, else min) */
     char metric_strategy[16];
-    int nextra;       /* additionalMetricNames */
+    int nextra; /* additionalMetricNames */
     char extra[DT__TUNE_MAX_EXTRA][128];
 
     char algorithm[32]; /* random grid bayesianoptimization tpe hyperband asha */
@@ -103,9 +103,9 @@ typedef struct dt__experiment {
     int min_trials_required; /* medianstop: default 3 */
     int start_step;          /* medianstop: default 4 */
 
-    int parallel;   /* parallelTrialCount (default 3 as Katib; Sweep `parallel`, default 1) */
-    int max_trials; /* maxTrialCount; 0 = the algorithm's own end (grid, hyperband) */
-    int max_failed; /* maxFailedTrialCount; -1 = not given */
+    int parallel;      /* parallelTrialCount (default 3 as Katib; Sweep `parallel`, default 1) */
+    int max_trials;    /* maxTrialCount; 0 = the algorithm's own end (grid, hyperband) */
+    int max_failed;    /* maxFailedTrialCount; -1 = not given */
     int parallel_line; /* where parallelTrialCount is (for messages) */
 
     int nparams;
@@ -118,17 +118,17 @@ typedef struct dt__experiment {
     /* The trial template: YAML text whose line N is line N of template_path (lines outside
      * the template are blank), NUL-terminated, owned. */
     char *template_text;
-    char template_path[4096]; /* the experiment file, or a Sweep's template file */
-    char template_kind[32];   /* TFJob, PyTorchJob or TrainJob */
-    char template_api[64];    /* its apiVersion */
+    char template_path[4096];   /* the experiment file, or a Sweep's template file */
+    char template_kind[32];     /* TFJob, PyTorchJob or TrainJob */
+    char template_api[64];      /* its apiVersion */
     char primary_container[64]; /* trialTemplate.primaryContainerName ("" when not given) */
     int retain;                 /* trialTemplate.retain */
 
     /* metricsCollectorSpec */
-    char collector[32];         /* StdOut (default), TensorFlowEvent, File */
-    char collector_path[4096];  /* source.fileSystemPath.path ("" when not given) */
-    char collector_format[16];  /* source.fileSystemPath.format: TEXT (default) or JSON */
-    int nfilters;               /* source.filter.metricsFormat: regular expressions */
+    char collector[32];        /* StdOut (default), TensorFlowEvent, File */
+    char collector_path[4096]; /* source.fileSystemPath.path ("" when not given) */
+    char collector_format[16]; /* source.fileSystemPath.format: TEXT (default) or JSON */
+    int nfilters;              /* source.filter.metricsFormat: regular expressions */
     char filters[DT__TUNE_MAX_FILTERS][256];
 } dt__experiment;
 
@@ -141,8 +141,8 @@ void dt__experiment_free(dt__experiment *e);
  * metadata.name set to trial_name (a DNS label; the template's own metadata.name, if any,
  * is replaced). The lines keep the template's numbering. Caller frees *out_yaml. Errors:
  * DT_ERR_ARG naming the parameter whose value cannot be placed (a newline in it). */
-dt_err dt__experiment_render(const dt__experiment *e, const char *trial_name,
-                             char *const *values, char **out_yaml);
+dt_err dt__experiment_render(const dt__experiment *e, const char *trial_name, char *const *values,
+                             char **out_yaml);
 
 /* The index of the parameter called name, -1 when none. */
 int dt__experiment_param(const dt__experiment *e, const char *name);
