@@ -283,6 +283,49 @@ static void test_katib_metadata_kept(void) {
     dt__experiment_free(e);
 }
 
+/* Templates in other shapes: a flow-style trialSpec (with its own name: replaced in place;
+ * without: refused, there is no line to add one to), a name in a flow mapping, non-ASCII
+ * text before and inside the template (columns are characters). */
+static void test_template_shapes(void) {
+    const char *flow = edit(BASE, "    trialSpec:\n      apiVersion: kubeflow.org/v1\n",
+                            "    trialSpec: {metadata: {name: x}, apiVersion: kubeflow.org/v1,\n"
+                            "      kind: TFJob, spec: {tfReplicaSpecs: {Worker: {template: {spec: "
+                            "{containers: [{name: tensorflow, command: [a]}]}}}}}}\n"
+                            "    retain: false\n    old:\n");
+    flow = edit(flow, "    old:\n      kind: TFJob\n", "    old:\n");
+    char cut[8192];
+    snprintf(cut, sizeof cut, "%.*s", (int)(strstr(flow, "    old:\n") - flow), flow);
+    dt__experiment *e = load_text("flow.yaml", cut, NULL);
+    DT_CHECK(e);
+    char *values[] = {"0.05", "2", "adam"}, *yaml = NULL;
+    dt_job_spec *job = e ? render_job(e, "base-003", values, &yaml) : NULL;
+    DT_CHECK(job && !strcmp(job->name, "base-003"));
+    dt_job_spec_free(job);
+    free(yaml);
+    dt__experiment_free(e);
+    char *noname = strdup(cut);
+    DT_CHECK(noname);
+    memcpy(strstr(noname, "metadata: {name: x}, "), "                     ", 21);
+    CHECK_FAILS(noname, "trialSpec:",
+                "spec.trialTemplate.trialSpec: the trial's job must be a block mapping");
+    free(noname);
+    /* a name in a flow mapping, non-ASCII around */
+    const char *t = edit(BASE, "    trialSpec:\n      apiVersion: kubeflow.org/v1\n",
+                         "    # réglages: ça va\n    trialSpec:  # l'essai\n      metadata: {name: "
+                         "\"x\", labels: {équipe: \"été\"}}\n      apiVersion: kubeflow.org/v1\n");
+    t = edit(t, "args: [\"--opt=", "args: [\"--nœud=\", \"--opt=");
+    e = load_text("utf8.yaml", t, NULL);
+    DT_CHECK(e);
+    job = e ? render_job(e, "base-004", values, &yaml) : NULL;
+    DT_CHECK(job && !strcmp(job->name, "base-004"));
+    DT_CHECK(job && argv_has(&job->replicas[DT_REPLICA_TYPE_WORKER], "--nœud="));
+    if (job) DT_CHECK(line_of(yaml, "--nœud") == line_of(t, "--nœud"));
+    if (job) DT_CHECK(strstr(yaml, "équipe: \"été\""));
+    dt_job_spec_free(job);
+    free(yaml);
+    dt__experiment_free(e);
+}
+
 static void test_err_schema(void) {
     CHECK_EDIT_FAILS("algorithmName: random", "algorithmName: annealing", "annealing",
                      "spec.algorithm.algorithmName: unknown algorithm 'annealing'");
@@ -550,6 +593,6 @@ static void test_truncations(void) {
 
 DT_TEST_MAIN(DT_T(test_katib_random_tfjob), DT_T(test_katib_grid_pytorchjob),
              DT_T(test_katib_bayesian_hyperband), DT_T(test_asha_trainjob), DT_T(test_sweep),
-             DT_T(test_sweep_inline), DT_T(test_katib_metadata_kept), DT_T(test_err_schema),
-             DT_T(test_err_algorithms), DT_T(test_err_parameters), DT_T(test_err_template),
-             DT_T(test_err_sweep), DT_T(test_truncations))
+             DT_T(test_sweep_inline), DT_T(test_katib_metadata_kept), DT_T(test_template_shapes),
+             DT_T(test_err_schema), DT_T(test_err_algorithms), DT_T(test_err_parameters),
+             DT_T(test_err_template), DT_T(test_err_sweep), DT_T(test_truncations))
