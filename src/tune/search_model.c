@@ -305,6 +305,9 @@ static void backward(const double *L, int n, double *b) {
 }
 
 #define NOISE 1e-4
+/* The most results, and points in all, the GP is fitted to. */
+#define BO_MAX_RESULTS 200
+#define BO_MAX_POINTS 256
 
 /* Fit: K + noise I = L L^T, alpha = K^-1 y. Returns the log marginal likelihood, or -inf. */
 static double gp_fit(const double *F, const double *y, int n, int d, double ls, double *L,
@@ -341,12 +344,28 @@ dt_err dt__bo_suggest(const dt__search *s, dt_rng *r, double *x) {
         random_point(s, r, x);
         return DT_OK;
     }
-    /* the modelled points: results, then running trials at the worst result (liars) */
+    /* the modelled points: results (the best BO_MAX_RESULTS of them: the fit is cubic in
+     * their number), then running trials at the worst result (liars) */
+    if (nres > BO_MAX_RESULTS) {
+        ranked_score *rk = malloc((size_t)nres * sizeof *rk);
+        if (!rk) {
+            free(idx);
+            free(sc);
+            return dt_err_set(DT_ERR_NOMEM, "out of memory");
+        }
+        for (int i = 0; i < nres; i++)
+            rk[i] = (ranked_score){.trial = idx[i], .score = sc[i]};
+        qsort(rk, (size_t)nres, sizeof *rk, cmp_score);
+        nres = BO_MAX_RESULTS;
+        for (int i = 0; i < nres; i++)
+            idx[i] = rk[i].trial, sc[i] = rk[i].score;
+        free(rk);
+    }
     int n = nres;
     double worst = sc[0];
     for (int i = 1; i < nres; i++)
         if (sc[i] < worst) worst = sc[i];
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < N && n < BO_MAX_POINTS; i++)
         if (s->t[i].state == DT__TRIAL_RUNNING && !s->t[i].has_final)
             idx[n] = i, sc[n] = worst, n++;
     double *F = malloc((size_t)n * d * sizeof *F), *y = malloc((size_t)n * sizeof *y);

@@ -327,6 +327,33 @@ static void test_models_log(void) {
     }
 }
 
+/* Bayesian optimization past the most points its GP takes (200 results): it models the best
+ * ones and goes on suggesting points better than the median result. */
+static void test_bo_many(void) {
+    dt__experiment *e =
+        make("bomany.yaml",
+             "    algorithmName: bayesianoptimization\n    algorithmSettings:\n      - {name: "
+             "n_initial_points, value: \"205\"}\n      - {name: n_candidates, value: \"50\"}\n",
+             "  maxTrialCount: 215\n", XY_PARAMS, "");
+    DT_CHECK(e);
+    dt__search *s = NULL;
+    DT_CHECK_OK(dt__search_new(&s, e, 8));
+    int good = 0;
+    for (int k = 0; k < 215; k++) {
+        char **v = NULL;
+        int res, done, trial;
+        DT_CHECK_OK(dt__search_next(s, &v, &res, &done, &trial));
+        double f = quad(v);
+        if (k >= 205 && f > -0.02) good++;
+        dt__search_observe(s, trial, 0, f, 1);
+        dt__search_end(s, trial, DT__TRIAL_SUCCEEDED);
+        dt__values_free(v, e->nparams);
+    }
+    DT_CHECK(good >= 8); /* random: about 6% of points are above -0.02 */
+    dt__search_free(s);
+    dt__experiment_free(e);
+}
+
 static dt_err next(dt__search *s, char ***v, int *res, int *done, int *trial) {
     return dt__search_next(s, v, res, done, trial);
 }
@@ -699,5 +726,6 @@ static void test_fixtures(void) {
 
 DT_TEST_MAIN(DT_T(test_grid_product), DT_T(test_grid_points), DT_T(test_random_bounds),
              DT_T(test_finite_space), DT_T(test_models_beat_random), DT_T(test_models_log),
-             DT_T(test_hyperband), DT_T(test_asha), DT_T(test_asha_resource_param),
-             DT_T(test_medianstop), DT_T(test_restart), DT_T(test_fixtures))
+             DT_T(test_bo_many), DT_T(test_hyperband), DT_T(test_asha),
+             DT_T(test_asha_resource_param), DT_T(test_medianstop), DT_T(test_restart),
+             DT_T(test_fixtures))
