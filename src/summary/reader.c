@@ -439,7 +439,7 @@ dt_err dt_summary_read_run(const char *dir, dt_summary_run **out) {
     closedir(d);
     dt_summary_run *r = calloc(1, sizeof *r);
     if (!e && !r) e = dt_err_set(DT_ERR_NOMEM, "out of memory");
-    if (!e) qsort(names, n, sizeof *names, cmp_names);
+    if (!e && n) qsort(names, n, sizeof *names, cmp_names);
     for (size_t i = 0; !e && i < n; i++) {
         char path[8192];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);

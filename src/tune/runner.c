@@ -76,7 +76,10 @@ typedef struct trial {
     int has_final;
     double final;
     json_t *extra;      /* additional metrics: {name: final value} */
-    int stop_sent, suspend_sent, resume_pending;
+    int stopping;       /* medianstop stopped it: its job's end is EarlyStopped */
+    char want[12];      /* a request decided and not yet taken by the server: "stop",
+                           "suspend" or "resume" (sent again each turn until it is) */
+    int noted;          /* its job was suspended by someone else: said once */
     double started, ended; /* unix seconds */
 } trial;
 
@@ -248,6 +251,8 @@ static json_t *trial_json(const runner *r, const trial *t) {
                           t->job_dir, "observations", ob, "resource", t->resource);
     json_object_set_new(j, "jobState", json_string(t->job_state));
     json_object_set_new(j, "target", json_integer(t->target));
+    json_object_set_new(j, "pending", json_string(t->want));
+    json_object_set_new(j, "stopping", json_boolean(t->stopping));
     double v;
     json_object_set_new(j, "objective", objective(t, &v) ? json_real(v) : json_null());
     if (t->has_final) json_object_set_new(j, "final", json_real(t->final));
@@ -388,6 +393,8 @@ static int load_state(runner *r, dt_err *err) {
         snprintf(t->job_dir, sizeof t->job_dir, "%s", jstr(tj, "jobDir"));
         t->resource = (int)json_integer_value(json_object_get(tj, "resource"));
         t->target = (int)json_integer_value(json_object_get(tj, "target"));
+        snprintf(t->want, sizeof t->want, "%s", jstr(tj, "pending"));
+        t->stopping = json_is_true(json_object_get(tj, "stopping"));
         t->values = calloc((size_t)r->e->nparams, sizeof *t->values);
         json_t *params = json_object_get(tj, "parameters");
         for (int p = 0; t->values && p < r->e->nparams; p++) {
@@ -623,16 +630,16 @@ static dt_err submit(runner *r, trial *t) {
     e = http_json(r, "POST", "/v1/jobs", body, &status, &resp);
     json_decref(body);
     if (e) return e;
-    if (status == 201 || status == 409) { /* 409: submitted before a crash; adopted */
+    if (status == 201) {
         snprintf(t->state, sizeof t->state, "Running");
-        snprintf(t->job_state, sizeof t->job_state, "%s",
-                 status == 201 ? jstr(resp, "state") : "");
+        snprintf(t->job_state, sizeof t->job_state, "%s", jstr(resp, "state"));
         if (!t->started) t->started = now_s();
     } else {
         snprintf(t->state, sizeof t->state, "Failed");
         snprintf(t->reason, sizeof t->reason, "SubmitFailed");
-        snprintf(t->message, sizeof t->message, "HTTP %ld: %s", status,
-                 resp ? jstr(resp, "error") : "no answer");
+        snprintf(t->message, sizeof t->message, "HTTP %ld: %s%s", status,
+                 resp ? jstr(resp, "error") : "no answer",
+                 status == 409 ? " (a job of that name is on the server already)" : "");
         t->started = t->ended = now_s();
     }
     json_decref(resp);
@@ -642,10 +649,39 @@ static dt_err submit(runner *r, trial *t) {
 static dt_err job_action(runner *r, trial *t, const char *action, long *status) {
     char route[256];
     snprintf(route, sizeof route, "/v1/jobs/%s/%s", t->name, action);
-    json_t *resp = NULL;
-    dt_err e = http_json(r, "POST", route, json_object(), status, &resp);
+    json_t *resp = NULL, *body = json_object();
+    dt_err e = http_json(r, "POST", route, body, status, &resp);
+    json_decref(body);
     json_decref(resp);
     return e;
+}
+
+static int job_finished(const char *js) {
+    return !strcmp(js, "Succeeded") || !strcmp(js, "Failed") || !strcmp(js, "Stopped");
+}
+
+/* Send the requests the search decided that the server has not taken yet. A 409 means the
+ * job is already where the request would take it (or past it), judged by its last state. */
+static void send_wants(runner *r) {
+    for (int i = 0; i < r->ntrials; i++) {
+        trial *t = &r->trials[i];
+        if (!t->want[0]) continue;
+        long st = 0;
+        if (job_action(r, t, t->want, &st)) { /* the server unreachable: next turn */
+            dt_err_clear();
+            continue;
+        }
+        const char *js = t->job_state;
+        int done = st / 100 == 2 || st == 404 || job_finished(js) ||
+                   (st == 409 && !strcmp(t->want, "suspend") &&
+                    (!strcmp(js, "Suspending") || !strcmp(js, "Suspended"))) ||
+                   (st == 409 && !strcmp(t->want, "resume") &&
+                    (!strcmp(js, "Queued") || !strcmp(js, "Running")));
+        if (done) {
+            t->want[0] = 0;
+            r->dirty = 1;
+        }
+    }
 }
 
 static void print_end(const runner *r, const trial *t) {
@@ -686,33 +722,27 @@ static dt_err look(runner *r, trial *t, int finished) {
         add_obs(t, m.obs[i].resource, m.obs[i].step, m.obs[i].value);
         r->dirty = 1;
         dt__search_observe(r->s, t->index, m.obs[i].resource, m.obs[i].value, 0);
-        if (finished || t->stop_sent || t->suspend_sent) continue;
+        if (finished || t->stopping || strcmp(t->state, "Running") != 0) continue;
         if (r->e->early[0] &&
             dt__search_early_stop(r->s, t->index, m.obs[i].resource, m.obs[i].value)) {
-            long st;
-            if (!job_action(r, t, "stop", &st) && st / 100 == 2) {
-                t->stop_sent = 1;
-                snprintf(t->message, sizeof t->message,
-                         "stopped early at epoch %d: %s %.6g below the median",
-                         m.obs[i].resource, r->e->metric, m.obs[i].value);
-            }
-            dt_err_clear();
+            t->stopping = 1;
+            snprintf(t->want, sizeof t->want, "stop");
+            snprintf(t->message, sizeof t->message,
+                     "stopped early at epoch %d: %s %.6g below the median", m.obs[i].resource,
+                     r->e->metric, m.obs[i].value);
+            continue;
         }
-        if (t->target > 0 && m.obs[i].resource >= t->target && !t->stop_sent) {
-            double v;
+        if (t->target > 0 && m.obs[i].resource >= t->target) {
+            double v = 0;
             dt__metric_at(&m, t->target, &v);
             int next = dt__search_promote(r->s, t->index, t->target);
-            if (next == 0) { /* paused at this rung */
-                long st;
-                if (!job_action(r, t, "suspend", &st) && st / 100 == 2) {
-                    t->suspend_sent = 1;
-                    snprintf(t->state, sizeof t->state, "Paused");
-                    snprintf(t->message, sizeof t->message, "paused at epoch %d (%s %.6g)",
-                             t->target, r->e->metric, v);
-                    say("trial %s paused at epoch %d: %s=%.6g", t->name, t->target,
-                        r->e->metric, v);
-                }
-                dt_err_clear();
+            if (next == 0) { /* paused at this rung: its job is suspended (its checkpoint) */
+                snprintf(t->want, sizeof t->want, "suspend");
+                snprintf(t->state, sizeof t->state, "Paused");
+                snprintf(t->message, sizeof t->message, "paused at epoch %d (%s %.6g)",
+                         t->target, r->e->metric, v);
+                say("trial %s paused at epoch %d: %s=%.6g", t->name, t->target, r->e->metric,
+                    v);
             } else {
                 t->target = next > t->target && next != INT32_MAX ? next : 0;
             }
@@ -779,6 +809,10 @@ static dt_err poll_jobs(runner *r) {
         if (!strcmp(t->state, "Paused")) {
             /* a paused trial whose job finished before the suspend landed */
             if (!done) continue;
+        } else if (!t->want[0] && !strcmp(js, "Suspended") && !t->noted) {
+            t->noted = 1;
+            say("trial %s: its job was suspended outside the sweep; the trial waits for its "
+                "resume (POST /v1/jobs/%s/resume)", t->name, t->name);
         }
         if ((e = look(r, t, done))) break;
         if (!done) continue;
@@ -791,12 +825,34 @@ static dt_err poll_jobs(runner *r) {
                          r->e->collector[0] ? r->e->collector : "StdOut");
                 finish(r, t, "Failed", "MetricsUnavailable", msg);
             }
-        } else if (!strcmp(js, "Stopped") && t->stop_sent) {
+        } else if (!strcmp(js, "Stopped") && t->stopping) {
             finish(r, t, "EarlyStopped", "EarlyStopped", NULL);
         } else {
             finish(r, t, "Failed", !strcmp(js, "Stopped") ? "Killed" : "Failed", msg);
         }
     }
+    json_decref(j);
+    return e;
+}
+
+/* A new experiment: the server must hold no job of an experiment of the same name (its
+ * trials' names would be taken, and a trial must never be mistaken for another's). */
+static dt_err check_fresh(runner *r) {
+    char route[512];
+    snprintf(route, sizeof route, "/v1/jobs?labelSelector=dtrain.io%%2Fexperiment%%3D%s",
+             r->e->name);
+    long status;
+    json_t *j = NULL;
+    dt_err e = http_json(r, "GET", route, NULL, &status, &j);
+    if (e) return e;
+    json_t *jobs = json_object_get(j, "jobs");
+    if (status == 200 && json_array_size(jobs) > 0)
+        e = dt_err_set(DT_ERR_STATE,
+                       "the server %s already has %zu jobs of an experiment named '%s' (such as "
+                       "%s) that %s does not record: continue that experiment with its own "
+                       "--dir, delete its jobs (DELETE /v1/jobs/NAME), or rename this one",
+                       r->url, json_array_size(jobs), r->e->name,
+                       jstr(json_array_get(jobs, 0), "name"), r->state_path);
     json_decref(j);
     return e;
 }
@@ -862,8 +918,7 @@ static dt_err fill(runner *r, int *done) {
             dt__values_free(values, r->e->nparams);
             t->resource = resource;
             t->target = resource;
-            t->suspend_sent = 0;
-            t->resume_pending = 1;
+            snprintf(t->want, sizeof t->want, "resume");
             snprintf(t->state, sizeof t->state, "Running");
             snprintf(t->message, sizeof t->message, "promoted to epoch %d", resource);
             say("trial %s promoted: resumed to reach epoch %d", t->name, resource);
@@ -892,17 +947,6 @@ static dt_err fill(runner *r, int *done) {
         r->dirty = 1;
     }
     return DT_OK;
-}
-
-static void resume_pending(runner *r) {
-    for (int i = 0; i < r->ntrials; i++) {
-        trial *t = &r->trials[i];
-        if (!t->resume_pending) continue;
-        long st = 0;
-        /* a job still Suspending answers 409: tried again next turn */
-        if (!job_action(r, t, "resume", &st) && st / 100 == 2) t->resume_pending = 0;
-        dt_err_clear();
-    }
 }
 
 /* Copy a directory's files (one level of subdirectories and more) from src into dst. */
@@ -1122,15 +1166,18 @@ int dt__tune_run(const dt__tune_opts *o) {
             r.state_path, r.ntrials,
             count_state(&r, "Succeeded") + count_state(&r, "Failed") +
                 count_state(&r, "EarlyStopped"));
-    else
+    else if (r.e->max_trials > 0)
         say("experiment %s: %s search, %d parallel, up to %d trials; dir %s", r.e->name,
             r.e->algorithm, r.e->parallel, r.e->max_trials, r.dir);
+    else
+        say("experiment %s: %s search, %d parallel, to the end of its space; dir %s",
+            r.e->name, r.e->algorithm, r.e->parallel, r.dir);
+    if (!restarted && (e = check_fresh(&r))) goto out;
     if ((e = adopt(&r)) || (e = save(&r))) goto out;
 
     double poll = o->poll_seconds > 0 ? o->poll_seconds : 0.25;
     int done = 0;
     while (!interrupted) {
-        resume_pending(&r);
         if ((e = poll_jobs(&r))) {
             /* a server that went away: the sweep's own is started again (its journal has
              * the jobs), a given one is waited for */
@@ -1145,8 +1192,10 @@ int dt__tune_run(const dt__tune_opts *o) {
             usleep((useconds_t)(poll * 2e6));
             continue;
         }
+        send_wants(&r);
         if (check_end(&r, 0)) break;
         if ((e = fill(&r, &done))) goto out;
+        send_wants(&r); /* a promoted trial's resume */
         if (r.dirty && (e = save(&r))) goto out;
         if (check_end(&r, done)) break;
         usleep((useconds_t)(poll * 1e6));
