@@ -1,5 +1,10 @@
 // app.js - the job dashboard: reads the job master's API (docs/API.md) and redraws.
 //
+// Served by a job server (dtrain server, docs/SERVER.md: its healthz says "server"), the page
+// lists the server's jobs with their state, queue position and reason, and the capacity
+// used and free; ?job=NAME shows that job's page through the server, which passes the job
+// API to the job's master.
+//
 // The token: `dtrain run` prints http://HOST:PORT/#token=TOKEN. The fragment never goes to a
 // server; the page keeps it in sessionStorage (this tab only) and takes it out of the
 // address bar, then sends it as a Bearer token to its own origin only.
@@ -7,14 +12,14 @@
 
 const state = {
   token: null, job: null, status: null, logReplica: null, logOffset: 0,
-  eventsOffset: 0, charts: {}, polls: 0,
+  eventsOffset: 0, charts: {}, polls: 0, server: null, jobs: null,
 };
 window.dtrain = state; // for tests and curious users
 
 function takeToken() {
-  const m = /(?:^|[#&])token=([0-9a-fA-F]+)/.exec(location.hash);
+  const m = /(?:^|[#&])token=([^&]+)/.exec(location.hash);
   if (m) {
-    sessionStorage.setItem("dtrain-token", m[1]);
+    sessionStorage.setItem("dtrain-token", decodeURIComponent(m[1]));
     history.replaceState(null, "", location.pathname + location.search);
   }
   state.token = sessionStorage.getItem("dtrain-token");
@@ -31,7 +36,9 @@ async function api(path, asText) {
     headers: state.token ? { Authorization: "Bearer " + state.token } : {},
     cache: "no-store",
   });
-  if (r.status === 401) throw new Error("the job's token is missing or wrong: open the URL `dtrain run` printed (it ends in #token=...)");
+  if (r.status === 401) throw new Error(state.server ?
+    "the server's token is missing or wrong: open the page with #token=TOKEN (the token of the server's server.json)" :
+    "the job's token is missing or wrong: open the URL `dtrain run` printed (it ends in #token=...)");
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
   return asText ? r : r.json();
 }
@@ -213,20 +220,63 @@ async function pollEvents() {
   if (stick) ol.scrollTop = ol.scrollHeight;
 }
 
+function gib(b) {
+  return b >= 1 << 30 ? (b / (1 << 30)).toFixed(1) + " GiB" : Math.round(b / (1 << 20)) + " MiB";
+}
+
+function renderServer(sv, jobs) {
+  const cap = sv.capacity, used = sv.used;
+  document.getElementById("job").textContent = "dtrain server";
+  document.title = "dtrain server - " + sv.running.length + " running, " + sv.queue.length + " queued";
+  const ph = document.getElementById("phase");
+  ph.textContent = sv.running.length + " running, " + sv.queue.length + " queued";
+  ph.className = "phase";
+  const pct = cap.cpus ? Math.min(100, 100 * used.cpus / cap.cpus).toFixed(0) : "0";
+  document.getElementById("capacity").replaceChildren(
+    el("p", { id: "capacity-text" }, "cpus: " + used.cpus + " used of " + cap.cpus + ", " +
+      Math.max(0, cap.cpus - used.cpus) + " free; memory: " + gib(used.memoryBytes) + " used of " +
+      gib(cap.memoryBytes) + ", " + gib(Math.max(0, cap.memoryBytes - used.memoryBytes)) + " free"),
+    el("div", { class: "bar" }, el("div", { style: "width:" + pct + "%" })));
+  const tb = document.querySelector("#jobs tbody");
+  tb.replaceChildren(...jobs.map((j) => {
+    const link = el("a", { href: "?job=" + encodeURIComponent(j.name) }, j.name);
+    return el("tr", { "data-job": j.name, "data-state": j.state },
+      el("td", {}, link), el("td", {}, j.kind), el("td", { class: "state-" + j.state }, j.state),
+      el("td", { class: "num" }, j.position || ""), el("td", { class: "num" }, j.priority),
+      el("td", { class: "num" }, j.demand.cpus), el("td", { class: "num" }, gib(j.demand.memoryBytes)),
+      el("td", {}, ago(j.submitTime)), el("td", {}, j.message || j.reason || ""));
+  }));
+}
+
+async function pollServer() {
+  try {
+    const sv = await api("/v1/server");
+    const jobs = (await api("/v1/jobs")).jobs;
+    state.jobs = jobs;
+    renderServer(sv, jobs);
+    showError("");
+  } catch (e) {
+    showError(String(e.message || e));
+  }
+  setTimeout(pollServer, 1000);
+}
+
 async function poll() {
   try {
     const st = await api("/v1/jobs/" + encodeURIComponent(state.job));
     state.status = st;
     renderHeader(st); renderConditions(st); renderReplicas(st); renderData(st); renderCluster(st);
-    await pollLog();
-    if (state.polls % 2 === 0) { await pollSeries(); await pollEvents(); }
+    // through a server, a job that does not run yet has no master to ask
+    const waiting = st.server && ["Queued", "Suspended", "Starting"].includes(st.phase);
+    if (!waiting) await pollLog();
+    if (!waiting && state.polls % 2 === 0) { await pollSeries(); await pollEvents(); }
     state.polls++;
     showError("");
   } catch (e) {
     showError(String(e.message || e));
   }
   // a finished job changes no more: slow down
-  const done = state.status && (state.status.phase === "Succeeded" || state.status.phase === "Failed");
+  const done = state.status && ["Succeeded", "Failed", "Stopped"].includes(state.status.phase);
   setTimeout(poll, done ? 5000 : 1000);
 }
 
@@ -235,9 +285,18 @@ async function start() {
   document.getElementById("log-replica").addEventListener("change", (ev) => pickLog(ev.target.value));
   try {
     const h = await api("/v1/healthz");
-    state.job = h.job;
+    state.server = !!h.server;
+    state.job = state.server ? new URLSearchParams(location.search).get("job") : h.job;
   } catch (e) {
     showError("the job's master does not answer: " + (e.message || e));
+    return;
+  }
+  if (state.server && state.job)
+    document.querySelector("header h1").after(el("a", { href: location.pathname, id: "all-jobs" }, "all jobs of the server"));
+  if (state.server && !state.job) {
+    document.getElementById("server").hidden = false;
+    for (const s of document.querySelectorAll("section.job")) s.hidden = true;
+    pollServer();
     return;
   }
   poll();

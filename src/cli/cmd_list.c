@@ -14,6 +14,7 @@
 
 static const char usage[] =
     "Usage: dtrain list [--json] [--backend kubernetes] [--namespace NS] [--kubeconfig F]\n"
+    "       dtrain list --server URL [--token T] [--selector KEY=VALUE] [--json]\n"
     "\n"
     "List the jobs this user has run: name, phase, replicas active of all, age and job dir.\n"
     "Jobs are registered in $DTRAIN_HOME/jobs (default ~/.dtrain/jobs); a job whose\n"
@@ -23,6 +24,11 @@ static const char usage[] =
     "With --backend kubernetes (or --namespace, --kubeconfig, --context): the jobs in the\n"
     "cluster's namespace, each a master Job labelled dtrain.io/component=master; DIR is\n"
     "kubernetes:NAMESPACE.\n"
+    "\n"
+    "With --server URL (or $DTRAIN_SERVER): the jobs of that job server (docs/SERVER.md):\n"
+    "name, state, queue position, priority, CPUs asked, age and why a job waits; --json\n"
+    "prints the server's {\"jobs\": [...]} as it is. --selector KEY=VALUE: only jobs with\n"
+    "that label.\n"
     "\n"
     "Options:\n"
     "  --json       print {\"jobs\": [{\"name\", \"phase\", \"jobDir\", \"active\", \"replicas\"}]}\n"
@@ -108,18 +114,77 @@ static dt_err list_kube(const dt__cli_kube *ko, list_ctx *ctx) {
     return e;
 }
 
+/* The jobs of a job server. */
+static int list_server(const dt__cli_cmd *cmd, const dt__cli_kube *ko, const char *url,
+                       const char *selector, int as_json) {
+    char tok[128], path[600];
+    dt__cli_server_token(ko, url, NULL, tok, sizeof tok);
+    snprintf(path, sizeof path, "/v1/jobs");
+    if (selector) {
+        size_t n = strlen(path);
+        n += (size_t)snprintf(path + n, sizeof path - n, "?labelSelector=");
+        for (const char *p = selector; *p && n + 4 < sizeof path; p++) {
+            unsigned char c = (unsigned char)*p;
+            if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_' || c == '.')
+                path[n++] = (char)c;
+            else
+                n += (size_t)snprintf(path + n, sizeof path - n, "%%%02X", c);
+        }
+        path[n] = 0;
+    }
+    long status = 0;
+    json_t *j = NULL;
+    if (dt__cli_server_call(cmd, url, tok, "GET", path, NULL, &status, &j)) return DT_EXIT_FAILED;
+    if (status != 200 || !json_is_array(json_object_get(j, "jobs"))) {
+        const char *why = json_string_value(json_object_get(j, "error"));
+        fprintf(stderr, "dtrain list: the server at %s: %s (HTTP %ld)\n", url,
+                why ? why : "unexpected answer", status);
+        json_decref(j);
+        return DT_EXIT_FAILED;
+    }
+    if (as_json) {
+        char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (text) puts(text);
+        free(text);
+        json_decref(j);
+        return DT_EXIT_OK;
+    }
+    printf("%-24s %-10s %4s %5s %6s %8s  %s\n", "NAME", "STATE", "POS", "PRIO", "CPUS", "AGE",
+           "REASON");
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(j, "jobs"), i, o) {
+        char pos[24] = "-";
+        json_int_t p = json_integer_value(json_object_get(o, "position"));
+        if (p > 0) snprintf(pos, sizeof pos, "%lld", (long long)p);
+        const char *msg = json_string_value(json_object_get(o, "message"));
+        printf("%-24s %-10s %4s %5lld %6g %7.0fs  %s\n", json_string_value(json_object_get(o, "name")),
+               json_string_value(json_object_get(o, "state")), pos,
+               (long long)json_integer_value(json_object_get(o, "priority")),
+               json_number_value(json_object_get(json_object_get(o, "demand"), "cpus")),
+               dt__cli_age(json_string_value(json_object_get(o, "submitTime"))), msg ? msg : "");
+    }
+    json_decref(j);
+    return DT_EXIT_OK;
+}
+
 static int run(int argc, char **argv) {
     const dt__cli_cmd *cmd = &dt__cmd_list;
     int as_json = 0;
     dt__cli_kube ko = {0};
+    const char *selector = NULL;
     for (int i = 1; i < argc; i++) {
         if (!argv[i]) continue;
         int k = dt__cli_kube_opt(cmd, argc, argv, &i, &ko);
         if (k < 0) return DT_EXIT_USAGE;
         if (k) continue;
         if (!strcmp(argv[i], "--json")) as_json = 1;
+        else if (!strcmp(argv[i], "--selector") && i + 1 < argc) selector = argv[++i];
         else return dt__cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
     }
+    const char *url = dt__cli_server_url(&ko);
+    if (url && *url) return list_server(cmd, &ko, url, selector, as_json);
     list_ctx ctx = {.jobs = json_array()};
     if (ko.on ? list_kube(&ko, &ctx) : dt__registry_list(one, &ctx)) {
         fprintf(stderr, "dtrain list: %s\n", dt_errmsg());

@@ -25,6 +25,8 @@ static const char usage[] =
     "\n"
     "Options:\n"
     "  -f, --follow   keep printing new output until the replica ends\n"
+    "  --server URL   through a job server (docs/SERVER.md; default $DTRAIN_SERVER);\n"
+    "                 --token T its token (else $DTRAIN_SERVER_TOKEN or its server.json)\n"
     "  -h, --help     show this help\n";
 
 /* Print the log file from offset; returns the new offset. */
@@ -113,12 +115,12 @@ static int run(int argc, char **argv) {
     if (npos != 2) return dt__cli_usage_error(cmd, "expected JOB and REPLICA");
     if (ko.on) return kube_logs(cmd, &ko, pos[0], pos[1], follow);
     dt__jobref ref;
-    if (dt__jobref_resolve(cmd, pos[0], &ref)) return DT_EXIT_FAILED;
+    if (dt__jobref_find(cmd, pos[0], &ko, &ref)) return DT_EXIT_FAILED;
     const char *replica = pos[1];
     char path[4300];
     snprintf(path, sizeof path, "%s/logs/%s.log", ref.dir, replica);
     long long offset = 0;
-    if (ref.live) {
+    if (ref.live || ref.server) { /* a server answers a finished job's logs itself */
         dt__http_client *c = NULL;
         if (dt__jobref_client(&ref, 10000, &c)) {
             fprintf(stderr, "dtrain logs: %s\n", dt_errmsg());

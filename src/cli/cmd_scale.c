@@ -16,7 +16,7 @@
 #include "net/http-impl.h"
 
 static const char usage[] =
-    "Usage: dtrain scale JOB|DIR --workers N\n"
+    "Usage: dtrain scale JOB|DIR --workers N [--server URL]\n"
     "\n"
     "Change the number of workers of a running job (a TFJob, or a TrainJob with strategy\n"
     "parameter_server) without restarting it. New workers (worker-K, ...) start with a\n"

@@ -23,6 +23,8 @@ static const char usage[] =
     "\n"
     "Options:\n"
     "  --json       print the status object (docs/API.md) instead of a table\n"
+    "  --server URL through a job server (docs/SERVER.md; default $DTRAIN_SERVER);\n"
+    "               --token T its token (else $DTRAIN_SERVER_TOKEN or its server.json)\n"
     "  -h, --help   show this help\n";
 
 static const char *str(json_t *o, const char *k) {
@@ -153,8 +155,12 @@ static int run(int argc, char **argv) {
         else arg = argv[i];
     }
     if (!arg) {
-        char *args[] = {"list", as_json ? "--json" : NULL, NULL};
-        return dt__cmd_list.run(as_json ? 2 : 1, args);
+        const char *url = dt__cli_server_url(&ko);
+        char *args[] = {"list", "--server", (char *)(url ? url : ""), "--token",
+                        (char *)(ko.server_token ? ko.server_token : ""),
+                        as_json ? "--json" : NULL, NULL};
+        if (!url) return dt__cmd_list.run(as_json ? 2 : 1, (char *[]){"list", as_json ? "--json" : NULL, NULL});
+        return dt__cmd_list.run(as_json ? 6 : 5, args);
     }
     dt__jobref ref;
     if (dt__jobref_find(cmd, arg, &ko, &ref)) return DT_EXIT_FAILED;

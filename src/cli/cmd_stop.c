@@ -26,6 +26,8 @@ static const char usage[] =
     "  --now       SIGKILL at once: nothing is saved (a continued job goes back to its last\n"
     "              checkpoint)\n"
     "  --no-wait   return once the master has the request\n"
+    "  --server URLthrough a job server (docs/SERVER.md; default $DTRAIN_SERVER);\n"
+    "              --token T its token (else $DTRAIN_SERVER_TOKEN or its server.json)\n"
     "\n"
     "Exit status: 0 stopped (or already finished), 1 the job could not be reached.\n";
 
@@ -72,7 +74,7 @@ static int run(int argc, char **argv) {
     if (wait) {
         for (int i = 0; i < 3000; i++) {
             dt__jobref cur;
-            if (dt__jobref_find(cmd, ref.kube.on ? ref.name : ref.dir, &ko, &cur) || !cur.live)
+            if (dt__jobref_find(cmd, ref.kube.on || ref.server ? ref.name : ref.dir, &ko, &cur) || !cur.live)
                 break;
             usleep(100 * 1000);
         }

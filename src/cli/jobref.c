@@ -5,6 +5,10 @@
  * master, when one runs, holds an exclusive flock on DIR/master.lock and has written its
  * URL and token to DIR/master.json (mode 0600); a job without a live master is read from
  * DIR/status.json, which the master kept current.
+ *
+ * Through a job server (--server URL or $DTRAIN_SERVER, docs/SERVER.md) a job is a name on
+ * that server: the server answers its status and passes the job API to its master, so the
+ * reference holds the server's URL and token.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,7 +71,106 @@ int dt__jobref_resolve(const dt__cli_cmd *cmd, const char *arg, dt__jobref *out)
 
 static json_t *kube_status_without_master(const dt__cli_cmd *cmd, const dt__jobref *ref);
 
+/* ---- through a job server ---- */
+
+const char *dt__cli_server_url(const dt__cli_kube *ko) {
+    if (ko && ko->server) return ko->server;
+    const char *e = getenv("DTRAIN_SERVER");
+    return e && *e && !(ko && ko->on) ? e : NULL;
+}
+
+void dt__cli_server_token(const dt__cli_kube *ko, const char *url, const char *dir, char *out,
+                          size_t cap) {
+    const char *t = ko ? ko->server_token : NULL;
+    if (!t || !*t) t = getenv("DTRAIN_SERVER_TOKEN");
+    out[0] = 0;
+    if (t && *t) {
+        snprintf(out, cap, "%s", t);
+        return;
+    }
+    char path[4200];
+    const char *home = getenv("DTRAIN_HOME");
+    if (dir) snprintf(path, sizeof path, "%s/server.json", dir);
+    else if (home && *home) snprintf(path, sizeof path, "%s/server/server.json", home);
+    else snprintf(path, sizeof path, "%s/.dtrain/server/server.json", getenv("HOME") ?: ".");
+    json_t *sj = json_load_file(path, 0, NULL);
+    const char *u = json_string_value(json_object_get(sj, "url"));
+    const char *tok = json_string_value(json_object_get(sj, "token"));
+    size_t n = u ? strlen(u) : 0;
+    while (n && u[n - 1] == '/') n--;
+    size_t m = strlen(url);
+    while (m && url[m - 1] == '/') m--;
+    if (u && tok && n == m && !strncmp(u, url, n)) snprintf(out, cap, "%s", tok);
+    json_decref(sj);
+}
+
+int dt__cli_server_call(const dt__cli_cmd *cmd, const char *url, const char *token,
+                        const char *method, const char *path, const char *body, long *status,
+                        json_t **out) {
+    dt__http_client *c = NULL;
+    char *resp = NULL;
+    size_t len = 0;
+    *out = NULL;
+    dt_err e = dt__http_client_init(&c, url, token && *token ? token : NULL, 60000);
+    if (!e) e = dt__http_client_request(c, method, path, body, body ? strlen(body) : 0, status,
+                                        &resp, &len);
+    dt__http_client_free(c);
+    if (e) {
+        fprintf(stderr, "dtrain %s: the server at %s: %s\n", cmd->name, url, dt_errmsg());
+        free(resp);
+        return 1;
+    }
+    *out = json_loadb(resp ? resp : "", len, 0, NULL);
+    free(resp);
+    return 0;
+}
+
+static int server_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_kube *ko,
+                       const char *url, dt__jobref *out) {
+    memset(out, 0, sizeof *out);
+    out->server = 1;
+    out->kube = *ko;
+    snprintf(out->url, sizeof out->url, "%s", url);
+    size_t n = strlen(out->url);
+    while (n && out->url[n - 1] == '/') out->url[--n] = 0;
+    dt__cli_server_token(ko, out->url, NULL, out->token, sizeof out->token);
+    snprintf(out->name, sizeof out->name, "%s", arg);
+    char path[200];
+    snprintf(path, sizeof path, "/v1/jobs/%s", arg);
+    long status = 0;
+    json_t *j = NULL;
+    if (strlen(arg) >= sizeof out->name || strchr(arg, '/')) {
+        fprintf(stderr, "dtrain %s: '%s' is not a job name\n", cmd->name, arg);
+        return 1;
+    }
+    if (dt__cli_server_call(cmd, out->url, out->token, "GET", path, NULL, &status, &j)) return 1;
+    if (status != 200) {
+        const char *why = json_string_value(json_object_get(j, "error"));
+        fprintf(stderr, "dtrain %s: the server at %s: %s\n", cmd->name, out->url,
+                why ? why : "unexpected answer");
+        json_decref(j);
+        return 1;
+    }
+    const char *st = json_string_value(json_object_get(json_object_get(j, "server"), "state"));
+    out->live = st && strcmp(st, "Succeeded") && strcmp(st, "Failed") && strcmp(st, "Stopped");
+    json_decref(j);
+    return 0;
+}
+
 json_t *dt__jobref_status(const dt__cli_cmd *cmd, const dt__jobref *ref) {
+    if (ref->server) {
+        char path[200];
+        snprintf(path, sizeof path, "/v1/jobs/%s", ref->name);
+        long status = 0;
+        json_t *j = NULL;
+        if (dt__cli_server_call(cmd, ref->url, ref->token, "GET", path, NULL, &status, &j)) return NULL;
+        if (status == 200 && json_is_object(j)) return j;
+        const char *why = json_string_value(json_object_get(j, "error"));
+        fprintf(stderr, "dtrain %s: the server at %s: %s\n", cmd->name, ref->url,
+                why ? why : "unexpected answer");
+        json_decref(j);
+        return NULL;
+    }
     if (ref->live) {
         dt__http_client *c = NULL;
         char route[160];
@@ -107,9 +210,10 @@ double dt__cli_age(const char *t) {
 /* ---- jobs in a cluster ---- */
 
 int dt__cli_kube_opt(const dt__cli_cmd *cmd, int argc, char **argv, int *i, dt__cli_kube *ko) {
-    static const char *const names[] = {"--backend", "--kubeconfig", "--context", "--namespace"};
+    static const char *const names[] = {"--backend", "--kubeconfig", "--context", "--namespace",
+                                        "--server", "--token"};
     const char *a = argv[*i];
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         size_t n = strlen(names[k]);
         const char *v = NULL;
         if (!strcmp(a, names[k])) {
@@ -122,6 +226,10 @@ int dt__cli_kube_opt(const dt__cli_cmd *cmd, int argc, char **argv, int *i, dt__
             v = a + n + 1;
         } else {
             continue;
+        }
+        if (k >= 4) {
+            *(k == 4 ? &ko->server : &ko->server_token) = v;
+            return 1;
         }
         if (k == 0) {
             if (strcmp(v, "kubernetes") && strcmp(v, "local")) {
@@ -197,13 +305,16 @@ static int kube_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_kube
 
 int dt__jobref_find(const dt__cli_cmd *cmd, const char *arg, const dt__cli_kube *ko,
                     dt__jobref *out) {
+    const char *url = dt__cli_server_url(ko);
+    if (url) return server_find(cmd, arg, ko, url, out);
     if (!ko || !ko->on) return dt__jobref_resolve(cmd, arg, out);
     memset(out, 0, sizeof *out);
     return kube_find(cmd, arg, ko, out);
 }
 
 dt_err dt__jobref_client(const dt__jobref *ref, long timeout_ms, dt__http_client **out) {
-    if (!ref->kube.on) return dt__http_client_init(out, ref->url, ref->token, timeout_ms);
+    if (!ref->kube.on)
+        return dt__http_client_init(out, ref->url, ref->token[0] ? ref->token : NULL, timeout_ms);
     dt__kube *k = NULL;
     dt_err e = kube_connect(&ref->kube, &k);
     if (!e) e = dt__kube_master_client(k, ref->ns, ref->name, ref->token, timeout_ms, out);

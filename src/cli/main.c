@@ -23,6 +23,10 @@ static const dt__cli_cmd *const commands[] = {
     &dt__cmd_predict,
     &dt__cmd_export,
     &dt__cmd_serve,
+    &dt__cmd_server,
+    &dt__cmd_submit,
+    &dt__cmd_suspend,
+    &dt__cmd_resume,
     &dt__cmd_tune,
     &dt__cmd_version,
 };

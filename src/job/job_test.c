@@ -974,8 +974,8 @@ static void test_err_trainjob(void) {
     /* the training part is checked as by dtrain train */
     CHECK_FAILS(edit(TRAIN, "units: 2", "units: two"), "units",
                 "spec.model.layers[0].units: expected a positive integer, got 'two'");
-    CHECK_FAILS(edit(TRAIN, "metadata: {name: tj}", "metadata: {name: tj, labels: {a: b}}"),
-                "metadata", "metadata.labels: unknown key 'labels' (allowed: name, namespace)");
+    CHECK_FAILS(edit(TRAIN, "metadata: {name: tj}", "metadata: {name: tj, uid: x}"),
+                "metadata", "metadata.uid: unknown key 'uid' (allowed: name, namespace, labels, annotations)");
     CHECK_FAILS(edit(TRAIN, "metadata: {name: tj}", "metadata: {name: tj, namespace: -x}"),
                 "metadata", "metadata.namespace: '-x' is not a valid namespace");
     CHECK_FAILS(edit(TRAIN, "kind: TrainJob\n", "kind: TrainJob\nstatus: {}\n"), "status",

@@ -47,6 +47,9 @@ typedef struct dt__http_req {
 const char *dt__http_req_param(const dt__http_req *req, const char *name);
 /* A query-string argument (?offset=10), URL-decoded; NULL when absent. */
 const char *dt__http_req_query(const dt__http_req *req, const char *name);
+/* The whole query string, URL-encoded again, with its '?' ("" when none), into buf (for a
+ * proxy: arguments that do not fit are cut). Returns buf. */
+const char *dt__http_req_query_string(const dt__http_req *req, char *buf, size_t cap);
 
 typedef struct dt__http_resp {
     int status;               /* default 200 */

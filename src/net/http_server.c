@@ -811,3 +811,51 @@ const char *dt__http_req_query(const dt__http_req *req, const char *name) {
     if (!req->conn) return NULL;
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
+
+typedef struct query_buf {
+    char *buf;
+    size_t cap, len;
+} query_buf;
+
+static void query_put(query_buf *q, const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        int plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '-' || ch == '_' || ch == '.' || ch == '~';
+        if (q->len + 4 >= q->cap) return;
+        if (plain) q->buf[q->len++] = (char)ch;
+        else {
+            q->buf[q->len++] = '%';
+            q->buf[q->len++] = hex[ch >> 4];
+            q->buf[q->len++] = hex[ch & 15];
+        }
+    }
+    q->buf[q->len] = 0;
+}
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value) {
+    (void)kind;
+    query_buf *q = cls;
+    if (q->len + 2 < q->cap) {
+        char sep = q->len ? '&' : '?';
+        q->buf[q->len++] = sep;
+        q->buf[q->len] = 0;
+    }
+    query_put(q, key);
+    if (value && q->len + 2 < q->cap) {
+        q->buf[q->len++] = '=';
+        q->buf[q->len] = 0;
+        query_put(q, value);
+    }
+    return MHD_YES;
+}
+
+const char *dt__http_req_query_string(const dt__http_req *req, char *buf, size_t cap) {
+    query_buf q = {buf, cap, 0};
+    if (cap) buf[0] = 0;
+    if (req->conn && cap > 8)
+        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+    return buf;
+}

@@ -699,7 +699,9 @@ static dt_err expect_api_version(const dt__yval *root) {
 static const char *const job_spec_keys[] = {"replicas",      "strategy",      "runPolicy",
                                             "successPolicy", "elasticPolicy", "pytorchEnv",
                                             "parameterServer", "allreduce", NULL};
-static const char *const job_metadata_keys[] = {"namespace", NULL};
+/* labels and annotations: kept for Kubernetes and read by the job server (its selectors);
+ * the job itself does not use them. */
+static const char *const job_metadata_keys[] = {"namespace", "labels", "annotations", NULL};
 const dt__spec_extra dt__spec_job_extra = {.spec_keys = job_spec_keys,
                                            .metadata_keys = job_metadata_keys};
 

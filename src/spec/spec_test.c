@@ -424,8 +424,9 @@ static void test_err_unknown_keys(void) {
         "        rate: 0.5\n", "        rate: 0.5\n        units: 4\n", "units: 4",
         "spec.model.layers[1].units: unknown key 'units' for dropout (allowed: type, name, "
         "rate)");
-    CHECK_EDIT_FAILS("  name: test-job\n", "  name: test-job\n  labels: {a: b}\n", "labels",
-                     "metadata.labels: unknown key 'labels' (allowed: name, namespace)");
+    CHECK_EDIT_FAILS("  name: test-job\n", "  name: test-job\n  uid: x\n", "uid",
+                     "metadata.uid: unknown key 'uid' (allowed: name, namespace, labels, "
+                     "annotations)");
     CHECK_EDIT_FAILS("eval_fraction: 0.25", "eval_fractoin: 0.25", "eval_fractoin",
                      "spec.data.eval_fractoin: unknown key 'eval_fractoin'");
     CHECK_EDIT_FAILS("classes: 3}", "classes: 3, path: x}", "train:",

@@ -1,0 +1,138 @@
+/*
+ * journal.c - the server's journal (SERVER_DIR/journal.jsonl): one JSON object a line,
+ * appended as the job master's is (src/master/journal.c does the writing: one write a
+ * line, a torn last line cut off, a backlog when the disk is full).
+ *
+ * Events ("ev"), each with "name" and "time":
+ *   submit     {seq, priority, kind, labels, demand: {cpus, memoryBytes}, origin}
+ *   start      {resume: bool, pid}     the job's `dtrain run` was started
+ *   suspending {}                      its master was asked to stop for a suspension
+ *   suspended  {}                      its master ended: capacity freed
+ *   requeue    {}                      a suspended job back in the queue
+ *   stop       {now: bool}             a user stopped it
+ *   finish     {state, message}        Succeeded, Failed or Stopped
+ *   delete     {}                      forgotten
+ * Replay rebuilds every job's state in order. What replay cannot know (is a running job's
+ * master still there?) server.c works out from the job dirs once the loop starts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "master/master-impl.h"
+#include "server/server-impl.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+dt_err dt__sjournal_open(dt__server *s) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/journal.jsonl", s->dir);
+    return dt__journal_open(&s->journal, path);
+}
+
+void dt__sjournal_close(dt__server *s) {
+    dt__journal_close(s->journal);
+    s->journal = NULL;
+}
+
+dt_err dt__sjournal(dt__server *s, const char *ev, const dt__sjob *j, json_t *extra) {
+    json_t *o = json_pack("{s:s, s:s, s:f}", "ev", ev, "name", j->name, "time", now_s());
+    if (extra) {
+        json_object_update(o, extra);
+        json_decref(extra);
+    }
+    dt_err e = dt__journal_append(s->journal, o);
+    if (!e && (!strcmp(ev, "submit") || !strcmp(ev, "finish"))) e = dt__journal_sync(s->journal);
+    return e;
+}
+
+typedef struct replay_ctx {
+    dt__server *s;
+    dt_err err;
+} replay_ctx;
+
+static void replay_event(void *vctx, json_t *ev) {
+    replay_ctx *rc = vctx;
+    dt__server *s = rc->s;
+    const char *what = json_string_value(json_object_get(ev, "ev"));
+    const char *name = json_string_value(json_object_get(ev, "name"));
+    double t = json_number_value(json_object_get(ev, "time"));
+    if (!what || !name || rc->err) return;
+    dt__sjob *j = dt__server_find(s, name);
+    if (!strcmp(what, "submit")) {
+        if (j) return; /* cannot happen: a name is held until deleted */
+        j = calloc(1, sizeof *j);
+        if (!j) {
+            rc->err = dt_err_set(DT_ERR_NOMEM, "out of memory");
+            return;
+        }
+        snprintf(j->name, sizeof j->name, "%s", name);
+        snprintf(j->kind, sizeof j->kind, "%s", json_string_value(json_object_get(ev, "kind")) ?: "?");
+        snprintf(j->origin, sizeof j->origin, "%s", json_string_value(json_object_get(ev, "origin")) ?: "");
+        j->seq = json_integer_value(json_object_get(ev, "seq"));
+        j->priority = (int)json_integer_value(json_object_get(ev, "priority"));
+        json_t *l = json_object_get(ev, "labels");
+        j->labels = json_is_object(l) ? json_deep_copy(l) : json_object();
+        json_t *d = json_object_get(ev, "demand");
+        j->demand.cpus = json_number_value(json_object_get(d, "cpus"));
+        j->demand.mem = json_integer_value(json_object_get(d, "memoryBytes"));
+        j->submit_t = t;
+        j->state = DT__SJOB_QUEUED;
+        if (j->seq >= s->next_seq) s->next_seq = j->seq + 1;
+        rc->err = dt__server_add(s, j);
+        return;
+    }
+    if (!j) return;
+    if (!strcmp(what, "start")) {
+        j->state = DT__SJOB_RUNNING;
+        j->start_t = t;
+        j->launcher = (pid_t)json_integer_value(json_object_get(ev, "pid"));
+        j->launcher_child = 0;
+        j->started_once = 1;
+        j->want = 0;
+    } else if (!strcmp(what, "suspending")) {
+        j->state = DT__SJOB_SUSPENDING;
+    } else if (!strcmp(what, "suspended")) {
+        j->state = DT__SJOB_SUSPENDED;
+        j->resume = 1;
+        j->launcher = 0;
+    } else if (!strcmp(what, "requeue")) {
+        j->state = DT__SJOB_QUEUED;
+        j->resume = j->started_once;
+    } else if (!strcmp(what, "stop")) {
+        j->stop_asked = 1;
+    } else if (!strcmp(what, "finish")) {
+        int st = dt__sjob_state_parse(json_string_value(json_object_get(ev, "state")));
+        j->state = st >= 0 ? (dt__sjob_state)st : DT__SJOB_FAILED;
+        j->finish_t = t;
+        j->launcher = 0;
+        snprintf(j->message, sizeof j->message, "%s",
+                 json_string_value(json_object_get(ev, "message")) ?: "");
+    } else if (!strcmp(what, "delete")) {
+        j->deleted = 1;
+    }
+}
+
+dt_err dt__sjournal_replay(dt__server *s) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/journal.jsonl", s->dir);
+    if (access(path, F_OK) != 0) return DT_OK;
+    replay_ctx rc = {.s = s};
+    dt_err e = dt__journal_replay(path, replay_event, &rc);
+    if (e) return e;
+    if (rc.err) return rc.err;
+    /* Forgotten jobs leave the table. */
+    int k = 0;
+    for (int i = 0; i < s->njobs; i++) {
+        if (s->jobs[i]->deleted) dt__sjob_free(s->jobs[i]);
+        else s->jobs[k++] = s->jobs[i];
+    }
+    s->njobs = k;
+    return DT_OK;
+}

@@ -1,0 +1,119 @@
+/*
+ * proxy.c - the job API through the server: every /v1/jobs/:job/... route the server does not
+ * answer itself (logs, replicas, scale, events, series, datasets, ...: docs/API.md) is passed
+ * to the job's master with the master's token (DIR/master.json), and its answer (status,
+ * body, content type, the log headers) passed back. A job whose master does not run answers
+ * its logs and replicas from its job dir; other routes get 409 naming its state.
+ * Requests are made on the loop's thread: a master answers them at once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "net/http-impl.h"
+#include "server/server-impl.h"
+
+static dt__sjob *job_or_404(dt__server *s, const dt__http_req *req, dt__http_resp *resp) {
+    const char *name = dt__http_req_param(req, "job");
+    dt__sjob *j = dt__server_find(s, name);
+    if (!j) dt__http_resp_error(resp, 404, "no job '%.64s' on this server (see GET /v1/jobs)", name ? name : "");
+    return j;
+}
+
+/* A request to the job's live master; 0 when there is none. */
+int dt__server_proxy(const dt__sjob *j, const char *method, const char *path, const char *body,
+                 size_t len, dt__http_resp *resp) {
+    char url[1200], tok[128];
+    if (!dt__server_master(j, url, sizeof url, tok, sizeof tok)) return 0;
+    dt__http_client *c = NULL;
+    long status = 0;
+    char *out = NULL;
+    size_t olen = 0;
+    dt_err e = dt__http_client_init(&c, url, tok, 30000);
+    if (!e) e = dt__http_client_request(c, method, path, body, len, &status, &out, &olen);
+    if (e) {
+        dt__http_client_free(c);
+        free(out);
+        dt_err_clear();
+        return 0; /* it went away meanwhile */
+    }
+    free(resp->body);
+    resp->status = (int)status;
+    resp->body = out;
+    resp->len = olen;
+    const char *ct = dt__http_client_header(c, "Content-Type");
+    resp->content_type = ct && !strncmp(ct, "text/plain", 10) ? "text/plain; charset=utf-8"
+                                                                : "application/json";
+    static const char *const pass[] = {"X-Dtrain-Log-Offset", "X-Dtrain-Replica-State",
+                                       "X-Dtrain-Log-Done"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = dt__http_client_header(c, pass[i]);
+        if (v) dt__http_resp_header(resp, pass[i], "%s", v);
+    }
+    dt__http_client_free(c);
+    return 1;
+}
+
+json_t *dt__sjob_dir_json(const dt__sjob *j, const char *file) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", j->dir, file);
+    return json_load_file(path, 0, NULL);
+}
+
+/* A replica's log from the job dir (the job's master is not running). */
+static void log_from_dir(const dt__sjob *j, const dt__http_req *req, dt__http_resp *resp) {
+    const char *rep = dt__http_req_param(req, "a2");
+    if (!rep || strchr(rep, '/') || rep[0] == '.')
+        return dt__http_resp_error(resp, 404, "no such replica");
+    char path[4400];
+    snprintf(path, sizeof path, "%s/logs/%s.log", j->dir, rep);
+    const char *o = dt__http_req_query(req, "offset"), *m = dt__http_req_query(req, "max");
+    long long off = o ? atoll(o) : 0, max = m ? atoll(m) : 256 * 1024;
+    if (off < 0) off = 0;
+    if (max <= 0 || max > 4 << 20) max = 256 * 1024;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return dt__http_resp_error(resp, 404, "job %s has no replica %.64s (no %s)", j->name, rep, path);
+    char *buf = malloc((size_t)max + 1);
+    ssize_t n = buf ? pread(fd, buf, (size_t)max, off) : -1;
+    close(fd);
+    if (n < 0) {
+        free(buf);
+        return dt__http_resp_error(resp, 500, "%s: %s", path, strerror(errno));
+    }
+    free(resp->body);
+    resp->status = 200;
+    resp->body = buf;
+    resp->len = (size_t)n;
+    resp->content_type = "text/plain; charset=utf-8";
+    dt__http_resp_header(resp, "X-Dtrain-Log-Offset", "%lld", off + n);
+    dt__http_resp_header(resp, "X-Dtrain-Log-Done", "1");
+}
+
+/* Every other /v1/jobs/:job/... route: to the job's master. */
+void dt__server_pass(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    dt__server *s = ctx;
+    dt__sjob *j = job_or_404(s, req, resp);
+    if (!j) return;
+    char q[2048], path[4096];
+    dt__http_req_query_string(req, q, sizeof q);
+    snprintf(path, sizeof path, "%s%s", req->path, q);
+    if ((j->state == DT__SJOB_RUNNING || j->state == DT__SJOB_SUSPENDING) &&
+        dt__server_proxy(j, req->method, path, req->body_len ? req->body : NULL, req->body_len, resp))
+        return;
+    const char *a1 = dt__http_req_param(req, "a1"), *a3 = dt__http_req_param(req, "a3");
+    if (!strcmp(req->method, "GET") && a1 && !strcmp(a1, "replicas") && a3 && !strcmp(a3, "logs"))
+        return log_from_dir(j, req, resp);
+    if (!strcmp(req->method, "GET") && a1 && !strcmp(a1, "replicas") && req->nparams == 2) {
+        json_t *st = dt__sjob_dir_json(j, "status.json");
+        json_t *r = json_object_get(st, "replicas");
+        dt__http_resp_json(resp, 200, json_pack("{s:O}", "replicas", r ? r : json_array()));
+        json_decref(st);
+        return;
+    }
+    dt__http_resp_error(resp, 409, "job %s is %s: its master is not running", j->name,
+                        dt__sjob_state_name(j->state));
+}

@@ -1,0 +1,614 @@
+/*
+ * server.c - the job server's event loop: its HTTP API, the `dtrain run` processes it
+ * starts, and the masters it watches (docs/SERVER.md).
+ *
+ * One thread: epoll over the HTTP server (libmicrohttpd in external-epoll mode) and a
+ * signalfd (SIGTERM, SIGINT: leave; SIGCHLD: a `dtrain run` ended). Every WATCH_MS while a
+ * job runs, each running job is looked at: a master holds DIR/master.lock while it runs
+ * (flock), and writes DIR/result.json when the job ends. So a job is:
+ *   - starting: its `dtrain run --detach` (the launcher) still runs;
+ *   - running: the launcher is done and the master holds its lock;
+ *   - ended: neither; result.json (written since this start) says how. A master that died
+ *     without one (killed) is resumed (`dtrain run --resume DIR --detach`), unless a user
+ *     stopped the job.
+ * Jobs are started by exec'ing this same binary, so their masters are their own sessions:
+ * they keep running when the server exits (SIGTERM, or kill -9), and a restarted server
+ * replays its journal (journal.c) and watches them again.
+ *
+ * The server dir (default $DTRAIN_HOME/server) holds server.lock (one server per dir),
+ * server.json ({"url", "token", "pid"}, 0600, written once listening), journal.jsonl,
+ * specs/<name>.yaml (what was submitted), jobs/<name>/ (the job dirs) and
+ * experiments/<name>.json.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/file-impl.h"
+#include "net/http-impl.h"
+#include "server/server-impl.h"
+
+#define WATCH_MS 250
+#define MAX_RELAUNCH 3
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s dtrain server: ", when);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void dt__sjob_free(dt__sjob *j) {
+    if (!j) return;
+    json_decref(j->labels);
+    free(j);
+}
+
+dt__sjob *dt__server_find(dt__server *s, const char *name) {
+    for (int i = 0; name && i < s->njobs; i++)
+        if (!s->jobs[i]->deleted && !strcmp(s->jobs[i]->name, name)) return s->jobs[i];
+    return NULL;
+}
+
+dt_err dt__server_add(dt__server *s, dt__sjob *j) {
+    if (s->njobs == s->capjobs) {
+        int cap = s->capjobs ? 2 * s->capjobs : 64;
+        dt__sjob **n = realloc(s->jobs, sizeof *n * (size_t)cap);
+        if (!n) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+        s->jobs = n;
+        s->capjobs = cap;
+    }
+    snprintf(j->dir, sizeof j->dir, "%.3900s/jobs/%s", s->dir, j->name);
+    snprintf(j->spec, sizeof j->spec, "%.3900s/specs/%s.yaml", s->dir, j->name);
+    s->jobs[s->njobs++] = j;
+    s->dirty = 1;
+    return DT_OK;
+}
+
+static int lock_held(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return live;
+}
+
+int dt__server_master(const dt__sjob *j, char *url, size_t ucap, char *token, size_t tcap) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/master.lock", j->dir);
+    if (!lock_held(path)) return 0;
+    snprintf(path, sizeof path, "%s/master.json", j->dir);
+    json_t *mj = json_load_file(path, 0, NULL);
+    const char *u = json_string_value(json_object_get(mj, "url"));
+    const char *t = json_string_value(json_object_get(mj, "token"));
+    int ok = u && t;
+    if (ok) {
+        snprintf(url, ucap, "%s", u);
+        snprintf(token, tcap, "%s", t);
+    }
+    json_decref(mj);
+    return ok;
+}
+
+/* ---- starting jobs ---- */
+
+static int same_text(const char *a, const char *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    int same = dt__read_file(a, &x, &nx) == DT_OK && dt__read_file(b, &y, &ny) == DT_OK &&
+               nx == ny && !memcmp(x, y, nx);
+    dt_err_clear();
+    free(x);
+    free(y);
+    return same;
+}
+
+static void set_finished(dt__server *s, dt__sjob *j, dt__sjob_state st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void set_finished(dt__server *s, dt__sjob *j, dt__sjob_state st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->message, sizeof j->message, fmt, ap);
+    va_end(ap);
+    j->state = st;
+    j->finish_t = now_s();
+    j->launcher = 0;
+    j->want = 0;
+    snprintf(j->reason, sizeof j->reason, "%s", dt__sjob_state_name(st));
+    if (dt__sjournal(s, "finish", j, json_pack("{s:s, s:s}", "state", dt__sjob_state_name(st),
+                                                "message", j->message)))
+        say("%s", dt_errmsg());
+    say("job %s %s%s%s", j->name, dt__sjob_state_name(st), j->message[0] ? ": " : "", j->message);
+    s->dirty = 1;
+}
+
+static void launch(dt__server *s, dt__sjob *j) {
+    char jpath[4300], log[4300];
+    snprintf(jpath, sizeof jpath, "%s/journal.jsonl", j->dir);
+    struct stat sb;
+    int resume = stat(jpath, &sb) == 0 && sb.st_size > 0;
+    if (dt__mkdirs(j->dir)) {
+        set_finished(s, j, DT__SJOB_FAILED, "cannot make its job dir: %s", dt_errmsg());
+        dt_err_clear();
+        return;
+    }
+    /* The submitter's own file when it still says what was submitted: its relative data
+     * paths resolve next to it, as with `dtrain run`. */
+    const char *spec = j->origin[0] && same_text(j->origin, j->spec) ? j->origin : j->spec;
+    snprintf(log, sizeof log, "%s/launch.log", j->dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        say("fork: %s", strerror(errno));
+        return; /* stays queued; tried again at the next admission */
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int in = open("/dev/null", O_RDONLY), out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (in >= 0) dup2(in, 0);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        if (resume)
+            execl(s->self_exe, s->self_exe, "run", "--resume", j->dir, "--detach", (char *)NULL);
+        else
+            execl(s->self_exe, s->self_exe, "run", spec, "--job-dir", j->dir, "--detach", (char *)NULL);
+        fprintf(stderr, "dtrain server: exec %s: %s\n", s->self_exe, strerror(errno));
+        _exit(127);
+    }
+    j->launcher = pid;
+    j->launcher_child = 1;
+    j->launch_failed = 0;
+    j->state = DT__SJOB_RUNNING;
+    j->start_t = now_s();
+    j->started_once = 1;
+    j->reason[0] = j->message[0] = 0;
+    if (dt__sjournal(s, "start", j, json_pack("{s:b, s:i}", "resume", resume, "pid", (int)pid)))
+        say("%s", dt_errmsg());
+    say("job %s admitted (%g cpus): %s (pid %d)", j->name, j->demand.cpus,
+        resume ? "dtrain run --resume" : "dtrain run", (int)pid);
+}
+
+void dt__server_admit(dt__server *s) {
+    s->dirty = 0;
+    dt__sjob **start = malloc(sizeof *start * (size_t)(s->njobs ? s->njobs : 1));
+    if (!start) return;
+    int n = dt__queue_plan(s, start, s->njobs);
+    for (int i = 0; i < n; i++) launch(s, start[i]);
+    free(start);
+    if (n) dt__queue_plan(s, NULL, 0); /* positions and reasons after the starts */
+}
+
+/* ---- asking masters ---- */
+
+static int master_post(const dt__sjob *j, const char *what, char *msg, size_t cap) {
+    char url[1200], tok[128], route[200];
+    if (!dt__server_master(j, url, sizeof url, tok, sizeof tok)) return -1;
+    snprintf(route, sizeof route, "/v1/jobs/%s/%s", j->name, what);
+    dt__http_client *c = NULL;
+    long status = 0;
+    char *body = NULL;
+    dt_err e = dt__http_client_init(&c, url, tok, 10000);
+    if (!e) e = dt__http_client_request(c, "POST", route, "", 0, &status, &body, NULL);
+    dt__http_client_free(c);
+    if (e) {
+        snprintf(msg, cap, "%s", dt_errmsg());
+        dt_err_clear();
+        status = 502;
+    } else if (status != 202 && status != 200) {
+        snprintf(msg, cap, "its master answered %ld: %s", status, body ? body : "");
+    }
+    free(body);
+    return (int)status;
+}
+
+/* Send what was asked of a job whose master was not up yet. */
+static void send_wanted(dt__server *s, dt__sjob *j) {
+    char msg[512] = "";
+    int rc = master_post(j, j->want == DT__WANT_STOP_NOW ? "stop?now=true" : "stop", msg, sizeof msg);
+    if (rc == 202 || rc == 200) j->want = 0;
+    else if (rc != -1) say("job %s: stop: %s", j->name, msg);
+    (void)s;
+}
+
+int dt__server_request(dt__server *s, dt__sjob *j, int kind, char *msg, size_t cap) {
+    int suspend = kind == DT__WANT_SUSPEND;
+    msg[0] = 0;
+    if (dt__sjob_finished(j->state)) {
+        snprintf(msg, cap, "job %s has finished (%s)", j->name, dt__sjob_state_name(j->state));
+        return 409;
+    }
+    if (j->state == DT__SJOB_QUEUED || j->state == DT__SJOB_SUSPENDED) {
+        if (suspend) {
+            if (j->state == DT__SJOB_SUSPENDED) {
+                snprintf(msg, cap, "job %s is suspended already", j->name);
+                return 409;
+            }
+            j->state = DT__SJOB_SUSPENDED;
+            j->resume = j->started_once;
+            dt__sjournal(s, "suspended", j, NULL);
+        } else {
+            j->stop_asked = 1;
+            dt__sjournal(s, "stop", j, json_pack("{s:b}", "now", kind == DT__WANT_STOP_NOW));
+            set_finished(s, j, DT__SJOB_STOPPED, "stopped while %s",
+                         j->state == DT__SJOB_QUEUED ? "queued" : "suspended");
+        }
+        s->dirty = 1;
+        return 202;
+    }
+    /* Running or suspending: the master's stop (its roles save). */
+    if (suspend && j->state == DT__SJOB_SUSPENDING) {
+        snprintf(msg, cap, "job %s is being suspended already", j->name);
+        return 409;
+    }
+    if (!suspend) {
+        j->stop_asked = 1;
+        dt__sjournal(s, "stop", j, json_pack("{s:b}", "now", kind == DT__WANT_STOP_NOW));
+    }
+    int rc = master_post(j, kind == DT__WANT_STOP_NOW ? "stop?now=true" : "stop", msg, cap);
+    if (rc == -1) {
+        /* Its master is not up yet (the job is starting, or being resumed): asked once it is. */
+        j->want = kind;
+        rc = 202;
+    } else if (rc != 202 && rc != 200) {
+        return rc == 502 ? 502 : rc;
+    }
+    if (suspend) {
+        j->state = DT__SJOB_SUSPENDING;
+        dt__sjournal(s, "suspending", j, NULL);
+        say("job %s suspending", j->name);
+    }
+    s->dirty = 1;
+    return 202;
+}
+
+void dt__server_resume(dt__server *s, dt__sjob *j) {
+    j->state = DT__SJOB_QUEUED;
+    j->resume = j->started_once;
+    j->reason[0] = j->message[0] = 0;
+    dt__sjournal(s, "requeue", j, NULL);
+    s->dirty = 1;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void dt__server_forget(dt__server *s, dt__sjob *j) {
+    dt__sjournal(s, "delete", j, NULL);
+    nftw(j->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    unlink(j->spec);
+    int k = 0;
+    for (int i = 0; i < s->njobs; i++)
+        if (s->jobs[i] != j) s->jobs[k++] = s->jobs[i];
+    s->njobs = k;
+    dt__sjob_free(j);
+    s->dirty = 1;
+}
+
+/* ---- watching running jobs ---- */
+
+/* DIR/result.json's status when it was written since this start (NULL otherwise), and
+ * its message (with the eval accuracy when there is one) into msg. */
+static const char *fresh_result(const dt__sjob *j, char *buf, size_t cap, char *msg, size_t mcap) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/result.json", j->dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0 || (double)sb.st_mtime + 1.0 < j->start_t) return NULL;
+    json_t *r = json_load_file(path, 0, NULL);
+    const char *st = json_string_value(json_object_get(r, "status"));
+    if (st) snprintf(buf, cap, "%s", st);
+    if (msg) {
+        const char *m = json_string_value(json_object_get(r, "message"));
+        json_t *acc = json_object_get(json_object_get(r, "eval"), "accuracy");
+        if (json_is_number(acc))
+            snprintf(msg, mcap, "%s (eval accuracy %.4f)", m ? m : "", json_number_value(acc));
+        else
+            snprintf(msg, mcap, "%s", m ? m : "");
+    }
+    json_decref(r);
+    return st ? buf : NULL;
+}
+
+/* The last line of the launcher's output: why `dtrain run` failed. */
+static void launch_why(const dt__sjob *j, char *out, size_t cap) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/launch.log", j->dir);
+    char *text = NULL;
+    size_t len = 0;
+    out[0] = 0;
+    if (dt__read_file(path, &text, &len)) {
+        dt_err_clear();
+        return;
+    }
+    while (len && (text[len - 1] == '\n' || text[len - 1] == ' ')) text[--len] = 0;
+    char *last = memrchr(text, '\n', len);
+    snprintf(out, cap, "%s", last ? last + 1 : text);
+    free(text);
+}
+
+static int pid_alive(pid_t pid) {
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+static void watch(dt__server *s, dt__sjob *j) {
+    if (j->launcher && !j->launcher_child && !pid_alive(j->launcher)) j->launcher = 0;
+    char url[1200], tok[128];
+    int live = dt__server_master(j, url, sizeof url, tok, sizeof tok);
+    if (live && j->want) send_wanted(s, j);
+    if (j->launcher || live) return;
+    char st[32], why[512] = "";
+    const char *res = fresh_result(j, st, sizeof st, why, sizeof why);
+    if (res) {
+        int state = dt__sjob_state_parse(res);
+        if (state == DT__SJOB_STOPPED && !j->stop_asked &&
+            (j->state == DT__SJOB_SUSPENDING || j->want == DT__WANT_SUSPEND)) {
+            j->state = DT__SJOB_SUSPENDED;
+            j->resume = 1;
+            j->want = 0;
+            snprintf(j->reason, sizeof j->reason, "Suspended");
+            snprintf(j->message, sizeof j->message, "suspended; 'dtrain resume' continues it");
+            dt__sjournal(s, "suspended", j, NULL);
+            say("job %s suspended", j->name);
+            s->dirty = 1;
+            return;
+        }
+        set_finished(s, j, state >= 0 ? (dt__sjob_state)state : DT__SJOB_FAILED, "%s", why);
+        return;
+    }
+    /* No master and no result of this start. */
+    char path[4300];
+    snprintf(path, sizeof path, "%s/journal.jsonl", j->dir);
+    if (j->stop_asked) {
+        set_finished(s, j, DT__SJOB_STOPPED, "stopped before its master ran");
+        return;
+    }
+    if (j->state == DT__SJOB_SUSPENDING) {
+        j->state = DT__SJOB_SUSPENDED;
+        j->resume = access(path, F_OK) == 0; /* a master that never ran saved nothing */
+        j->want = 0;
+        dt__sjournal(s, "suspended", j, NULL);
+        s->dirty = 1;
+        return;
+    }
+    launch_why(j, why, sizeof why);
+    if (j->launch_failed || j->started_once > MAX_RELAUNCH || access(path, F_OK) != 0) {
+        set_finished(s, j, DT__SJOB_FAILED, "dtrain run failed: %s", why[0] ? why : "no output");
+        return;
+    }
+    /* Its master died without a result (killed): resumed by a new one. */
+    j->started_once++;
+    say("job %s: its master is gone without a result; resuming it", j->name);
+    launch(s, j);
+}
+
+static void reap(dt__server *s) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < s->njobs; i++) {
+            dt__sjob *j = s->jobs[i];
+            if (j->launcher != pid || !j->launcher_child) continue;
+            j->launcher = 0;
+            j->launch_failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        }
+    }
+}
+
+/* ---- the server dir and the loop ---- */
+
+static dt_err take_lock(dt__server *s) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/server.lock", s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) return dt_err_set(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char buf[32] = "";
+        ssize_t n = pread(s->lock_fd, buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = 0;
+        buf[strcspn(buf, "\n")] = 0;
+        return dt_err_set(DT_ERR_STATE, "%s: a server (pid %s) already runs in this dir", s->dir,
+                          buf[0] ? buf : "?");
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
+        return dt_err_set(DT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return DT_OK;
+}
+
+/* The token: given, else the one this dir's server had (clients keep working across a
+ * restart), else a new random one. */
+static dt_err choose_token(dt__server *s) {
+    if (s->opts.token) {
+        if (strlen(s->opts.token) >= sizeof s->token || !*s->opts.token)
+            return dt_err_set(DT_ERR_ARG, "--token: expected 1..%zu characters", sizeof s->token - 1);
+        snprintf(s->token, sizeof s->token, "%s", s->opts.token);
+        return DT_OK;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/server.json", s->dir);
+    json_t *sj = json_load_file(path, 0, NULL);
+    const char *t = json_string_value(json_object_get(sj, "token"));
+    if (t && *t && strlen(t) < sizeof s->token) snprintf(s->token, sizeof s->token, "%s", t);
+    json_decref(sj);
+    if (s->token[0]) return DT_OK;
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+        return dt_err_set(DT_ERR_IO, "getrandom: %s", strerror(errno));
+    for (int i = 0; i < 16; i++) snprintf(s->token + 2 * i, 3, "%02x", rnd[i]);
+    return DT_OK;
+}
+
+static dt_err write_server_json(dt__server *s) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/server.json", s->dir);
+    json_t *o = json_pack("{s:s, s:s, s:i}", "url", s->url, "token", s->token, "pid", (int)getpid());
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!text) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    /* 0600: the token is a secret (dt__write_file_atomic keeps the umask's mode otherwise) */
+    mode_t old = umask(077);
+    dt_err e = dt__write_file_atomic(path, text, strlen(text));
+    umask(old);
+    chmod(path, 0600);
+    free(text);
+    return e;
+}
+
+static dt_err prepare(dt__server *s, const dt__server_opts *opts) {
+    memset(s, 0, sizeof *s);
+    s->opts = *opts;
+    s->lock_fd = -1;
+    if (opts->dir) {
+        snprintf(s->dir, sizeof s->dir, "%s", opts->dir);
+    } else {
+        const char *home = getenv("DTRAIN_HOME");
+        if (home && *home) snprintf(s->dir, sizeof s->dir, "%s/server", home);
+        else snprintf(s->dir, sizeof s->dir, "%s/.dtrain/server", getenv("HOME") ?: ".");
+    }
+    dt_err e = dt__mkdirs(s->dir);
+    if (e) return e;
+    char abs[4096];
+    if (realpath(s->dir, abs)) snprintf(s->dir, sizeof s->dir, "%s", abs);
+    static const char *const subs[] = {"jobs", "specs", "experiments"};
+    for (int i = 0; i < 3; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", s->dir, subs[i]);
+        if ((e = dt__mkdirs(p))) return e;
+    }
+    if ((e = take_lock(s)) || (e = choose_token(s))) return e;
+    ssize_t n = readlink("/proc/self/exe", s->self_exe, sizeof s->self_exe - 1);
+    if (n <= 0) return dt_err_set(DT_ERR_IO, "/proc/self/exe: %s", strerror(errno));
+    s->self_exe[n] = 0;
+    dt__demand m = dt__queue_machine();
+    s->cap.cpus = opts->cpus > 0 ? opts->cpus : m.cpus;
+    s->cap.mem = opts->mem > 0 ? opts->mem : m.mem;
+    if ((e = dt__sjournal_replay(s)) || (e = dt__sjournal_open(s))) return e;
+    int running = 0, queued = 0;
+    for (int i = 0; i < s->njobs; i++) {
+        running += s->jobs[i]->state == DT__SJOB_RUNNING || s->jobs[i]->state == DT__SJOB_SUSPENDING;
+        queued += s->jobs[i]->state == DT__SJOB_QUEUED;
+    }
+    if (s->njobs)
+        say("replayed %s/journal.jsonl: %d jobs, %d running (watched again), %d queued", s->dir,
+            s->njobs, running, queued);
+    s->dirty = 1;
+    return DT_OK;
+}
+
+static void cleanup(dt__server *s) {
+    dt__http_server_free(s->http);
+    dt__sjournal_close(s);
+    for (int i = 0; i < s->njobs; i++) dt__sjob_free(s->jobs[i]);
+    free(s->jobs);
+    if (s->lock_fd >= 0) close(s->lock_fd);
+}
+
+dt_err dt__server_run(const dt__server_opts *opts) {
+    dt__server *s = calloc(1, sizeof *s);
+    if (!s) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    int epfd = -1, sigfd = -1;
+    dt_err e = prepare(s, opts);
+    if (e) goto out;
+    dt__http_server_opts ho = {.bind_addr = opts->bind_addr,
+                               .port = opts->port,
+                               .token = opts->no_auth ? NULL : s->token,
+                               .routes = dt__server_routes,
+                               .nroutes = dt__server_nroutes,
+                               .ctx = s};
+    if ((e = dt__http_server_start(&s->http, &ho))) goto out;
+    const char *host = opts->bind_addr && strcmp(opts->bind_addr, "0.0.0.0") ? opts->bind_addr : "127.0.0.1";
+    snprintf(s->url, sizeof s->url, "http://%s:%d", host, dt__http_server_port(s->http));
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (sigfd < 0 || epfd < 0) {
+        e = dt_err_set(DT_ERR_IO, "signalfd/epoll: %s", strerror(errno));
+        goto out;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = sigfd};
+    epoll_ctl(epfd, EPOLL_CTL_ADD, sigfd, &ev);
+    ev.data.fd = dt__http_server_fd(s->http);
+    epoll_ctl(epfd, EPOLL_CTL_ADD, ev.data.fd, &ev);
+    if ((e = write_server_json(s))) goto out;
+    say("listening on %s (dir %s; capacity %g cpus, %.1f GiB%s)", s->url, s->dir, s->cap.cpus,
+        (double)s->cap.mem / (1 << 30), opts->no_auth ? "; no token needed" : "");
+    say("dashboard %s/#token=%s", s->url, s->token);
+    for (int quit = 0; !quit;) {
+        int busy = 0;
+        for (int i = 0; i < s->njobs; i++)
+            busy |= s->jobs[i]->state == DT__SJOB_RUNNING || s->jobs[i]->state == DT__SJOB_SUSPENDING;
+        int timeout = dt__http_server_timeout_ms(s->http);
+        if (busy && (timeout < 0 || timeout > WATCH_MS)) timeout = WATCH_MS;
+        if (s->dirty) timeout = 0;
+        struct epoll_event evs[8];
+        int n = epoll_wait(epfd, evs, 8, timeout);
+        if (n < 0 && errno != EINTR) {
+            e = dt_err_set(DT_ERR_IO, "epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (int k = 0; k < n; k++) {
+            if (evs[k].data.fd != sigfd) continue;
+            struct signalfd_siginfo si;
+            while (read(sigfd, &si, sizeof si) == sizeof si) {
+                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) quit = 1;
+            }
+        }
+        dt__http_server_run(s->http);
+        reap(s);
+        for (int i = 0; i < s->njobs; i++) {
+            dt__sjob *j = s->jobs[i];
+            if (j->state == DT__SJOB_RUNNING || j->state == DT__SJOB_SUSPENDING) watch(s, j);
+        }
+        if (s->dirty) dt__server_admit(s);
+    }
+    if (!e) say("leaving; the jobs it started keep running");
+out:
+    if (sigfd >= 0) close(sigfd);
+    if (epfd >= 0) close(epfd);
+    cleanup(s);
+    free(s);
+    return e;
+}
