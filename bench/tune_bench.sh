@@ -187,7 +187,7 @@ PYEOF
 
 # ---- the server ----
 server() { # DIR CPUS
-    "$BIN" server --dir "$1" --port 0 --cpus "$2" >"$1.log" 2>&1 &
+    "$BIN" server --dir "$1" --cpus "$2" >"$1.log" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 600); do [ -f "$1/server.json" ] && break; sleep 0.05; done
     [ -f "$1/server.json" ] || { echo "tune_bench.sh: the server did not start: $(cat "$1.log")" >&2; exit 1; }

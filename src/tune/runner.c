@@ -529,7 +529,7 @@ static dt_err own_server(runner *r) {
         if (in >= 0) dup2(in, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        execl(self, "dtrain", "server", "--dir", sdir, "--port", "0", "--cpus", cpus,
+        execl(self, "dtrain", "server", "--dir", sdir, "--cpus", cpus, /* any free port */
               (char *)NULL);
         fprintf(stderr, "dtrain tune: cannot run %s server: %s\n", self, strerror(errno));
         _exit(127);
