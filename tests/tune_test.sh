@@ -6,7 +6,8 @@
 # SIGKILL mid-experiment and started again, which runs no finished trial again and adopts the
 # running ones; an ASHA search whose paused trial is promoted and resumes from its checkpoint
 # (its steps continue); medianstop stopping a trial through the server, its checkpoint kept;
-# Katib's StdOut collector on a python3 script's `accuracy=0.5` lines.
+# Katib's StdOut collector on a python3 script's `accuracy=0.5` lines; the server's dashboard
+# showing the experiment's trials and the objective's charts (headless Chromium).
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 export DTRAIN_HOME="$TMP/home"
@@ -148,6 +149,33 @@ if section random; then
         pass "dtrain tune status shows the trials table and the best" || fail "status: $(cat "$TMP/status.out")"
     "$DTRAIN" tune status "$TMP/random" --json | $PY -c 'import json,sys; s=json.load(sys.stdin); assert len(s["trials"]) == 4' &&
         pass "dtrain tune status --json is state.json" || fail "status --json"
+fi
+
+# ---- the server's dashboard: the experiment's trials table and charts (headless Chromium) ----
+if section dashboard && [ -f "$TMP/random/state.json" ]; then
+    JS="$SRC/tests/js"
+    if [ ! -d "$JS/node_modules/playwright-core" ] || [ ! -x /usr/lib/chromium/chromium ]; then
+        fail "playwright-core (tests/js/node_modules) or Debian's chromium is missing (scripts/setup.sh installs them)"
+    else
+        # the sweep's server again, on its dir: it still has the experiment the runner sent it
+        "$DTRAIN" server --dir "$TMP/random/server" >"$TMP/dash-server.log" 2>&1 &
+        DASH_PID=$!
+        new_server() { [ "$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$TMP/random/server/server.json" 2>/dev/null)" = "$DASH_PID" ]; }
+        if wait_for new_server; then
+            url=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/random/server/server.json")
+            tok=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$TMP/random/server/server.json")
+            SHOT=${DT_TEST_OUTPUT_DIR:-$TMP}/tune_dashboard.png
+            if (cd "$JS" && node tune_dashboard_check.mjs "$url" "$tok" iris-random "$SHOT") >"$TMP/browser.out" 2>&1; then
+                while read -r line; do pass "dashboard: ${line#ok   }"; done < <(grep '^ok' "$TMP/browser.out")
+            else
+                fail "dashboard: $(cat "$TMP/browser.out")"
+            fi
+        else
+            fail "the server did not start again on $TMP/random/server: $(cat "$TMP/dash-server.log")"
+        fi
+        kill "$DASH_PID" 2>/dev/null
+        wait "$DASH_PID" 2>/dev/null
+    fi
 fi
 
 # synthetic_experiment NAME ALGORITHM MAX PARALLEL EPOCHS_PARAM_YAML ALGORITHM_SETTINGS_YAML
