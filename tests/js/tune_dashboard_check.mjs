@@ -31,7 +31,8 @@ try {
   // the server's page lists the experiment
   await page.goto(serverUrl + "/#token=" + token);
   await page.waitForSelector(`#experiments-table tr[data-experiment="${name}"]`, { timeout: 20000 })
-    .then(() => ok("the server's page lists experiment " + name), () => fail("no row for " + name));
+    .then(() => ok("the server's page lists experiment " + name),
+      async () => fail("no row for " + name + "; the page says: " + await page.textContent("#error")));
   const status = await page.$eval(`#experiments-table tr[data-experiment="${name}"]`, (tr) => tr.cells[1].textContent)
     .catch(() => "");
   status.startsWith(x.status) ? ok("its status: " + status) : fail("status '" + status + "' != " + x.status);
