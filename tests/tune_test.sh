@@ -407,4 +407,26 @@ YAML
         pass "the best is the trial that printed accuracy=0.5" || fail "best: $(cat "$TMP/printer.out")"
 fi
 
+# ---- an experiment larger than the server keeps (1 MiB): its observations thinned there ----
+if section big; then
+    cat >many.py <<'PY'
+import sys
+for epoch in range(1, 12001):
+    print(f"epoch={epoch} accuracy={epoch / 12000 * float(sys.argv[1]):.6f}")
+PY
+    sed -e 's/name: printer/name: many/' -e "s|$TMP/report.py|$TMP/many.py|" stdout.yaml >many.yaml
+    if expect_exit 0 "big experiment" -- "$DTRAIN" tune many.yaml --dir "$TMP/many"; then
+        $PY - "$TMP/many/state.json" "$TMP/many/server/experiments/many.json" <<'PYEOF' && pass "state.json keeps all 12000 observations a trial; the server's copy (under 1 MiB) at most 200, the last kept" || fail "big: $(cat "$TMP/err")"
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+assert [len(t["observations"]) for t in s["trials"]] == [12000, 12000], [len(t["observations"]) for t in s["trials"]]
+assert os.path.getsize(sys.argv[2]) <= 1 << 20, os.path.getsize(sys.argv[2])
+c = json.load(open(sys.argv[2]))
+for t, u in zip(s["trials"], c["trials"]):
+    assert 2 <= len(u["observations"]) <= 200, len(u["observations"])
+    assert u["observations"][-1] == t["observations"][-1] and u["objective"] == t["objective"]
+PYEOF
+    fi
+fi
+
 finish

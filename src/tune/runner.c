@@ -323,21 +323,48 @@ static json_t *state_json(const runner *r) {
     return j;
 }
 
+/* The server keeps at most 1 MiB of an experiment: a copy for it with each trial's
+ * observations thinned to at most keep, evenly spaced, the last always kept. */
+static char *thinned(json_t *j, size_t keep) {
+    json_t *c = json_deep_copy(j);
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(c, "trials"), i, t) {
+        json_t *ob = json_object_get(t, "observations");
+        size_t n = json_array_size(ob);
+        if (n <= keep) continue;
+        json_t *few = json_array();
+        for (size_t k = 0; k < keep; k++)
+            json_array_append(few, json_array_get(ob, (n - 1) - (keep - 1 - k) * (n - 1) / (keep - 1)));
+        json_object_set_new(t, "observations", few);
+    }
+    char *text = json_dumps(c, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    json_decref(c);
+    return text;
+}
+
 /* Rewrite state.json (atomically) and show it to the server. */
 static dt_err save(runner *r) {
     json_t *j = state_json(r);
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) : NULL;
-    json_decref(j);
-    if (!text) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    if (!text) {
+        json_decref(j);
+        return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    }
     size_t n = strlen(text);
     dt_err e = dt__write_file_atomic(r->state_path, text, n);
     if (!e && r->http) {
         char route[256];
         snprintf(route, sizeof route, "/v1/experiments/%s", r->e->name);
         long status = 0;
-        char *resp = NULL;
+        char *resp = NULL, *put = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
+        for (size_t keep = 200; put && strlen(put) > 1000000 && keep >= 2; keep /= 2) {
+            free(put);
+            put = thinned(j, keep);
+        }
         /* the dashboard's copy: a server that cannot take it is said, never fatal */
-        if (dt__http_client_request(r->http, "PUT", route, text, n, &status, &resp, NULL) ||
+        if (!put || dt__http_client_request(r->http, "PUT", route, put, strlen(put), &status,
+                                            &resp, NULL) ||
             status / 100 != 2) {
             static int said;
             if (!said++)
@@ -346,7 +373,9 @@ static dt_err save(runner *r) {
             dt_err_clear();
         }
         free(resp);
+        free(put);
     }
+    json_decref(j);
     free(text);
     r->dirty = 0;
     return e;
