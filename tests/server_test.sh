@@ -9,7 +9,8 @@
 #              python3 exec.py sees NUM_WORKERS and TF_CONFIG
 #   queue      --cpus 2: jobs asking for cpus (resources.requests.cpu) wait whole, are
 #              admitted by priority then submit order (strict: a waiting head blocks), and a
-#              job larger than the capacity runs alone; stop of a queued job
+#              job larger than the capacity runs alone; stop of a queued job; /metrics;
+#              dtrain scale --server changes a job's workers and its demand
 #   suspend    a training TrainJob suspended (its trainer checkpoints, capacity freed) and
 #              resumed: it continues from the saved step, not from 0
 #   restart    kill -9 the server while a job runs and two wait; the job ends while it is
@@ -27,7 +28,7 @@ cd "$TMP"
 SPID=""
 cleanup() {
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
-    touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,g4,da,db} 2>/dev/null
+    touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,g4,da,db,sc} 2>/dev/null
     for d in "$DTRAIN_HOME"/server/jobs/* "$TMP"/seedsrv/jobs/*; do
         [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" --now >/dev/null 2>&1
     done
@@ -266,6 +267,24 @@ print(" ".join(e["name"] for e in map(json.loads, open(sys.argv[1])) if e["ev"] 
     expect_exit 0 "queue: stop running" -- "$DTRAIN" stop --server "$URL" g
     is_state g Stopped && grep -q "job g: Stopped" "$TMP/out" && pass "queue: dtrain stop --server stops a running job" ||
         fail "queue: g is $(state g): $(cat "$TMP/out")"
+fi
+
+if section queue; then
+    # scale through the server: the master adds a worker, the server counts its share
+    gated sc 1
+    "$DTRAIN" submit --server "$URL" sc.yaml >/dev/null
+    wait_for is_state sc Running || fail "scale: sc is $(state sc)"
+    has_master() { api GET /v1/jobs/sc >/dev/null; grep -q '"master"' "$TMP/api"; }
+    wait_for has_master
+    expect_exit 0 "scale: up" -- "$DTRAIN" scale --server "$URL" sc --workers 2 &&
+        grep -q "job sc: 2 workers" "$TMP/out" && [ "$(field sc 's["demand"]["cpus"]')" = 2.0 ] &&
+        pass "scale: dtrain scale --server adds a worker, and its cpu to the job's demand" ||
+        fail "scale: $(cat "$TMP/out") $(cat "$TMP/api")"
+    expect_exit 0 "scale: down" -- "$DTRAIN" scale --server "$URL" sc --workers 1 &&
+        [ "$(field sc 's["demand"]["cpus"]')" = 1.0 ] && pass "scale: and a scale-down takes it away" ||
+        fail "scale: down: $(cat "$TMP/api")"
+    touch gate-sc
+    wait_for is_state sc Succeeded || fail "scale: sc is $(state sc)"
 fi
 
 if section suspend; then

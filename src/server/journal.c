@@ -4,12 +4,14 @@
  * line, a torn last line cut off, a backlog when the disk is full).
  *
  * Events ("ev"), each with "name" and "time":
- *   submit     {seq, priority, kind, labels, demand: {cpus, memoryBytes}, origin}
+ *   submit     {seq, priority, kind, labels, demand: {cpus, memoryBytes}, workerDemand: {...},
+ *              origin}
  *   start      {resume: bool, pid}     the job's `dtrain run` was started
  *   suspending {}                      its master was asked to stop for a suspension
  *   suspended  {}                      its master ended: capacity freed
  *   requeue    {}                      a suspended job back in the queue
  *   stop       {now: bool}             a user stopped it
+ *   demand     {demand}                a scale through the server changed its workers
  *   finish     {state, message}        Succeeded, Failed or Stopped
  *   delete     {}                      forgotten
  * Replay rebuilds every job's state in order. What replay cannot know (is a running job's
@@ -82,6 +84,9 @@ static void replay_event(void *vctx, json_t *ev) {
         json_t *d = json_object_get(ev, "demand");
         j->demand.cpus = json_number_value(json_object_get(d, "cpus"));
         j->demand.mem = json_integer_value(json_object_get(d, "memoryBytes"));
+        d = json_object_get(ev, "workerDemand");
+        j->worker.cpus = json_number_value(json_object_get(d, "cpus"));
+        j->worker.mem = json_integer_value(json_object_get(d, "memoryBytes"));
         j->submit_t = t;
         j->state = DT__SJOB_QUEUED;
         if (j->seq >= s->next_seq) s->next_seq = j->seq + 1;
@@ -114,6 +119,10 @@ static void replay_event(void *vctx, json_t *ev) {
         j->launcher = 0;
         snprintf(j->message, sizeof j->message, "%s",
                  json_string_value(json_object_get(ev, "message")) ?: "");
+    } else if (!strcmp(what, "demand")) {
+        json_t *d = json_object_get(ev, "demand");
+        j->demand.cpus = json_number_value(json_object_get(d, "cpus"));
+        j->demand.mem = json_integer_value(json_object_get(d, "memoryBytes"));
     } else if (!strcmp(what, "delete")) {
         j->deleted = 1;
     }

@@ -93,6 +93,24 @@ static void log_from_dir(const dt__sjob *j, const dt__http_req *req, dt__http_re
     dt__http_resp_header(resp, "X-Dtrain-Log-Done", "1");
 }
 
+/* The master scaled the job's workers: its demand follows (journaled), so admission counts
+ * what it holds now (a scale-up may take the server past its capacity: nothing new is
+ * admitted until it is back under). */
+static void scaled(dt__server *s, dt__sjob *j, const dt__http_resp *resp) {
+    json_t *a = json_loadb(resp->body ? resp->body : "", resp->len, 0, NULL);
+    long delta = (long)json_array_size(json_object_get(a, "added")) -
+                 (long)json_array_size(json_object_get(a, "removed"));
+    json_decref(a);
+    if (!delta) return;
+    j->demand.cpus += (double)delta * j->worker.cpus;
+    j->demand.mem += delta * j->worker.mem;
+    if (j->demand.cpus < 0) j->demand.cpus = 0;
+    if (j->demand.mem < 0) j->demand.mem = 0;
+    dt__sjournal(s, "demand", j, json_pack("{s:{s:f, s:I}}", "demand", "cpus", j->demand.cpus,
+                                           "memoryBytes", (json_int_t)j->demand.mem));
+    s->dirty = 1;
+}
+
 /* Every other /v1/jobs/:job/... route: to the job's master. */
 void dt__server_pass(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__server *s = ctx;
@@ -102,8 +120,12 @@ void dt__server_pass(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__http_req_query_string(req, q, sizeof q);
     snprintf(path, sizeof path, "%s%s", req->path, q);
     if ((j->state == DT__SJOB_RUNNING || j->state == DT__SJOB_SUSPENDING) &&
-        dt__server_proxy(j, req->method, path, req->body_len ? req->body : NULL, req->body_len, resp))
+        dt__server_proxy(j, req->method, path, req->body_len ? req->body : NULL, req->body_len, resp)) {
+        if (resp->status == 200 && !strcmp(req->method, "POST") && req->nparams == 2 &&
+            !strcmp(dt__http_req_param(req, "a1"), "scale"))
+            scaled(s, j, resp);
         return;
+    }
     const char *a1 = dt__http_req_param(req, "a1"), *a3 = dt__http_req_param(req, "a3");
     if (!strcmp(req->method, "GET") && a1 && !strcmp(a1, "replicas") && a3 && !strcmp(a3, "logs"))
         return log_from_dir(j, req, resp);

@@ -88,6 +88,7 @@ static void take(dt__server *s, dt__submission *sub, int rc, const char *err, dt
     j->priority = sub->priority;
     j->labels = json_incref(sub->labels);
     j->demand = sub->demand;
+    j->worker = sub->worker;
     j->seq = s->next_seq++;
     j->state = DT__SJOB_QUEUED;
     struct timespec ts;
@@ -103,10 +104,12 @@ static void take(dt__server *s, dt__submission *sub, int rc, const char *err, dt
         return;
     }
     if (dt__sjournal(s, "submit", j,
-                     json_pack("{s:I, s:i, s:s, s:O, s:{s:f, s:I}, s:s}", "seq", (json_int_t)j->seq,
-                               "priority", j->priority, "kind", j->kind, "labels", j->labels,
-                               "demand", "cpus", j->demand.cpus, "memoryBytes",
-                               (json_int_t)j->demand.mem, "origin", j->origin))) {
+                     json_pack("{s:I, s:i, s:s, s:O, s:{s:f, s:I}, s:{s:f, s:I}, s:s}", "seq",
+                               (json_int_t)j->seq, "priority", j->priority, "kind", j->kind,
+                               "labels", j->labels, "demand", "cpus", j->demand.cpus,
+                               "memoryBytes", (json_int_t)j->demand.mem, "workerDemand", "cpus",
+                               j->worker.cpus, "memoryBytes", (json_int_t)j->worker.mem, "origin",
+                               j->origin))) {
         dt_err_clear(); /* in the backlog: written before any later event */
     }
     dt__server_admit(s);

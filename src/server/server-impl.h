@@ -55,6 +55,7 @@ typedef struct dt__sjob {
     char message[512];
     json_t *labels; /* owned: {"k": "v"} */
     dt__demand demand;
+    dt__demand worker;   /* one Worker replica's share (a scale changes demand by it) */
     double submit_t, start_t, finish_t; /* unix seconds; 0 = not yet */
     char dir[4096];      /* its job dir: SERVER_DIR/jobs/<name> */
     char spec[4096];     /* what `dtrain run` is given: SERVER_DIR/specs/<name>.yaml */
@@ -145,6 +146,7 @@ typedef struct dt__submission {
     int priority;
     json_t *labels;   /* owned */
     dt__demand demand;
+    dt__demand worker; /* one Worker replica's (0 when the job has no Worker type) */
 } dt__submission;
 /* Parse a POST /v1/jobs body (query: priority) or GET /create's arguments into sub.
  * On error: an HTTP status (400) and message in err (FILE:LINE for a bad manifest). */

@@ -362,12 +362,24 @@ static void launch_why(const dt__sjob *j, char *out, size_t cap) {
     free(text);
 }
 
-static int pid_alive(pid_t pid) {
-    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+/* Is pid (a launcher from before a restart) still the `dtrain run` of this job? Its command
+ * line names the job dir (a pid reused by another process does not). */
+static int launcher_alive(const dt__sjob *j) {
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)j->launcher);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    for (ssize_t i = 0; i < n; i++)
+        if (!buf[i]) buf[i] = '\n';
+    buf[n] = 0;
+    return strstr(buf, j->dir) != NULL;
 }
 
 static void watch(dt__server *s, dt__sjob *j) {
-    if (j->launcher && !j->launcher_child && !pid_alive(j->launcher)) j->launcher = 0;
+    if (j->launcher && !j->launcher_child && !launcher_alive(j)) j->launcher = 0;
     char url[1200], tok[128];
     int live = dt__server_master(j, url, sizeof url, tok, sizeof tok);
     if (live && j->want) send_wanted(s, j);

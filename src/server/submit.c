@@ -20,7 +20,8 @@
  * Every manifest goes through the job spec parser (dt_job_spec_parse) and the local
  * backend's check, so a bad one is refused with their "FILE:LINE: field: what" message.
  * Its demand (queue.c) is worked out here from the spec and, for a TFJob or PyTorchJob,
- * the containers' resources, read from the manifest at the container path the parser found.
+ * the containers' resources, read from the manifest at the container path the parser found;
+ * so is one worker's, which `dtrain scale` through the server adds or takes away.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -126,7 +127,7 @@ static int take_manifest(dt__submission *sub, const char *path, char *err, size_
     sub->demand = (dt__demand){0, 0};
     for (int t = 0; t < DT_REPLICA_TYPE__COUNT; t++) {
         const dt_replica_spec *rs = &job->replicas[t];
-        if (!rs->present || rs->replicas <= 0) continue;
+        if (!rs->present) continue;
         double cpu = 1, mem = 0;
         if (job->kind == DT_JOB_KIND_TRAINJOB) {
             if (t != DT_REPLICA_TYPE_PS && t != DT_REPLICA_TYPE_EVALUATOR && job->train)
@@ -140,6 +141,8 @@ static int take_manifest(dt__submission *sub, const char *path, char *err, size_
                 if (q >= 0) mem = q;
             }
         }
+        if (t == DT_REPLICA_TYPE_WORKER) sub->worker = (dt__demand){cpu, (int64_t)mem};
+        if (rs->replicas <= 0) continue;
         sub->demand.cpus += cpu * rs->replicas;
         sub->demand.mem += (int64_t)(mem * rs->replicas);
     }
@@ -297,7 +300,10 @@ int dt__submit_parse_body(dt__server *s, const char *body, size_t len, const cha
     if (!len || strlen(body) != len) return bad(err, cap, "the body is empty or holds a NUL byte");
     json_t *j = json_loadb(body, len, 0, NULL);
     int rc = 0;
-    if (json_is_object(j) && json_is_string(json_object_get(j, "manifest"))) {
+    if (json_is_object(j) && json_object_get(j, "manifest") &&
+        !json_is_string(json_object_get(j, "manifest"))) {
+        rc = bad(err, cap, "manifest: expected the manifest's text (a string of YAML or JSON)");
+    } else if (json_is_object(j) && json_is_string(json_object_get(j, "manifest"))) {
         json_t *p = json_object_get(j, "priority");
         if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer");
         else if (p) sub->priority = (int)json_integer_value(p);
@@ -311,7 +317,9 @@ int dt__submit_parse_body(dt__server *s, const char *body, size_t len, const cha
     } else if (json_is_object(j) && json_object_get(j, "strategy") && !json_object_get(j, "apiVersion")) {
         json_t *w = json_object_get(j, "workers"), *ps = json_object_get(j, "ps");
         json_t *p = json_object_get(j, "priority");
-        if (!json_is_integer(w)) rc = bad(err, cap, "workers: expected an integer");
+        if (!json_is_string(json_object_get(j, "strategy")))
+            rc = bad(err, cap, "strategy: expected AllReduce or ParameterServer (a string)");
+        else if (!json_is_integer(w)) rc = bad(err, cap, "workers: expected an integer");
         else if (ps && !json_is_integer(ps)) rc = bad(err, cap, "ps: expected an integer");
         else if (p && !json_is_integer(p)) rc = bad(err, cap, "priority: expected an integer");
         else if (json_object_get(j, "command") && !json_is_array(json_object_get(j, "command")))
