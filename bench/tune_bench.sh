@@ -11,17 +11,15 @@
 #    time; and ASHA's steps over the grid's. Goal: ASHA within 0.005 of the grid's best with at
 #    most a third of its steps. (A paused trial trains on until its job's stop lands: a
 #    fraction of an epoch, counted in ASHA's steps.)
-# 2. The server: the time from the first submit to every replica started for 20 jobs queued
-#    at once (a server with room for all), and the server's CPU (its process's user+system
-#    time over a window) while 100 jobs wait behind one that holds the whole capacity.
+# 2. The server (bench/server_bench.sh, run from here): the time from the capacity freed to
+#    every replica started for 20 queued jobs, and the server's CPU while 100 jobs wait.
 #
 #   bash bench/tune_bench.sh [--quick] [--epochs N] [--keep]
 #
 # --quick: a smoke run that proves the script works in a few minutes: a 3000/1000-image
-# subset of Fashion-MNIST (the first images of the real files), 8 configurations, 2 epochs, 5
-# and 10 jobs for the server figures (its search figures mean nothing: epochs of a few hundred
-# steps end before a pause lands). The full run (12 epochs) takes some 10-20 minutes on 2
-# cores.
+# subset of Fashion-MNIST (the first images of the real files), 8 configurations, 2 epochs (its
+# search figures mean nothing: epochs of a few hundred steps end before a pause lands). The
+# full run (12 epochs) takes some 10-20 minutes on 2 cores.
 # Needs build/dtrain (or DTRAIN_BIN), Debian's dataset-fashion-mnist, /usr/bin/python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,10 +42,8 @@ done
 TMP=$(mktemp -d /tmp/dtrain-tune-bench-XXXXXX)
 export DTRAIN_HOME=$TMP/home
 unset DTRAIN_SERVER DTRAIN_SERVER_TOKEN
-SERVER_PID=
 cleanup() {
-    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
-    for m in "$TMP"/*/server/jobs/*/master.json "$TMP"/srv*/jobs/*/master.json; do
+    for m in "$TMP"/*/server/jobs/*/master.json; do
         [ -f "$m" ] && "$BIN" stop --now "$(dirname "$m")" >/dev/null 2>&1 || true
     done
     if [ "$KEEP" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
@@ -58,17 +54,11 @@ DATA=/usr/share/datasets/fashion-mnist
 LRS='["0.0003", "0.001", "0.003", "0.01"]'
 HIDDEN='["64", "256", "512"]'
 BATCH='["32", "128"]'
-JOBS_STARTED=20
-JOBS_WAITING=100
-CPU_WINDOW=20
 if [ "$QUICK" = 1 ]; then
     EPOCHS=2
     LRS='["0.001", "0.01"]'
     HIDDEN='["32", "128"]'
     BATCH='["32", "128"]'
-    JOBS_STARTED=5
-    JOBS_WAITING=10
-    CPU_WINDOW=3
     # the first 3000 training and 1000 test images of the real files
     mkdir -p "$TMP/data"
     $PY - "$DATA" "$TMP/data" <<'PYEOF'
@@ -191,110 +181,6 @@ print("RESULT asha/grid steps %.3f (goal <= 0.333); accuracy gap %.4f (goal <= 0
       (as_ / gs, gb - ab, verdict))
 PYEOF
 
-# ---- the server ----
-server() { # DIR CPUS
-    "$BIN" server --dir "$1" --cpus "$2" >"$1.log" 2>&1 &
-    SERVER_PID=$!
-    for _ in $(seq 600); do [ -f "$1/server.json" ] && break; sleep 0.05; done
-    [ -f "$1/server.json" ] || { echo "tune_bench.sh: the server did not start: $(cat "$1.log")" >&2; exit 1; }
-}
-stop_server() {
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-}
-# A one-replica TFJob whose replica sleeps: its demand is 1 CPU.
-sleeper() { # NAME SECONDS
-    cat <<YAML
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: $1}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 1
-      restartPolicy: Never
-      template:
-        spec:
-          containers:
-            - {name: tensorflow, image: sleeper, command: ["sleep", "$2"]}
-YAML
-}
-
-mkdir -p "$TMP/jobs"
-for i in $(seq "$JOBS_WAITING"); do sleeper "q-$i" 600 >"$TMP/jobs/q-$i.yaml"; done
-for i in $(seq "$JOBS_STARTED"); do sleeper "s-$i" 600 >"$TMP/jobs/s-$i.yaml"; done
-sleeper hog 600 >"$TMP/jobs/hog.yaml"
-
-# 20 jobs at once into a server with room for them all: submit to every replica Running
-server "$TMP/srv1" "$JOBS_STARTED"
-$PY - "$TMP/srv1/server.json" "$TMP/jobs" "$JOBS_STARTED" <<'PYEOF'
-import json, sys, time, urllib.request
-sj = json.load(open(sys.argv[1]))
-url, tok, n = sj["url"], sj["token"], int(sys.argv[3])
-H = {"Authorization": "Bearer " + tok}
-def req(method, path, body=None):
-    r = urllib.request.Request(url + path, data=body, method=method, headers=H)
-    with urllib.request.urlopen(r, timeout=30) as f:
-        return f.status, json.loads(f.read() or b"null")
-t0 = time.time()
-for i in range(1, n + 1):
-    st, _ = req("POST", "/v1/jobs", open(f"{sys.argv[2]}/s-{i}.yaml", "rb").read())
-    assert st == 201, st
-started = {}
-deadline = t0 + 300
-while len(started) < n and time.time() < deadline:
-    for i in range(1, n + 1):
-        name = f"s-{i}"
-        if name in started:
-            continue
-        try:
-            st, s = req("GET", f"/v1/jobs/{name}")
-        except Exception:  # noqa: BLE001 - a master still starting: asked again
-            continue
-        reps = s.get("replicas") or []
-        if reps and all(r.get("state") == "Running" for r in reps):
-            started[name] = time.time() - t0
-    time.sleep(0.05)
-if len(started) < n:
-    print(f"tune_bench.sh: only {len(started)} of {n} jobs started in 300 s", file=sys.stderr)
-    sys.exit(1)
-print("RESULT server: %d jobs submitted at once: every replica Running %.2f s after the first "
-      "submit (median job %.2f s)" % (n, max(started.values()),
-                                      sorted(started.values())[n // 2]))
-for i in range(1, n + 1):
-    req("POST", f"/v1/jobs/s-{i}/stop?now=true")
-PYEOF
-stop_server
-
-# 100 jobs waiting behind one that holds the capacity: the server's CPU meanwhile
-server "$TMP/srv2" 1
-$PY - "$TMP/srv2/server.json" "$TMP/jobs" "$JOBS_WAITING" "$SERVER_PID" "$CPU_WINDOW" <<'PYEOF'
-import json, os, sys, time, urllib.request
-sj = json.load(open(sys.argv[1]))
-url, tok, n, pid, window = sj["url"], sj["token"], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-H = {"Authorization": "Bearer " + tok}
-def req(method, path, body=None):
-    r = urllib.request.Request(url + path, data=body, method=method, headers=H)
-    with urllib.request.urlopen(r, timeout=30) as f:
-        return f.status, json.loads(f.read() or b"null")
-assert req("POST", "/v1/jobs", open(f"{sys.argv[2]}/hog.yaml", "rb").read())[0] == 201
-for i in range(1, n + 1):
-    assert req("POST", "/v1/jobs", open(f"{sys.argv[2]}/q-{i}.yaml", "rb").read())[0] == 201
-_, srv = req("GET", "/v1/server")
-assert len(srv["queue"]) == n, srv
-tick = os.sysconf("SC_CLK_TCK")
-def cpu():
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / tick
-c0, t0 = cpu(), time.time()
-time.sleep(window)  # the measurement's window: nothing to wait for but time
-c1, t1 = cpu(), time.time()
-print("RESULT server: %d jobs waiting: the server used %.3f%% of a CPU over %.0f s "
-      "(%.3f s of CPU)" % (n, 100 * (c1 - c0) / (t1 - t0), t1 - t0, c1 - c0))
-for i in range(1, n + 1):
-    req("POST", f"/v1/jobs/q-{i}/stop")
-req("POST", "/v1/jobs/hog/stop?now=true")
-PYEOF
-stop_server
+# ---- the server: bench/server_bench.sh's figures ----
+DTRAIN_BIN=$BIN bash bench/server_bench.sh | sed 's/^/RESULT server /'
 echo "tune_bench: done"
