@@ -821,7 +821,11 @@ static dt_err poll_jobs(runner *r) {
         size_t k;
         json_array_foreach(jobs, k, x) if (!strcmp(jstr(x, "name"), t->name)) job = x;
         if (!job) {
-            if (!strcmp(t->state, "Pending") || t->job_state[0]) continue; /* submitted below */
+            if (!strcmp(t->state, "Pending")) continue; /* submitted in this turn's fill */
+            /* the server no longer has it (deleted, or another server on the dir) */
+            char msg[256];
+            snprintf(msg, sizeof msg, "the server %s has no job %s any more", r->url, t->name);
+            finish(r, t, "Failed", "JobMissing", msg);
             continue;
         }
         const char *js = jstr(job, "state");
