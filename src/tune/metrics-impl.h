@@ -3,7 +3,8 @@
  * docs/TUNE.md "Metrics").
  *
  * Three collectors, as Katib's:
- *   TensorFlowEvent  the TensorBoard runs of the job: JOB_DIR/tensorboard/<run>/ and
+ *   TensorFlowEvent  the TensorBoard runs of the job: the spec's training.logdir (when
+ *                    absolute), JOB_DIR/tensorboard/<run>/ and
  *                    JOB_DIR/replicas/<replica>/tensorboard/<run>/ (a TrainJob's worker
  *                    writes there). A name RUN/TAG is tag TAG of run RUN ("eval/accuracy",
  *                    "train/loss"), else the tag RUN/TAG itself in any run; a plain name is

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "core/file-impl.h"
+#include "dtrain/spec.h"
 #include "dtrain/summary.h"
 #include "tune/metrics-impl.h"
 
@@ -123,16 +124,44 @@ static int from_run(dt__metric *m, const char *run_dir, const char *tag, dt_err 
     return found;
 }
 
-/* The logdirs of a job: JOB_DIR/tensorboard, then each replica's, in name order. */
+/* A TrainJob's training.logdir when its spec (JOB_DIR/spec.yaml) gives an absolute one. */
+static int spec_logdir(const char *job_dir, char *out, size_t cap) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/spec.yaml", job_dir);
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    char *text;
+    size_t len;
+    if (dt__read_file(path, &text, &len)) {
+        dt_err_clear();
+        return 0;
+    }
+    int found = 0;
+    if (strstr(text, "logdir")) { /* parsed only when it may say (most specs do not) */
+        dt_spec *sp = NULL;
+        if (!dt_spec_parse(&sp, text, len, path) && sp->logdir[0] == '/' && is_dir(sp->logdir)) {
+            snprintf(out, cap, "%s", sp->logdir);
+            found = 1;
+        }
+        dt_err_clear();
+        dt_spec_free(sp);
+    }
+    free(text);
+    return found;
+}
+
+/* The logdirs of a job: its spec's training.logdir, JOB_DIR/tensorboard, then each replica's,
+ * in name order. */
 static int logdirs(const char *job_dir, char ***out) {
     char **reps = NULL;
     char path[8192];
     snprintf(path, sizeof path, "%s/replicas", job_dir);
     int nr = list_dir(path, &reps);
     if (nr < 0) nr = 0;
-    char **v = calloc((size_t)nr + 1, sizeof *v);
+    char **v = calloc((size_t)nr + 2, sizeof *v);
     int n = 0;
     if (v) {
+        if (spec_logdir(job_dir, path, sizeof path)) v[n++] = strdup(path);
         snprintf(path, sizeof path, "%s/tensorboard", job_dir);
         if (is_dir(path)) v[n++] = strdup(path);
         for (int i = 0; i < nr; i++) {

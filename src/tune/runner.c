@@ -823,7 +823,7 @@ static dt_err poll_jobs(runner *r) {
         if (!job) {
             if (!strcmp(t->state, "Pending")) continue; /* submitted in this turn's fill */
             /* the server no longer has it (deleted, or another server on the dir) */
-            char msg[256];
+            char msg[1200];
             snprintf(msg, sizeof msg, "the server %s has no job %s any more", r->url, t->name);
             finish(r, t, "Failed", "JobMissing", msg);
             continue;

@@ -1,8 +1,8 @@
 /* tune_metrics_test.c - a trial's metrics from a job dir laid out as dtrain's jobs lay theirs:
- * TensorBoard runs of a TrainJob worker (names eval/accuracy, accuracy, train/loss), the final
- * value from result.json, Katib's StdOut lines (default format, epoch on the line, a custom
- * metricsFormat, a line still being written), Katib's File collector (TEXT and JSON lines) and
- * the final-value strategies. */
+ * TensorBoard runs of a TrainJob worker (names eval/accuracy, accuracy, train/loss) and of a
+ * spec's training.logdir, the final value from result.json, Katib's StdOut lines (default
+ * format, epoch on the line, a custom metricsFormat, a line still being written), Katib's File
+ * collector (TEXT and JSON lines) and the final-value strategies. */
 #include <sys/stat.h>
 
 #include "core/file-impl.h"
@@ -90,6 +90,35 @@ static void test_tensorboard_and_result(void) {
     rm_dir();
 }
 
+/* A TrainJob whose spec puts its TensorBoard runs elsewhere (training.logdir) */
+static void test_spec_logdir(void) {
+    snprintf(dir, sizeof dir, "/tmp/dtrain-metrics-XXXXXX");
+    DT_CHECK(mkdtemp(dir));
+    char spec[2048];
+    snprintf(spec, sizeof spec,
+             "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: {name: x}\nspec:\n"
+             "  data:\n    train: {format: synthetic, samples: 10, shape: [2], classes: 2}\n"
+             "  model:\n    input: [2]\n    layers: [{type: dense, units: 2}]\n"
+             "  loss: softmax_cross_entropy\n  optimizer: {type: sgd}\n"
+             "  training: {logdir: %s/elsewhere}\n", dir);
+    put("spec.yaml", spec);
+    char run[256];
+    snprintf(run, sizeof run, "%s/elsewhere/eval", dir);
+    dt_summary *w;
+    DT_CHECK_OK(dt_summary_open(&w, run, 0));
+    DT_CHECK_OK(dt_summary_scalar(w, 5, "accuracy", 0.5f));
+    DT_CHECK_OK(dt_summary_close(w));
+    dt__metric m = {0};
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "eval/accuracy", &(dt__metric_src){DT__COLLECT_TFEVENT, NULL, 0, NULL, 0}, 0));
+    DT_CHECK(m.n == 1 && m.obs[0].value == 0.5 && m.obs[0].step == 5);
+    /* a spec that does not parse is no error: the other places are looked at */
+    put("spec.yaml", "logdir: [unclosed\n");
+    DT_CHECK_OK(dt__metric_collect(&m, dir, "eval/accuracy", &(dt__metric_src){DT__COLLECT_TFEVENT, NULL, 0, NULL, 0}, 0));
+    DT_CHECK(m.n == 0);
+    dt__metric_free(&m);
+    rm_dir();
+}
+
 static void test_stdout(void) {
     snprintf(dir, sizeof dir, "/tmp/dtrain-metrics-XXXXXX");
     DT_CHECK(mkdtemp(dir));
@@ -157,4 +186,4 @@ static void test_stdout(void) {
     rm_dir();
 }
 
-DT_TEST_MAIN(DT_T(test_tensorboard_and_result), DT_T(test_stdout))
+DT_TEST_MAIN(DT_T(test_tensorboard_and_result), DT_T(test_spec_logdir), DT_T(test_stdout))
