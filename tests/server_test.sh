@@ -10,7 +10,8 @@
 #   queue      --cpus 2: jobs asking for cpus (resources.requests.cpu) wait whole, are
 #              admitted by priority then submit order (strict: a waiting head blocks), and a
 #              job larger than the capacity runs alone; stop of a queued job; /metrics;
-#              dtrain scale --server changes a job's workers and its demand
+#              dtrain scale --server changes a job's workers and its demand; a master that
+#              does not answer (SIGSTOP) is a 504 from the proxy, the server answering on
 #   suspend    a training TrainJob suspended (its trainer checkpoints, capacity freed) and
 #              resumed: it continues from the saved step, not from 0
 #   restart    kill -9 the server while a job runs and two wait; the job ends while it is
@@ -26,7 +27,9 @@ export DTRAIN_HOME="$TMP/home"
 unset DTRAIN_SERVER DTRAIN_SERVER_TOKEN
 cd "$TMP"
 SPID=""
+HUNG=""
 cleanup() {
+    [ -n "$HUNG" ] && kill -CONT "$HUNG" 2>/dev/null
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
     touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,g4,da,db,sc} 2>/dev/null
     for d in "$DTRAIN_HOME"/server/jobs/* "$TMP"/seedsrv/jobs/*; do
@@ -283,6 +286,19 @@ if section queue; then
     expect_exit 0 "scale: down" -- "$DTRAIN" scale --server "$URL" sc --workers 1 &&
         [ "$(field sc 's["demand"]["cpus"]')" = 1.0 ] && pass "scale: and a scale-down takes it away" ||
         fail "scale: down: $(cat "$TMP/api")"
+    # a master that does not answer (SIGSTOP): the proxy gives up with a 504 naming it, the
+    # job's status comes from its job dir, and the server goes on answering
+    HUNG=$(head -1 "$DTRAIN_HOME/server/jobs/sc/master.lock")
+    kill -STOP "$HUNG"
+    code=$(api GET /v1/jobs/sc/replicas)
+    [ "$code" = 504 ] && grep -q "job sc: its master (http://.*) did not answer within" "$TMP/api" &&
+        pass "proxy: a hung master is a 504 naming it" || fail "proxy: hung master: $code $(cat "$TMP/api")"
+    [ "$(api GET /v1/jobs/sc)" = 200 ] && is_state sc Running && [ "$(api GET /v1/server)" = 200 ] &&
+        pass "proxy: the job's status and the server still answer" || fail "proxy: status: $(cat "$TMP/api")"
+    kill -CONT "$HUNG"
+    HUNG=""
+    [ "$(api GET /v1/jobs/sc/replicas)" = 200 ] && pass "proxy: answered again once the master is back" ||
+        fail "proxy: after SIGCONT: $(cat "$TMP/api")"
     touch gate-sc
     wait_for is_state sc Succeeded || fail "scale: sc is $(state sc)"
 fi

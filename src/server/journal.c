@@ -15,8 +15,14 @@
  *   finish     {state, message}        Succeeded, Failed or Stopped
  *   delete     {}                      forgotten
  * Replay rebuilds every job's state in order. What replay cannot know (is a running job's
- * master still there?) server.c works out from the job dirs once the loop starts.
+ * master still there?) server.c works out from the job dirs once the loop starts; a stop or
+ * suspension asked before the restart is asked of its master again (a master's stop is
+ * idempotent), as the server may have died before it was sent. Replay trusts no field: an
+ * event whose name is not a job name (a DNS-1035 label: the job's dirs are named by it) is
+ * skipped, and a demand that is not a finite number of at least 0 counts as 0.
  */
+#include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +60,20 @@ dt_err dt__sjournal(dt__server *s, const char *ev, const dt__sjob *j, json_t *ex
     return e;
 }
 
+static int job_name(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 63 || !islower((unsigned char)s[0]) || s[n - 1] == '-') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && s[i] != '-') return 0;
+    return 1;
+}
+
+/* A demand's member: a finite number >= 0, else 0. */
+static double amount(json_t *d, const char *key) {
+    double v = json_number_value(json_object_get(d, key));
+    return isfinite(v) && v > 0 && v < 1e18 ? v : 0;
+}
+
 typedef struct replay_ctx {
     dt__server *s;
     dt_err err;
@@ -66,6 +86,10 @@ static void replay_event(void *vctx, json_t *ev) {
     const char *name = json_string_value(json_object_get(ev, "name"));
     double t = json_number_value(json_object_get(ev, "time"));
     if (!what || !name || rc->err) return;
+    if (!job_name(name)) {
+        fprintf(stderr, "dtrain server: journal: an event for '%.80s' skipped (not a job name)\n", name);
+        return;
+    }
     dt__sjob *j = dt__server_find(s, name);
     if (!strcmp(what, "submit")) {
         if (j) return; /* cannot happen: a name is held until deleted */
@@ -82,11 +106,11 @@ static void replay_event(void *vctx, json_t *ev) {
         json_t *l = json_object_get(ev, "labels");
         j->labels = json_is_object(l) ? json_deep_copy(l) : json_object();
         json_t *d = json_object_get(ev, "demand");
-        j->demand.cpus = json_number_value(json_object_get(d, "cpus"));
-        j->demand.mem = json_integer_value(json_object_get(d, "memoryBytes"));
+        j->demand.cpus = amount(d, "cpus");
+        j->demand.mem = (int64_t)amount(d, "memoryBytes");
         d = json_object_get(ev, "workerDemand");
-        j->worker.cpus = json_number_value(json_object_get(d, "cpus"));
-        j->worker.mem = json_integer_value(json_object_get(d, "memoryBytes"));
+        j->worker.cpus = amount(d, "cpus");
+        j->worker.mem = (int64_t)amount(d, "memoryBytes");
         j->submit_t = t;
         j->state = DT__SJOB_QUEUED;
         if (j->seq >= s->next_seq) s->next_seq = j->seq + 1;
@@ -103,16 +127,21 @@ static void replay_event(void *vctx, json_t *ev) {
         j->want = 0;
     } else if (!strcmp(what, "suspending")) {
         j->state = DT__SJOB_SUSPENDING;
+        if (!j->stop_asked) j->want = DT__WANT_SUSPEND;
     } else if (!strcmp(what, "suspended")) {
         j->state = DT__SJOB_SUSPENDED;
         j->resume = 1;
         j->launcher = 0;
+        j->want = 0;
     } else if (!strcmp(what, "requeue")) {
         j->state = DT__SJOB_QUEUED;
         j->resume = j->started_once;
+        j->want = 0;
     } else if (!strcmp(what, "stop")) {
         j->stop_asked = 1;
+        j->want = json_is_true(json_object_get(ev, "now")) ? DT__WANT_STOP_NOW : DT__WANT_STOP;
     } else if (!strcmp(what, "finish")) {
+        j->want = 0;
         int st = dt__sjob_state_parse(json_string_value(json_object_get(ev, "state")));
         j->state = st >= 0 ? (dt__sjob_state)st : DT__SJOB_FAILED;
         j->finish_t = t;
@@ -121,8 +150,8 @@ static void replay_event(void *vctx, json_t *ev) {
                  json_string_value(json_object_get(ev, "message")) ?: "");
     } else if (!strcmp(what, "demand")) {
         json_t *d = json_object_get(ev, "demand");
-        j->demand.cpus = json_number_value(json_object_get(d, "cpus"));
-        j->demand.mem = json_integer_value(json_object_get(d, "memoryBytes"));
+        j->demand.cpus = amount(d, "cpus");
+        j->demand.mem = (int64_t)amount(d, "memoryBytes");
     } else if (!strcmp(what, "delete")) {
         j->deleted = 1;
     }

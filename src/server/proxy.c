@@ -4,7 +4,9 @@
  * to the job's master with the master's token (DIR/master.json), and its answer (status,
  * body, content type, the log headers) passed back. A job whose master does not run answers
  * its logs and replicas from its job dir; other routes get 409 naming its state.
- * Requests are made on the loop's thread: a master answers them at once.
+ * Requests are made on the loop's thread: a master answers them at once, and one that does
+ * not (stopped, hung) is given up after DT__MASTER_TIMEOUT_MS with a 504 naming it, so it
+ * holds the server's other clients up by that much at most.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +25,6 @@ static dt__sjob *job_or_404(dt__server *s, const dt__http_req *req, dt__http_res
     return j;
 }
 
-/* A request to the job's live master; 0 when there is none. */
 int dt__server_proxy(const dt__sjob *j, const char *method, const char *path, const char *body,
                  size_t len, dt__http_resp *resp) {
     char url[1200], tok[128];
@@ -32,13 +33,23 @@ int dt__server_proxy(const dt__sjob *j, const char *method, const char *path, co
     long status = 0;
     char *out = NULL;
     size_t olen = 0;
-    dt_err e = dt__http_client_init(&c, url, tok, 30000);
+    dt_err e = dt__http_client_init(&c, url, tok, DT__MASTER_TIMEOUT_MS);
     if (!e) e = dt__http_client_request(c, method, path, body, len, &status, &out, &olen);
     if (e) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", dt_errmsg());
         dt__http_client_free(c);
         free(out);
         dt_err_clear();
-        return 0; /* it went away meanwhile */
+        if (!dt__server_master(j, url, sizeof url, tok, sizeof tok)) return 0; /* it went away */
+        int timeout = strstr(why, "timed out") != NULL;
+        if (timeout)
+            dt__http_resp_error(resp, 504, "job %s: its master (%s) did not answer within %d s",
+                                j->name, url, DT__MASTER_TIMEOUT_MS / 1000);
+        else
+            dt__http_resp_error(resp, 502, "job %s: its master (%s) did not answer: %s", j->name,
+                                url, why);
+        return -1;
     }
     free(resp->body);
     resp->status = (int)status;
@@ -119,13 +130,14 @@ void dt__server_pass(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     char q[2048], path[4096];
     dt__http_req_query_string(req, q, sizeof q);
     snprintf(path, sizeof path, "%s%s", req->path, q);
-    if ((j->state == DT__SJOB_RUNNING || j->state == DT__SJOB_SUSPENDING) &&
-        dt__server_proxy(j, req->method, path, req->body_len ? req->body : NULL, req->body_len, resp)) {
-        if (resp->status == 200 && !strcmp(req->method, "POST") && req->nparams == 2 &&
-            !strcmp(dt__http_req_param(req, "a1"), "scale"))
-            scaled(s, j, resp);
-        return;
-    }
+    int rc = j->state == DT__SJOB_RUNNING || j->state == DT__SJOB_SUSPENDING
+                 ? dt__server_proxy(j, req->method, path, req->body_len ? req->body : NULL,
+                                    req->body_len, resp)
+                 : 0;
+    if (rc == 1 && resp->status == 200 && !strcmp(req->method, "POST") && req->nparams == 2 &&
+        !strcmp(dt__http_req_param(req, "a1"), "scale"))
+        scaled(s, j, resp);
+    if (rc) return;
     const char *a1 = dt__http_req_param(req, "a1"), *a3 = dt__http_req_param(req, "a3");
     if (!strcmp(req->method, "GET") && a1 && !strcmp(a1, "replicas") && a3 && !strcmp(a3, "logs"))
         return log_from_dir(j, req, resp);

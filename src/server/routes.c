@@ -174,7 +174,9 @@ static void get_job(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
         char path[200];
         snprintf(path, sizeof path, "/v1/jobs/%s", j->name);
         dt__http_resp r = {0};
-        if (dt__server_proxy(j, "GET", path, NULL, 0, &r) && r.status == 200) st = json_loadb(r.body, r.len, 0, NULL);
+        /* a master that does not answer: what it last wrote (status.json) */
+        if (dt__server_proxy(j, "GET", path, NULL, 0, &r) == 1 && r.status == 200)
+            st = json_loadb(r.body, r.len, 0, NULL);
         free(r.body);
     }
     if (!st) st = dt__sjob_dir_json(j, "status.json");

@@ -67,6 +67,7 @@ typedef struct dt__sjob {
     int launch_failed;   /* the launcher exited non-zero */
     int want;            /* 0, or a request not yet sent to a master still starting:
                             DT__WANT_SUSPEND, DT__WANT_STOP, DT__WANT_STOP_NOW */
+    double want_retry_t; /* a master that did not take it: not asked again before this */
     int stop_asked;      /* stopped by a user: a dead master is not resumed */
     int position;        /* in the queue (1-based); 0 = not queued */
     int deleted;
@@ -166,7 +167,13 @@ dt_err dt__sjournal(dt__server *s, const char *ev, const dt__sjob *j, json_t *ex
 dt_err dt__sjournal_replay(dt__server *s);
 
 /* ---- proxy.c ---- */
-/* A request to the job's live master, its answer into resp; 0 when no master answers. */
+/* How long the loop's one thread waits for a job's master (a proxied request, a stop): a
+ * master answers at once, so one that does not (stopped, hung, swapping) holds every other
+ * client of the server up by at most this. */
+#define DT__MASTER_TIMEOUT_MS 3000
+/* A request to the job's live master: 1 with its answer in resp; 0 when no master runs (or
+ * it went away meanwhile); -1 when its master runs but did not answer: resp is a 504 (it did
+ * not answer in DT__MASTER_TIMEOUT_MS) or 502 naming the master and what went wrong. */
 int dt__server_proxy(const dt__sjob *j, const char *method, const char *path, const char *body,
                      size_t len, dt__http_resp *resp);
 /* The handler of every /v1/jobs/:job/:a1[/:a2[/:a3]] route the server does not answer. */

@@ -219,13 +219,17 @@ static int master_post(const dt__sjob *j, const char *what, char *msg, size_t ca
     dt__http_client *c = NULL;
     long status = 0;
     char *body = NULL;
-    dt_err e = dt__http_client_init(&c, url, tok, 10000);
+    dt_err e = dt__http_client_init(&c, url, tok, DT__MASTER_TIMEOUT_MS);
     if (!e) e = dt__http_client_request(c, "POST", route, "", 0, &status, &body, NULL);
     dt__http_client_free(c);
     if (e) {
-        snprintf(msg, cap, "%s", dt_errmsg());
+        status = strstr(dt_errmsg(), "timed out") ? 504 : 502;
+        if (status == 504)
+            snprintf(msg, cap, "job %s: its master (%s) did not answer within %d s", j->name, url,
+                     DT__MASTER_TIMEOUT_MS / 1000);
+        else
+            snprintf(msg, cap, "job %s: its master (%s) did not answer: %s", j->name, url, dt_errmsg());
         dt_err_clear();
-        status = 502;
     } else if (status != 202 && status != 200) {
         snprintf(msg, cap, "its master answered %ld: %s", status, body ? body : "");
     }
@@ -233,12 +237,20 @@ static int master_post(const dt__sjob *j, const char *what, char *msg, size_t ca
     return (int)status;
 }
 
-/* Send what was asked of a job whose master was not up yet. */
+/* Send what was asked of a job whose master was not up yet. A master that does not take it
+ * is asked again WANT_RETRY_S later, not at every look (each try may wait for it). */
+#define WANT_RETRY_S 5.0
 static void send_wanted(dt__server *s, dt__sjob *j) {
     char msg[512] = "";
+    if (now_s() < j->want_retry_t) return;
     int rc = master_post(j, j->want == DT__WANT_STOP_NOW ? "stop?now=true" : "stop", msg, sizeof msg);
-    if (rc == 202 || rc == 200) j->want = 0;
-    else if (rc != -1) say("job %s: stop: %s", j->name, msg);
+    if (rc == 202 || rc == 200) {
+        j->want = 0;
+        j->message[0] = 0;
+    } else if (rc != -1) {
+        say("job %s: stop: %s (asked again in %g s)", j->name, msg, WANT_RETRY_S);
+        j->want_retry_t = now_s() + WANT_RETRY_S;
+    }
     (void)s;
 }
 
@@ -281,8 +293,16 @@ int dt__server_request(dt__server *s, dt__sjob *j, int kind, char *msg, size_t c
         /* Its master is not up yet (the job is starting, or being resumed): asked once it is. */
         j->want = kind;
         rc = 202;
+    } else if (rc == 502 || rc == 504) {
+        /* Its master runs but did not answer: asked again later, as one not up yet is (the
+         * job's message says so). */
+        say("%s; asked again every %g s", msg, WANT_RETRY_S);
+        snprintf(j->message, sizeof j->message, "%.400s; asked again every %g s", msg, WANT_RETRY_S);
+        j->want = kind;
+        j->want_retry_t = now_s() + WANT_RETRY_S;
+        rc = 202;
     } else if (rc != 202 && rc != 200) {
-        return rc == 502 ? 502 : rc;
+        return rc;
     }
     if (suspend) {
         j->state = DT__SJOB_SUSPENDING;

@@ -813,6 +813,14 @@ static void test_deep_and_large(void) {
         deep[o++] = ']';
     deep[o++] = '}';
     deep[o] = '\0';
+    DT_CHECK(spec_fails(deep, "spec:", "YAML nesting deeper than 256 levels"));
+    /* as deep as allowed (the root and spec maps are 2 levels): parsed, refused by the spec */
+    o = snprintf(deep, sizeof deep, "apiVersion: dtrain/v1\nkind: TrainJob\nmetadata: {name: a}\n"
+                                    "spec: {seed: ");
+    for (int i = 0; i < DT__YDEPTH_MAX - 2; i++) deep[o++] = '[';
+    for (int i = 0; i < DT__YDEPTH_MAX - 2; i++) deep[o++] = ']';
+    deep[o++] = '}';
+    deep[o] = '\0';
     DT_CHECK(spec_fails(deep, "spec:", "spec.seed: expected a non-negative integer, got a list"));
 
     enum { N = MAX_LAYERS_FOR_TEST + 1 };

@@ -46,6 +46,9 @@
 #define DT__YPATH_MAX 256
 /* Largest input accepted by dt__ystream_open_file. */
 #define DT__YFILE_MAX (16 << 20)
+/* Deepest nesting of sequences and maps accepted: libyaml's scanner costs time quadratic in
+ * the flow depth (a 1 MiB body of '[' would hold a server's thread for minutes). */
+#define DT__YDEPTH_MAX 256
 
 typedef struct dt__ystream dt__ystream;
 typedef struct dt__ydoc dt__ydoc;
@@ -71,7 +74,8 @@ const char *dt__ystream_name(const dt__ystream *s);
 
 /* Load the next document into *out (caller frees with dt__ydoc_free), or set *out = NULL at
  * the end of the stream. A syntax error gives DT_ERR_SPEC "FILE:LINE: YAML syntax error:
- * PROBLEM (CONTEXT at line N)", and every later call repeats it. */
+ * PROBLEM (CONTEXT at line N)", and every later call repeats it; so does nesting deeper than
+ * DT__YDEPTH_MAX ("FILE:LINE: YAML nesting deeper than 256 levels"). */
 dt_err dt__ystream_next(dt__ystream *s, dt__ydoc **out);
 void dt__ydoc_free(dt__ydoc *d);
 /* 0-based position of the document in its stream. */
