@@ -701,7 +701,8 @@ static void send_wants(runner *r) {
             continue;
         }
         const char *js = t->job_state;
-        int done = st / 100 == 2 || st == 404 || job_finished(js) ||
+        /* 504: the job's master did not answer in time; the server asks it again itself */
+        int done = st / 100 == 2 || st == 404 || st == 504 || job_finished(js) ||
                    (st == 409 && !strcmp(t->want, "suspend") &&
                     (!strcmp(js, "Suspending") || !strcmp(js, "Suspended"))) ||
                    (st == 409 && !strcmp(t->want, "resume") &&
