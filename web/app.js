@@ -2,8 +2,9 @@
 //
 // Served by a job server (dtrain server, docs/SERVER.md: its healthz says "server"), the page
 // lists the server's jobs with their state, queue position and reason, and the capacity
-// used and free; ?job=NAME shows that job's page through the server, which passes the job
-// API to the job's master.
+// used and free, and the experiments `dtrain tune` runs on it; ?job=NAME shows that job's page
+// through the server, which passes the job API to the job's master; ?experiment=NAME an
+// experiment's trials table and charts of its objective (GET /v1/experiments/NAME).
 //
 // The token: `dtrain run` prints http://HOST:PORT/#token=TOKEN. The fragment never goes to a
 // server; the page keeps it in sessionStorage (this tab only) and takes it out of the
@@ -145,7 +146,7 @@ function renderCluster(st) {
 
 const palette = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#57606a"];
 
-function chart(id, yTitle) {
+function chart(id, yTitle, xTitle) {
   if (state.charts[id]) return state.charts[id];
   if (!window.Chart) return null;
   state.charts[id] = new window.Chart(document.getElementById(id), {
@@ -154,7 +155,7 @@ function chart(id, yTitle) {
     options: {
       animation: false, responsive: true, maintainAspectRatio: false, parsing: false,
       normalized: true, elements: { point: { radius: 0 } },
-      scales: { x: { type: "linear", title: { display: true, text: "step" } },
+      scales: { x: { type: "linear", title: { display: true, text: xTitle || "step" } },
                 y: { title: { display: true, text: yTitle } } },
       plugins: { legend: { position: "bottom" } },
     },
@@ -254,11 +255,93 @@ async function pollServer() {
     const jobs = (await api("/v1/jobs")).jobs;
     state.jobs = jobs;
     renderServer(sv, jobs);
+    renderExperiments((await api("/v1/experiments")).experiments || []);
     showError("");
   } catch (e) {
     showError(String(e.message || e));
   }
   setTimeout(pollServer, 1000);
+}
+
+// ---- experiments (dtrain tune, docs/TUNE.md): what the runner PUTs to the server ----
+
+function renderExperiments(list) {
+  document.getElementById("experiments").hidden = list.length === 0;
+  const tb = document.querySelector("#experiments-table tbody");
+  tb.replaceChildren(...list.map((x) => {
+    const c = x.counts || {}, obj = x.objective || {};
+    const best = x.best ? x.best.trial + ": " + fmt(x.best.objective, 4) : "";
+    return el("tr", { "data-experiment": x.name },
+      el("td", {}, el("a", { href: "?experiment=" + encodeURIComponent(x.name) }, x.name)),
+      el("td", { class: "state-" + x.status }, x.status + (x.reason ? " (" + x.reason + ")" : "")),
+      el("td", {}, x.algorithm + (x.earlyStopping ? " + " + x.earlyStopping : "")),
+      el("td", {}, obj.type + " " + obj.metric),
+      el("td", {}, (x.trials || []).length + ": " + (c.succeeded || 0) + " succeeded, " +
+        (c.running || 0) + " running, " + (c.failed || 0) + " failed"),
+      el("td", {}, best), el("td", {}, ago(x.updated)));
+  }));
+}
+
+function paramText(p) {
+  return Object.entries(p || {}).map(([k, v]) => k + "=" + v).join(" ");
+}
+
+function renderExperiment(x) {
+  const obj = x.objective || {};
+  document.getElementById("job").textContent = "experiment " + x.name;
+  document.title = x.name + " - " + x.status + " - dtrain tune";
+  const ph = document.getElementById("phase");
+  ph.textContent = x.status;
+  ph.className = "phase " + x.status;
+  const trials = x.trials || [];
+  document.getElementById("experiment-summary").textContent =
+    x.algorithm + (x.earlyStopping ? " + " + x.earlyStopping : "") + ", " + obj.type + " " +
+    obj.metric + (obj.goal != null ? " (goal " + obj.goal + ")" : "") + "; " + trials.length +
+    " trials of " + (x.maxTrialCount || "all") + ", " + x.parallelTrialCount + " in parallel" +
+    (x.best ? "; best " + x.best.trial + " " + paramText(x.best.parameters) + ": " + fmt(x.best.objective, 4) : "") +
+    (x.message ? ". " + x.message : "");
+  const tb = document.querySelector("#trials tbody");
+  tb.replaceChildren(...trials.map((t) => {
+    const isBest = x.best && x.best.trial === t.name;
+    return el("tr", { "data-trial": t.name, "data-state": t.state, class: isBest ? "best" : "" },
+      el("td", {}, t.name + (isBest ? " ★" : "")), el("td", { class: "state-" + t.state }, t.state),
+      el("td", {}, paramText(t.parameters)), el("td", { class: "num" }, fmt(t.objective, 4)),
+      el("td", { class: "num" }, (t.observations || []).length),
+      el("td", {}, el("a", { href: "?job=" + encodeURIComponent(t.job) }, t.jobState || "job")),
+      el("td", {}, t.message || ""));
+  }));
+  const byEpoch = chart("objective-chart", obj.metric, "epoch");
+  if (byEpoch) {
+    document.getElementById("objective-caption").textContent = obj.metric + " by epoch, one line a trial";
+    setSeries(byEpoch, trials.filter((t) => (t.observations || []).length).map((t) => ({
+      label: t.name, points: t.observations.map((o) => ({ x: o.resource, y: o.value })),
+    })));
+  }
+  const byTrial = chart("final-chart", obj.metric, "trial");
+  if (byTrial) {
+    document.getElementById("final-caption").textContent = obj.metric + " of each trial (its final value, or last)";
+    setSeries(byTrial, [{
+      label: obj.metric,
+      points: trials.filter((t) => typeof t.objective === "number").map((t) => ({ x: t.index, y: t.objective })),
+    }]);
+    byTrial.data.datasets[0].showLine = false; // points: trials are not a series
+    byTrial.data.datasets[0].pointRadius = 4;
+    byTrial.options.scales.x.ticks = { stepSize: 1, precision: 0 };
+    byTrial.update("none");
+  }
+}
+
+async function pollExperiment(name) {
+  let done = false;
+  try {
+    const x = await api("/v1/experiments/" + encodeURIComponent(name));
+    renderExperiment(x);
+    done = x.status !== "Running";
+    showError("");
+  } catch (e) {
+    showError(String(e.message || e));
+  }
+  setTimeout(() => pollExperiment(name), done ? 5000 : 1000);
 }
 
 async function poll() {
@@ -293,6 +376,15 @@ async function start() {
   }
   if (state.server && state.job)
     document.querySelector("header h1").after(el("a", { href: location.pathname, id: "all-jobs" }, "all jobs of the server"));
+  const experiment = state.server && new URLSearchParams(location.search).get("experiment");
+  if (experiment) {
+    document.querySelector("header h1").after(el("a", { href: location.pathname, id: "all-jobs" }, "all jobs of the server"));
+    document.getElementById("experiment").hidden = false;
+    document.getElementById("experiment-charts").hidden = false;
+    for (const s of document.querySelectorAll("section.job")) s.hidden = true;
+    pollExperiment(experiment);
+    return;
+  }
   if (state.server && !state.job) {
     document.getElementById("server").hidden = false;
     for (const s of document.querySelectorAll("section.job")) s.hidden = true;

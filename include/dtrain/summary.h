@@ -50,6 +50,62 @@ dt_err dt_summary_close(dt_summary *w);
 uint32_t dt_crc32c(const void *p, size_t n);
 uint32_t dt_crc32c_mask(uint32_t crc);
 
+
+/* ---- reading (src/summary/reader.c) ----
+ *
+ * The reader takes what TensorBoard takes: records checked against both masked CRC32Cs, each
+ * Event's wall_time, step, SessionLog START and its summary values that are scalars, either
+ * simple_value (TF1, dtrain) or a tensor as TF2's tf.summary.scalar writes it (a rank-0
+ * DT_FLOAT or DT_DOUBLE tensor in tensor_content, float_val or double_val; plugin
+ * "scalars"). Other values (images, histograms, text) are skipped. A file cut short inside
+ * its last record (a writer still writing, a process killed mid-write) ends there without an
+ * error; a record whose checksum is wrong or whose Event cannot be decoded is an error
+ * naming the file and the record's byte offset. */
+
+typedef struct dt_summary_event {
+    double wall_time;
+    int64_t step;
+    int start;                 /* a SessionLog START at step: a restarted writer */
+    int n;                     /* scalars in this event */
+    const char *const *tags;   /* valid only during the callback */
+    const double *values;
+} dt_summary_event;
+
+/* Called once per Event holding scalars or a START; nonzero stops the read (no error). */
+typedef int (*dt_summary_event_fn)(void *ctx, const dt_summary_event *ev);
+
+/* Read path's records from byte offset `from` (0, or an earlier *end to poll a growing
+ * file); *end (may be NULL) is the offset after the last whole record read. */
+dt_err dt_summary_read_file(const char *path, size_t from, dt_summary_event_fn fn, void *ctx,
+                            size_t *end);
+
+typedef struct dt_summary_point {
+    int64_t step;
+    double wall_time;
+    double value;
+} dt_summary_point;
+
+typedef struct dt_summary_series {
+    char *tag;
+    size_t n, cap;
+    dt_summary_point *pts; /* in step order */
+} dt_summary_series;
+
+typedef struct dt_summary_run {
+    int files;    /* event files read */
+    size_t nseries;
+    dt_summary_series *series;
+} dt_summary_run;
+
+/* Read a run directory as TensorBoard does: every file whose name holds "tfevents", in name
+ * order; a START at step s drops the points at or after s of every tag, and a point whose
+ * step is below its tag's last drops that tag's points at or after it. A directory with no
+ * event file is an empty run (files 0), a missing one DT_ERR_NOTFOUND. */
+dt_err dt_summary_read_run(const char *dir, dt_summary_run **out);
+/* The series of tag, or NULL. */
+const dt_summary_series *dt_summary_run_tag(const dt_summary_run *run, const char *tag);
+void dt_summary_run_free(dt_summary_run *run);
+
 #ifdef __cplusplus
 }
 #endif

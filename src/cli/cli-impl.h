@@ -45,6 +45,7 @@ extern const dt__cli_cmd dt__cmd_server;
 extern const dt__cli_cmd dt__cmd_submit;
 extern const dt__cli_cmd dt__cmd_suspend;
 extern const dt__cli_cmd dt__cmd_resume;
+extern const dt__cli_cmd dt__cmd_tune;
 
 /* A decimal integer in [lo, hi] (the whole string); 0 on success, -1 otherwise. */
 int dt__cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

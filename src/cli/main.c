@@ -27,6 +27,7 @@ static const dt__cli_cmd *const commands[] = {
     &dt__cmd_submit,
     &dt__cmd_suspend,
     &dt__cmd_resume,
+    &dt__cmd_tune,
     &dt__cmd_version,
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
