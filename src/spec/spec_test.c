@@ -822,6 +822,20 @@ static void test_deep_and_large(void) {
     deep[o++] = '}';
     deep[o] = '\0';
     DT_CHECK(spec_fails(deep, "spec:", "spec.seed: expected a non-negative integer, got a list"));
+    /* the limit holds for the document read: a deep later one is only refused when read */
+    o = snprintf(deep, sizeof deep, "a: 1\n---\n");
+    for (int i = 0; i < DEPTH; i++) deep[o++] = '[';
+    for (int i = 0; i < DEPTH; i++) deep[o++] = ']';
+    deep[o] = '\0';
+    dt__ystream *ys = NULL;
+    dt__ydoc *d = NULL;
+    DT_CHECK_OK(dt__ystream_open_mem(&ys, deep, (size_t)o, "m.yaml"));
+    DT_CHECK_OK(dt__ystream_next(ys, &d));
+    DT_CHECK(d != NULL);
+    dt__ydoc_free(d);
+    DT_CHECK_ERR(dt__ystream_next(ys, &d), DT_ERR_SPEC, "m.yaml:3: YAML nesting deeper than 256 levels");
+    DT_CHECK(d == NULL);
+    dt__ystream_free(ys);
 
     enum { N = MAX_LAYERS_FOR_TEST + 1 };
     static char many[N * 24 + 512];

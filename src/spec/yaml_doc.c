@@ -9,10 +9,10 @@
  *
  * Aliases are resolved by libyaml into shared nodes (never copied), so an "exponential"
  * alias bomb costs nothing here; accessors only descend where the caller asks, so a cyclic
- * alias cannot make them loop. Before the first document is loaded, one pass over the
- * stream's events refuses nesting deeper than DT__YDEPTH_MAX: libyaml's scanner looks at
- * every open flow level for each token, so deep nesting costs time quadratic in its depth
- * (and the pass stops at the limit, after a few hundred tokens).
+ * alias cannot make them loop. Before a document is loaded, a pass over its events refuses
+ * nesting deeper than DT__YDEPTH_MAX: libyaml's scanner looks at every open flow level for
+ * each token, so deep nesting costs time quadratic in its depth (and the pass stops at the
+ * limit, after a few hundred tokens).
  *
  * Every failing accessor records exactly one message via dt_err_set and returns
  * DT_ERR_SPEC; no accessor allocates, so there is nothing to release on an error path.
@@ -37,7 +37,6 @@ struct dt__ystream {
     char *name; /* for messages (owned) */
     int ndocs;  /* documents handed out so far */
     int done;   /* end of stream reached */
-    int depth_checked; /* the nesting pass has run */
     dt_err err; /* sticky error after a failed load */
     char errmsg[ERRMSG_MAX];
 };
@@ -233,13 +232,14 @@ static dt_err stream_fail(dt__ystream *s) {
     return s->err;
 }
 
-/* Refuse nesting deeper than DT__YDEPTH_MAX, from the stream's events (a syntax error
- * stops the pass: the load reports it as usual). */
+/* Refuse nesting deeper than DT__YDEPTH_MAX in the document the next load reads, from the
+ * stream's events (a syntax error stops the pass: the load reports it as usual; documents
+ * after it are not looked at). */
 static dt_err check_depth(dt__ystream *s) {
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p)) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", s->name);
     yaml_parser_set_input_string(&p, s->buf, s->len);
-    int depth = 0;
+    int depth = 0, doc = 0;
     dt_err e = DT_OK;
     for (;;) {
         yaml_event_t ev;
@@ -247,7 +247,9 @@ static dt_err check_depth(dt__ystream *s) {
         yaml_event_type_t t = ev.type;
         size_t line = ev.start_mark.line + 1;
         yaml_event_delete(&ev);
-        if (t == YAML_STREAM_END_EVENT) break;
+        if (t == YAML_STREAM_END_EVENT || (t == YAML_DOCUMENT_END_EVENT && ++doc > s->ndocs))
+            break;
+        if (doc < s->ndocs) continue; /* an earlier document, loaded already */
         if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
             if (++depth > DT__YDEPTH_MAX) {
                 e = dt_err_set(DT_ERR_SPEC, "%s:%zu: YAML nesting deeper than %d levels", s->name,
@@ -266,8 +268,7 @@ dt_err dt__ystream_next(dt__ystream *s, dt__ydoc **out) {
     *out = NULL;
     if (s->err) return dt_err_set(s->err, "%s", s->errmsg);
     if (s->done) return DT_OK;
-    if (!s->depth_checked) {
-        s->depth_checked = 1;
+    {
         dt_err e = check_depth(s);
         if (e) {
             s->err = e;
