@@ -416,4 +416,12 @@ if section dashboard; then
     fi
 fi
 
+# A sanitizer build's reports (the server's at its exit: leaks) go to the servers' and the
+# masters' logs, not to a command's exit status.
+stop_server
+san=$(grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$TMP/server.log" \
+    "$DTRAIN_HOME"/server/jobs/*/master.log "$TMP"/seedsrv/jobs/*/master.log 2>/dev/null)
+[ -z "$san" ] && pass "no sanitizer reports in the servers' and masters' logs" ||
+    fail "sanitizer reports in: $san: $(grep -h -A8 "ERROR: \|runtime error:" $san | head -40)"
+
 finish
