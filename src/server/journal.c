@@ -148,6 +148,7 @@ static void replay_event(void *vctx, json_t *ev) {
         j->launcher = 0;
         snprintf(j->message, sizeof j->message, "%s",
                  json_string_value(json_object_get(ev, "message")) ?: "");
+        dt__utf8_repair(j->message); /* cut to its size */
     } else if (!strcmp(what, "demand")) {
         json_t *d = json_object_get(ev, "demand");
         j->demand.cpus = amount(d, "cpus");

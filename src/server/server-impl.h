@@ -108,6 +108,9 @@ struct dt__server {
 };
 
 /* ---- server.c ---- */
+/* Make s valid UTF-8 in place (JSON needs it): a byte that starts no whole sequence (a
+ * character cut by a buffer's end, a log's stray byte) becomes '?', a control byte ' '. */
+void dt__utf8_repair(char *s);
 /* Run the server until SIGTERM/SIGINT. */
 dt_err dt__server_run(const dt__server_opts *opts);
 dt__sjob *dt__server_find(dt__server *s, const char *name);

@@ -66,6 +66,25 @@ static void say(const char *fmt, ...) {
     va_end(ap);
 }
 
+void dt__utf8_repair(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 2 : (*p & 0xf0) == 0xe0 ? 3
+                : (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 4 : 0;
+        for (int k = 1; k < n; k++)
+            if ((p[k] & 0xc0) != 0x80) n = 0; /* stops at the NUL too */
+        /* no overlong 3-byte forms, no surrogates, nothing past U+10FFFF */
+        if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) n = 0;
+        if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) n = 0;
+        if (n == 0) {
+            *p++ = '?';
+            continue;
+        }
+        if (n == 1 && *p < 0x20) *p = ' ';
+        p += n;
+    }
+}
+
 void dt__sjob_free(dt__sjob *j) {
     if (!j) return;
     json_decref(j->labels);
@@ -144,6 +163,7 @@ static void set_finished(dt__server *s, dt__sjob *j, dt__sjob_state st, const ch
     va_start(ap, fmt);
     vsnprintf(j->message, sizeof j->message, fmt, ap);
     va_end(ap);
+    dt__utf8_repair(j->message);
     j->state = st;
     j->finish_t = now_s();
     j->launcher = 0;
@@ -304,6 +324,7 @@ int dt__server_request(dt__server *s, dt__sjob *j, int kind, char *msg, size_t c
          * job's message says so). */
         say("%s; asked again every %g s", msg, WANT_RETRY_S);
         snprintf(j->message, sizeof j->message, "%.400s; asked again every %g s", msg, WANT_RETRY_S);
+        dt__utf8_repair(j->message);
         j->want = kind;
         j->want_retry_t = now_s() + WANT_RETRY_S;
         rc = 202;
