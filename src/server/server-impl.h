@@ -61,7 +61,9 @@ typedef struct dt__sjob {
     char spec[4096];     /* what `dtrain run` is given: SERVER_DIR/specs/<name>.yaml */
     char origin[4096];   /* the submitter's own file (relative data paths), "" if none */
     int resume;          /* the next start is `dtrain run --resume DIR` */
-    int started_once;    /* the job dir holds a master's journal */
+    int started_once;    /* the job dir holds a master's journal; more than 1: the starts
+                            since the last a user asked for (a master gone without a result
+                            is started again at most MAX_RELAUNCH times) */
     pid_t launcher;      /* the `dtrain run --detach` this server runs; 0 = none */
     int launcher_child;  /* launcher is our child (else: one from before a restart) */
     int launch_failed;   /* the launcher exited non-zero */

@@ -218,7 +218,7 @@ static void launch(dt__server *s, dt__sjob *j) {
     j->launch_failed = 0;
     j->state = DT__SJOB_RUNNING;
     j->start_t = now_s();
-    j->started_once = 1;
+    if (!j->started_once) j->started_once = 1; /* a relaunch counted it already */
     j->reason[0] = j->message[0] = 0;
     if (dt__sjournal(s, "start", j, json_pack("{s:b, s:i}", "resume", resume, "pid", (int)pid)))
         say("%s", dt_errmsg());
@@ -343,6 +343,7 @@ int dt__server_request(dt__server *s, dt__sjob *j, int kind, char *msg, size_t c
 void dt__server_resume(dt__server *s, dt__sjob *j) {
     j->state = DT__SJOB_QUEUED;
     j->resume = j->started_once;
+    if (j->started_once) j->started_once = 1; /* relaunches counted anew */
     j->reason[0] = j->message[0] = 0;
     dt__sjournal(s, "requeue", j, NULL);
     s->dirty = 1;
@@ -470,8 +471,14 @@ static void watch(dt__server *s, dt__sjob *j) {
         return;
     }
     launch_why(j, why, sizeof why);
-    if (j->started_once > MAX_RELAUNCH || access(path, F_OK) != 0) {
+    if (access(path, F_OK) != 0) {
         set_finished(s, j, DT__SJOB_FAILED, "dtrain run failed: %s", why[0] ? why : "no output");
+        return;
+    }
+    if (j->started_once > MAX_RELAUNCH) {
+        set_finished(s, j, DT__SJOB_FAILED,
+                     "its master ended without a result %d times (killed?); not started again "
+                     "(its master.log says why)", j->started_once);
         return;
     }
     /* Its master ran (its journal is there) and died without a result (killed): resumed by
