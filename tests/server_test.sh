@@ -17,7 +17,8 @@
 #   restart    kill -9 the server while a job runs and two wait; the job ends while it is
 #              down; a restarted server finds it finished and starts the queued ones in order;
 #              a job's master killed under a running server is replaced (dtrain run --resume);
-#              a journal line naming no job ('../../evil') is skipped
+#              a journal line naming no job ('../../evil') is skipped; a master killed 4
+#              times: the job Failed after 3 new ones
 #   dashboard  the server's page in headless Chromium (tests/js/server_dashboard_check.mjs):
 #              every job with state, position and reason, the capacity used and free, and a
 #              job's own page through the server (build dir: server_dashboard.png)
@@ -32,7 +33,7 @@ HUNG=""
 cleanup() {
     [ -n "$HUNG" ] && kill -CONT "$HUNG" 2>/dev/null
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
-    touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,g4,da,db,sc} 2>/dev/null
+    touch "$TMP"/gate-{a,b,c,d,e,f,g,h,g1,g2,g3,g4,g5,da,db,sc} 2>/dev/null
     for d in "$DTRAIN_HOME"/server/jobs/* "$TMP"/seedsrv/jobs/*; do
         [ -f "$d/master.json" ] && "$DTRAIN" stop "$d" --now >/dev/null 2>&1
     done
@@ -374,11 +375,12 @@ if section restart; then
     # killed once its replica runs (not while its master launches it: a master killed between
     # journaling a launch and letting the replica go leaves its successor a replica that
     # never ran, and the job fails)
-    g4_runs() {
-        api GET /v1/jobs/g4 >/dev/null
+    # runs JOB: its master answers and its worker-0 runs
+    runs() {
+        api GET "/v1/jobs/$1" >/dev/null
         $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert "master" in s and [r for r in s["replicas"] if r["name"] == "worker-0" and r["state"] == "Running"]' "$TMP/api" 2>/dev/null
     }
-    wait_for master_pid >/dev/null && wait_for g4_runs || fail "restart: g4 is $(state g4): $(cat "$TMP/api")"
+    wait_for master_pid >/dev/null && wait_for runs g4 || fail "restart: g4 is $(state g4): $(cat "$TMP/api")"
     old=$(master_pid)
     kill -9 "$old"
     new_master() { p=$(master_pid); [ -n "$p" ] && [ "$p" != "$old" ] && kill -0 "$p" 2>/dev/null; }
@@ -386,6 +388,21 @@ if section restart; then
         pass "restart: a killed master is replaced (dtrain run --resume)" || fail "restart: g4's master not resumed: $(tail -3 "$TMP/server.log")"
     touch gate-g4
     wait_for is_state g4 Succeeded && pass "restart: the resumed job ends Succeeded" || fail "restart: g4 is $(state g4)"
+    # a master that keeps dying without a result is started again 3 times, not forever
+    gated g5 1
+    "$DTRAIN" submit --server "$URL" g5.yaml >/dev/null
+    lock=$DTRAIN_HOME/server/jobs/g5/master.lock
+    old=""
+    for k in 1 2 3 4; do
+        new_g5() { p=$(master_pid); [ -n "$p" ] && [ "$p" != "$old" ] && runs g5; }
+        wait_for new_g5 || { fail "restart: g5's master $k did not run: $(state g5)"; break; }
+        old=$(master_pid)
+        kill -9 "$old"
+    done
+    wait_for is_state g5 Failed && field g5 's["message"]' | grep -q "its master ended without a result 4 times" &&
+        pass "restart: a master killed 4 times: the job Failed after 3 new ones" ||
+        fail "restart: g5 is $(state g5): $(cat "$TMP/api")"
+    touch gate-g5
     order=$($PY -c '
 import json, sys
 print(" ".join(e["name"] for e in map(json.loads, open(sys.argv[1])) if e["ev"] == "start" and e["name"] in ("g1", "g2", "g3")))' \
