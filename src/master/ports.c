@@ -15,15 +15,17 @@
  *  - another dtrain master choosing at the same moment, or while one of our replicas is
  *    restarting: every port taken is held by an advisory lock (flock) on LOCK_DIR/<port>,
  *    shared by every master on the host, for as long as the job has a replica on it. A
- *    master that dies drops its locks with its descriptors; the file is unlinked on
+ *    master that dies drops its locks with its descriptors (until it is resumed, only the
+ *    uniform draw below keeps other masters off its job's ports); the file is unlinked on
  *    release (while still locked; a taker checks that the file it locked is still the one
  *    at the path, so the unlink cannot hand one port to two masters).
  *  - any other program binding it by number: a candidate must accept a bind() without
  *    SO_REUSEADDR (as strict as any replica's own bind) before it is taken. What binds it
  *    after that is outside dtrain's reach.
  *
- * Candidates are scanned from a random one, so that two masters rarely even try the same
- * port and none is missed however few are left. The
+ * Candidates are scanned from a random one, each as likely as any other, so that two masters
+ * rarely even try the same port (nor one a dead master has just let go, which it wants back
+ * when it is resumed) and none is missed however few are left. The
  * lock directory is made mode 1777, like /tmp, for masters of several users; when it cannot
  * be used, ports are still chosen as above, without the cross-job locks.
  */
@@ -230,6 +232,18 @@ static int try_take(dt__ports *p, int cand, dt_err *e) {
     return 1;
 }
 
+/* The (r mod ncandidates)-th candidate, as an offset from DT__PORTS_LOW: every candidate
+ * equally likely. (A random offset into the whole span fell into the avoided kernel's range
+ * most of the time and its scan ran on to the first free port above it, so most masters
+ * took the same lowest free port: the one a killed master had just given up, before it was
+ * resumed to listen on it again.) */
+static int first_candidate(const dt__ports *p, uint32_t r) {
+    int skip = (int)(r % (uint32_t)p->ncandidates);
+    for (int port = DT__PORTS_LOW; port <= 65535; port++)
+        if (!avoided(p, port) && skip-- == 0) return port - DT__PORTS_LOW;
+    return 0;
+}
+
 dt_err dt__ports_take(dt__ports *p, int *port) {
     *port = 0;
     dt_err e = DT_OK;
@@ -238,7 +252,7 @@ dt_err dt__ports_take(dt__ports *p, int *port) {
          * none is missed however few are left. */
         uint32_t r;
         if (getrandom(&r, sizeof r, 0) != sizeof r) r = (uint32_t)rand();
-        int span = 65536 - DT__PORTS_LOW, start = (int)(r % (uint32_t)span);
+        int span = 65536 - DT__PORTS_LOW, start = first_candidate(p, r);
         for (int k = 0; k < span; k++) {
             int cand = DT__PORTS_LOW + (start + k) % span;
             if (avoided(p, cand)) continue;

@@ -117,5 +117,30 @@ static void test_without_lock_dir(void) {
     dt__ports_free(p);
 }
 
+/* Masters that each take one port and let it go (a killed one, which will want it back
+ * when it is resumed) rarely take the same: every candidate is as likely a start. A random
+ * start in the whole span fell into the kernel's range most of the time and ran on to the
+ * first free port above it, so most of these 32 got that same one. */
+static void test_spread(void) {
+    char dir[512];
+    lock_dir(dir, sizeof dir);
+    int got[32], most = 0, most_port = 0, candidates = 0;
+    for (int i = 0; i < 32; i++) {
+        dt__ports *p = NULL;
+        DT_CHECK_OK(dt__ports_init(&p, "127.0.0.1", dir));
+        candidates = dt__ports_candidates(p);
+        dt_err e = dt__ports_take(p, &got[i]);
+        dt__ports_free(p);
+        DT_CHECK_OK(e);
+    }
+    for (int i = 0; i < 32; i++) {
+        int same = 0;
+        for (int j = 0; j < 32; j++) same += got[j] == got[i];
+        if (same > most) most = same, most_port = got[i];
+    }
+    /* Over 1000 candidates, five alike in 32 draws: under one chance in a million. */
+    if (candidates > 1000 && most > 4) DT_FAIL("%d of 32 masters took port %d", most, most_port);
+}
+
 DT_TEST_MAIN(DT_T(test_outside_the_kernels_range), DT_T(test_locked_against_another_master),
-             DT_T(test_without_lock_dir))
+             DT_T(test_without_lock_dir), DT_T(test_spread))
