@@ -68,7 +68,7 @@ t0=$(now)
 touch "$TMP/free"
 until [ "$(ls "$TMP" | grep -c '^started-q')" -eq 20 ]; do sleep 0.02; done
 t1=$(now)
-echo "start: 20 queued jobs, from the capacity freed to all 20 replicas started: $(echo "$t1 - $t0" | bc) s"
+echo "start: 20 queued jobs, from the capacity freed to all 20 replicas started: $(printf %.2f "$(echo "$t1 - $t0" | bc)") s"
 
 # idle: 100 jobs wait behind a job holding the capacity
 touch "$TMP/go"
@@ -87,4 +87,4 @@ c0=$(cpu)
 sleep 20
 c1=$(cpu)
 hz=$(getconf CLK_TCK)
-echo "idle: 100 jobs waiting (1 running): the server used $(echo "scale=3; ($c1 - $c0) / $hz" | bc) s of CPU in 20 s ($(echo "scale=2; 100 * ($c1 - $c0) / $hz / 20" | bc) %)"
+echo "idle: 100 jobs waiting (1 running): the server used $(printf %.3f "$(echo "scale=3; ($c1 - $c0) / $hz" | bc)") s of CPU in 20 s ($(printf %.2f "$(echo "scale=4; 100 * ($c1 - $c0) / $hz / 20" | bc)") %)"
