@@ -5,7 +5,7 @@ library (Debian's python3-protobuf), for src/summary/reader_test.c.
     /usr/bin/python3 tests/tools/tfevents_write.py FILE
 
 The messages are built from TensorFlow's event.proto, summary.proto, tensor.proto and
-tensor_shape.proto field numbers (FORMATS.md 1.3); the framing and CRC32C are this file's.
+tensor_shape.proto field numbers (FORMATS.md 1.3); the framing is this file's, the masked CRC32C tfevents.py's.
 Records, in order:
   1. file_version "brain.Event:2"
   2. step 1: "loss" simple_value 0.5
@@ -21,6 +21,8 @@ import struct
 import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from tfevents import masked  # the reader's CRC32C, masked as TensorFlow does
 
 _T = descriptor_pb2.FieldDescriptorProto
 
@@ -74,27 +76,6 @@ def _build():
 
 
 Event = _build()
-
-
-def _table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-_TABLE = _table()
-
-
-def masked(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    c ^= 0xFFFFFFFF
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def record(ev):
