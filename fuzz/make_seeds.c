@@ -1,7 +1,8 @@
 /*
  * make_seeds.c - writes the binary seeds of fuzz/corpus/ with the project's own writers:
  * PS frames (dt__ps_hdr_encode, dt__ps_meta_encode: the client's HELLO, INIT, PUSH, PULL,
- * SAVE to fuzz_ps_frames' PS), safetensors (dt_safetensors_write), IDX files in the
+ * SAVE to fuzz_ps_frames' PS), ring frames (rank 1's HELLO and DATA to fuzz_ring_frames'
+ * rank 0: 8 floats in 16-byte chunks), safetensors (dt_safetensors_write), IDX files in the
  * layout fuzz_idx reads (2-byte images length, images, labels) and CSV files (fuzz_csv:
  * an options byte, then the file). Run once by hand; its output is committed.
  *
@@ -15,6 +16,7 @@
 
 #include "dtrain/checkpoint.h"
 #include "ps/wire-impl.h"
+#include "ring/ring-impl.h"
 
 static const char *root;
 
@@ -94,6 +96,34 @@ static void ps_seeds(void) {
     put("fuzz_ps_frames", "shm-declined", o.b, o.n);
 }
 
+/* ---- ring frames: HELLO (rank, size, token), DATA (sequence number, 16-byte chunks) ---- */
+static void ring_hello(buf *o, int64_t generation, uint32_t rank, const char *token) {
+    uint8_t p[64];
+    size_t tl = strlen(token);
+    dt__put32(p, rank);
+    dt__put32(p + 4, 2);
+    dt__put32(p + 8, (uint32_t)tl);
+    memcpy(p + 12, token, tl);
+    frame(o, DT__RING_HELLO, generation, p, DT__RING_HELLO_MIN + tl);
+}
+
+static void ring_seeds(void) {
+    buf o = {.n = 0};
+    ring_hello(&o, 1, 1, "t");
+    put("fuzz_ring_frames", "hello", o.b, o.n);
+    float v[4] = {0.5f, -1, 2, 1e3f};
+    for (int seq = 0; seq < 2; seq++)
+        frame(&o, DT__RING_DATA, seq, v, sizeof v);
+    put("fuzz_ring_frames", "allreduce", o.b, o.n);
+    o.n = 0;
+    ring_hello(&o, 2, 1, "t");
+    put("fuzz_ring_frames", "wrong-generation", o.b, o.n);
+    o.n = 0;
+    ring_hello(&o, 1, 1, "t");
+    frame(&o, DT__RING_DATA, 1, v, sizeof v);
+    put("fuzz_ring_frames", "wrong-sequence", o.b, o.n);
+}
+
 /* ---- safetensors ---- */
 static void st_seeds(const char *tmp) {
     float k[6] = {1, 2, 3, 4, 5, 6}, b[3] = {0.5f, -1, 2};
@@ -155,6 +185,7 @@ int main(int argc, char **argv) {
     }
     root = argv[1];
     ps_seeds();
+    ring_seeds();
     st_seeds(root);
     idx_seeds();
     csv_seeds();
