@@ -43,7 +43,8 @@ for h in "${harnesses[@]}"; do
     if [ $rc -eq 0 ]; then result=ok; else result="FAILED (exit $rc, $log)"; status=1; fi
     printf '%-20s %10s %8s %8s %7s  %s\n' "$h" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$result"
     if [ $rc -ne 0 ]; then
-        grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$log" | head -n 8 | sed 's/^/    /'
+        { grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$log" || tail -n 3 "$log"; } |
+            head -n 8 | sed 's/^/    /'
     fi
 done
 echo "fuzz: $(( $(date +%s) - start )) s in all"
