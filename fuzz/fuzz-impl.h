@@ -24,8 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A scratch file (slot 0..3) holding data; returns its path, or aborts when the file cannot
  * be written (a broken harness, not a finding). The files live in one directory per process
- * under $TMPDIR, removed at exit. */
+ * under $TMPDIR, removed at exit. dt__fuzz_file_named gives the file a name of its own (for
+ * parsers that read a fixed name in a directory: dt__fuzz_dir is that directory). */
 static inline const char *dt__fuzz_file(int slot, const uint8_t *data, size_t size);
+static inline const char *dt__fuzz_file_named(int slot, const char *name, const uint8_t *data,
+                                              size_t size);
 
 static char dt__fuzz_dir[256];
 static char dt__fuzz_paths[4][300];
@@ -37,6 +40,13 @@ static inline void dt__fuzz_cleanup(void) {
 }
 
 static inline const char *dt__fuzz_file(int slot, const uint8_t *data, size_t size) {
+    char name[16];
+    snprintf(name, sizeof name, "in%d", slot);
+    return dt__fuzz_file_named(slot, name, data, size);
+}
+
+static inline const char *dt__fuzz_file_named(int slot, const char *name, const uint8_t *data,
+                                              size_t size) {
     if (!dt__fuzz_dir[0]) {
         const char *tmp = getenv("TMPDIR");
         snprintf(dt__fuzz_dir, sizeof dt__fuzz_dir, "%.200s/dt-fuzz-XXXXXX",
@@ -47,7 +57,7 @@ static inline const char *dt__fuzz_file(int slot, const uint8_t *data, size_t si
         }
         atexit(dt__fuzz_cleanup);
     }
-    snprintf(dt__fuzz_paths[slot], sizeof dt__fuzz_paths[slot], "%s/in%d", dt__fuzz_dir, slot);
+    snprintf(dt__fuzz_paths[slot], sizeof dt__fuzz_paths[slot], "%s/%.32s", dt__fuzz_dir, name);
     FILE *f = fopen(dt__fuzz_paths[slot], "wb");
     if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
         perror("fuzz: writing the scratch file");

@@ -32,7 +32,7 @@ for h in "${harnesses[@]}"; do
     rc=0
     (cd "$work" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         "$OLDPWD/$dir/fuzz/$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -close_fd_mask=1 -artifact_prefix="$OLDPWD/$dir/artifacts/$h-" \
+        -print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$OLDPWD/$dir/artifacts/$h-" \
         "$work" "$OLDPWD/fuzz/corpus/$h") >"$log" 2>&1 || rc=$?
     rm -rf "$work"
     last=$(grep -E '^#[0-9]+' "$log" | tail -n1 || true)
