@@ -18,6 +18,8 @@ start=$(date +%s)
 CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DDT_FUZZ=ON >/dev/null
 cmake --build "$dir" --target fuzz -j"$(nproc 2>/dev/null || echo 2)" >/dev/null ||
     cmake --build "$dir" --target fuzz -j1
+dir=$(cd "$dir" && pwd)
+root=$(pwd)
 built=$(date +%s)
 echo "fuzz: harnesses built in $((built - start)) s"
 
@@ -31,9 +33,9 @@ for h in "${harnesses[@]}"; do
     log="$dir/artifacts/$h.log"
     rc=0
     (cd "$work" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        "$OLDPWD/$dir/fuzz/$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$OLDPWD/$dir/artifacts/$h-" \
-        "$work" "$OLDPWD/fuzz/corpus/$h") >"$log" 2>&1 || rc=$?
+        "$dir/fuzz/$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$dir/artifacts/$h-" \
+        "$work" "$root/fuzz/corpus/$h") >"$log" 2>&1 || rc=$?
     rm -rf "$work"
     last=$(grep -E '^#[0-9]+' "$log" | tail -n1 || true)
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
