@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev libyaml-dev libjansson-dev
           zlib1g-dev libmicrohttpd-dev libcurl4-openssl-dev libpng-dev dataset-fashion-mnist procps
           iproute2 python3 curl faketime python3-kubernetes openssl python3-onnx python3-protobuf
-          prometheus libjs-chart.js chromium)
+          prometheus libjs-chart.js chromium clang libclang-rt-dev)
+# clang and its runtimes (libFuzzer, the sanitizers) are for scripts/fuzz.sh (fuzz/); the
+# builds here use the default compiler.
 # kubectl, for the Kubernetes tests (tests/kube_*): Debian's kubernetes-client when no
 # kubectl is installed.
 command -v kubectl >/dev/null 2>&1 || PACKAGES+=(kubernetes-client)

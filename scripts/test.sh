@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test.sh - install, build and run the whole test suite: once optimized (including the
 # acceptance runs that train real models to their accuracy targets) and once under
-# AddressSanitizer + UndefinedBehaviorSanitizer (everything but the acceptance runs).
+# AddressSanitizer + UndefinedBehaviorSanitizer (everything but the acceptance runs), then
+# the threaded parts' tests under ThreadSanitizer (scripts/tsan.sh) and each libFuzzer
+# harness for a bounded time (scripts/fuzz.sh, docs/FUZZING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh all
@@ -11,4 +13,8 @@ echo "== optimized build =="
 echo "== ASan + UBSan build =="
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure) || status=1
+echo "== ThreadSanitizer =="
+bash scripts/tsan.sh || status=1
+echo "== fuzzing =="
+bash scripts/fuzz.sh || status=1
 exit $status

@@ -48,7 +48,9 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static dt_err read_text(const char *path, char **out) {
     size_t len;
-    dt_err e = dt__read_file(path, out, &len);
+    /* a device or FIFO named as a certificate (/dev/zero) would be read without end */
+    dt_err e = dt__check_regular(path);
+    if (!e) e = dt__read_file(path, out, &len);
     if (e) return e;
     while (len && ((*out)[len - 1] == '\n' || (*out)[len - 1] == '\r')) (*out)[--len] = 0;
     return DT_OK;

@@ -90,6 +90,13 @@ static void test_errors(void) {
                                      "contexts: [{name: x, context: {cluster: c, user: e}}]\n"
                                      "users: [{name: e, user: {token: t}}]\n");
     DT_CHECK_ERR(dt__kube_connect(&k, &c), DT_ERR_SPEC, "certificate-authority-data: not base64");
+    /* a certificate file that is a device is refused, not read without end (fuzz_kubeconfig) */
+    c.kubeconfig = write_file("devzero", "current-context: x\n"
+                                         "clusters: [{name: c, cluster: {server: 'https://a', "
+                                         "certificate-authority: /dev/zero}}]\n"
+                                         "contexts: [{name: x, context: {cluster: c, user: e}}]\n"
+                                         "users: [{name: e, user: {token: t}}]\n");
+    DT_CHECK_ERR(dt__kube_connect(&k, &c), DT_ERR_IO, "/dev/zero: a character device, not a regular file");
     c.kubeconfig = write_file("noserver", "current-context: x\n"
                                           "contexts: [{name: x, context: {cluster: c}}]\n");
     DT_CHECK_ERR(dt__kube_connect(&k, &c), DT_ERR_SPEC, "has no server");

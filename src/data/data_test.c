@@ -230,6 +230,14 @@ static void test_idx_bad_dims(void) {
     p = dt_test_write_file("big.idx", b, len);
     DT_CHECK_ERR(dt_dataset_load_idx(&d, p, lp), DT_ERR_FORMAT,
                  "dimensions 262144 x 256 x 257 exceed the limit of 17179869184 bytes");
+    /* within the limit, but more than the file can hold even gzip-compressed (1 GiB from
+     * 76 bytes): refused before the 4 GiB of floats are allocated (found by fuzz_idx) */
+    put_be32(b + 4, 1u << 14);
+    put_be32(b + 8, 256);
+    put_be32(b + 12, 256);
+    p = dt_test_write_file("promise.idx", b, len);
+    DT_CHECK_ERR(dt_dataset_load_idx(&d, p, lp), DT_ERR_FORMAT,
+                 "1073741824 image bytes cannot be in a file of 76 bytes");
     free(b);
     /* a labels file of 0 labels */
     unsigned char lab[8];

@@ -9,8 +9,8 @@
  * Design: both files are opened with zlib's gzopen, whose gzread decompresses gzip content
  * (detected by its 1f 8b magic) and passes any other file through unchanged. Nothing is
  * trusted: both headers are checked before anything is allocated (magic, element type,
- * dimension count, non-zero dimensions, total size at most DT_IDX_MAX_BYTES, image and label
- * counts equal), then the pixels are streamed through one DT_IDX_CHUNK byte buffer straight
+ * dimension count, non-zero dimensions, total size at most DT_IDX_MAX_BYTES and at most what
+ * the file's size can hold even compressed, image and label counts equal), then the pixels are streamed through one DT_IDX_CHUNK byte buffer straight
  * into the float array, so the peak is the float dataset plus one chunk, never a full uint8
  * copy next to the float copy (Fashion-MNIST train: 188 MB of floats, 47 MB of bytes).
  *
@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "core/file-impl.h"
@@ -36,6 +37,8 @@
 #define DT_IDX_MAX_BYTES (1ULL << 34)
 /* Bytes per read: pixels are streamed through a buffer of this size. */
 #define DT_IDX_CHUNK ((size_t)1 << 20)
+/* deflate's largest expansion (a run of one byte) is 1032:1: the most data a file holds. */
+#define DT_IDX_MAX_RATIO 1032u
 /* The IDX element type code of unsigned bytes. */
 #define DT_IDX_UBYTE 0x08u
 
@@ -156,6 +159,15 @@ static dt_err idx_open(idx_file *f, const char *path, const char *what, int ndim
                               dims, (unsigned long long)DT_IDX_MAX_BYTES);
         }
     }
+    /* The floats are allocated before the data is read: a header that promises more than
+     * the file can hold (raw, or gzip, which deflate expands at most DT_IDX_MAX_RATIO:1)
+     * is refused first, not a few-byte file made to allocate gigabytes. */
+    struct stat st;
+    if (stat(path, &st) == 0 && total > (uint64_t)st.st_size * DT_IDX_MAX_RATIO)
+        return dt_err_set(DT_ERR_FORMAT,
+                          "%s: IDX header: %llu %s bytes cannot be in a file of %lld bytes "
+                          "(even gzip-compressed)",
+                          path, (unsigned long long)total, what, (long long)st.st_size);
     f->count = f->dims[0];
     f->record_bytes = total / f->count;
     return DT_OK;

@@ -289,7 +289,8 @@ static void step_task(void *arg, int ith, int nth) {
         float *w = par->value.data;
         const float *g = par->grad.data;
         float wd = par->decay ? c->weight_decay : 0.0f;
-        slot *s = o->slots + (size_t)p * (size_t)o->slots_per_param;
+        /* plain SGD has no slots (o->slots NULL): no offset from a null pointer */
+        slot *s = o->slots ? o->slots + (size_t)p * (size_t)o->slots_per_param : NULL;
         switch (c->kind) {
         case DT_OPTIM_SGD:
             sgd_kernel(w, g, lo, hi, j->lr, wd);

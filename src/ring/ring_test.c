@@ -656,6 +656,7 @@ static void test_silent_peer_times_out(void) {
 
 typedef struct abort_arg {
     atomic_int entered;
+    atomic_int aborted; /* the test's aborts are done: the ring may be closed */
 } abort_arg;
 
 static void abortee_fn(member *m, dt_ring *r) {
@@ -666,6 +667,9 @@ static void abortee_fn(member *m, dt_ring *r) {
     member_record(m, e, r);
     dt_err again = dt_ring_broadcast(r, v, 8, 0);
     m->ok = again == DT_ERR_STATE && strstr(dt_errmsg(), "aborted") != NULL;
+    /* the ring is closed on return: not before the test's second abort used it (TSan) */
+    while (!atomic_load(&a->aborted))
+        sleep_ms(1);
 }
 
 static void test_abort_unblocks(void) {
@@ -674,6 +678,7 @@ static void test_abort_unblocks(void) {
     member ms[MAXM];
     abort_arg a;
     atomic_init(&a.entered, 0);
+    atomic_init(&a.aborted, 0);
     members_init(ms, &g, abortee_fn, &a);
     ms[0].timeout_ms = 1000 * 1000;
     /* rank 1 is silent until rank 0 is done (the abort, not rank 1's close, must end it) */
@@ -690,6 +695,7 @@ static void test_abort_unblocks(void) {
     DT_CHECK(r != NULL);
     dt_ring_abort(r);
     dt_ring_abort(r); /* twice is fine */
+    atomic_store(&a.aborted, 1);
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += JOIN_BOUND_S;

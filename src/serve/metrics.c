@@ -128,7 +128,12 @@ char *dt__sv_metrics_text(dt__sv_server *s, size_t *len) {
     for (int mi = -1; mi < s->nmodels; mi++)
         for (int me = 0; me < NINFER; me++) {
             dt_prom_hist *h = &m->latency[(mi + 1) * NINFER + me];
-            if (!h->count) continue; /* read unlocked: a series appears once it has a value */
+            /* a series appears once it has a value (read under the histogram's mutex: an
+             * unlocked read raced with the request threads' observations, TSan) */
+            pthread_mutex_lock(&h->mu);
+            uint64_t seen = h->count;
+            pthread_mutex_unlock(&h->mu);
+            if (!seen) continue;
             const char *l[] = {"model", model_name(s, mi), "method", methods[me], NULL};
             dt_prom_hist_write(&b, "dtrain_serve_request_duration_seconds", l, h);
         }
