@@ -110,7 +110,9 @@ static int report(const dt_job_spec *job, const char *dir, dt_job_outcome outcom
 
 /* Fork the master into the background; wait until it has launched every replica. */
 static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
-    if (dt__mkdirs(mo->job_dir)) {
+    /* Before master.log is made in it: a dir that cannot be this job's is left untouched. */
+    if ((!mo->resume && dt_master_check_job_dir(mo->job_dir, job->name)) ||
+        dt__mkdirs(mo->job_dir)) {
         fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
         return DT_EXIT_FAILED;
     }

@@ -1483,7 +1483,9 @@ static dt_err open_job(loop *L, const dt_master_opts *opts_in) {
     if (!opts_in->resume && job->kind == DT_JOB_KIND_TRAINJOB && job->train &&
         (e = dt_train_check(job->train)))
         return e;
-    if ((e = dt__mkdirs(opts_in->job_dir))) return e;
+    if ((!opts_in->resume && (e = dt_master_check_job_dir(opts_in->job_dir, job->name))) ||
+        (e = dt__mkdirs(opts_in->job_dir)))
+        return e;
     if (!realpath(opts_in->job_dir, m->dir))
         return dt_err_set(DT_ERR_IO, "%s: %s", opts_in->job_dir, strerror(errno));
     char sub[4200];
