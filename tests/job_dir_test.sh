@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # job_dir_test.sh - where `dtrain run` may start a job (docs/JOBS.md, "The job directory"):
 # a new, empty or own job dir is used; a directory of the user's files or another job's dir
-# is refused, attached or detached, with nothing in it changed. Real masters and replicas
+# is refused, attached or detached, with nothing in it changed; a second job of a running
+# job's name is refused and the first stays listed. Real masters and replicas
 # (tests/data/run/replica.sh).
 source "$(dirname "$0")/lib.sh"
 REPLICA="$SRC/tests/data/run/replica.sh"
@@ -94,4 +95,29 @@ expect_exit 0 "own job dir of a failed start: runs" -- "$DTRAIN" run alpha.yaml 
     pass "own job dir of a failed start: started"
 wait_for test -f failed/result.json && grep -q '"status": "Succeeded"' failed/result.json &&
     pass "own job dir of a failed start: job succeeded" || fail "failed/: $(cat failed/master.log)"
+
+# ---- a second job of a running job's name, in another dir: refused; the first stays ----
+job gamma exit 0
+mv gamma.yaml gamma-quick.yaml # the second job: the same name, a worker that ends at once
+job gamma wait-file "$STATE/go-gamma"
+expect_exit 0 "same name: the first starts" -- "$DTRAIN" run gamma.yaml --job-dir g1 --detach
+first=$(cd g1 && pwd -P)
+expect_exit 1 "same name: the second is refused" -- "$DTRAIN" run gamma-quick.yaml --job-dir g2 &&
+    expect_err_has "same name: the first's dir named" "a job named gamma is running in $first"
+expect_exit 1 "same name detached: refused" -- "$DTRAIN" run gamma-quick.yaml --job-dir g3 --detach &&
+    expect_err_has "same name detached: why" "a job named gamma is running in $first"
+"$DTRAIN" list >"$TMP/list" 2>&1
+grep -q "$first" "$TMP/list" && pass "same name: list shows the first" || fail "list: $(cat "$TMP/list")"
+expect_exit 0 "same name: status of the first" -- "$DTRAIN" status gamma &&
+    grep -q "Running" "$TMP/out" && pass "same name: status reaches the first"
+ls g2/logs/*.log >/dev/null 2>&1 && fail "same name: a replica of the second was started" ||
+    pass "same name: nothing of the second started"
+touch "$STATE/go-gamma"
+wait_for grep -qs '"status": "Succeeded"' g1/result.json && pass "same name: the first succeeds" ||
+    fail "g1: $(cat g1/master.log)"
+mpid=$(grep -o '"pid": [0-9]*' g1/master.json | grep -o '[0-9]*')
+wait_for sh -c "! kill -0 $mpid 2>/dev/null" || fail "g1's master (pid $mpid) did not end"
+# once the first's master has ended, the name may be used again (the dir of the refused one too)
+expect_exit 0 "same name, the first ended: runs" -- "$DTRAIN" run gamma-quick.yaml --job-dir g2 &&
+    pass "same name, the first ended: the second ran"
 finish

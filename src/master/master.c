@@ -1604,7 +1604,13 @@ static dt_err start_services(loop *L, const char *jpath, int http_port) {
         dt_err_clear();
     }
     if (e || (e = write_master_json(L))) return e;
-    dt__registry_add(m->job->name, m->dir);
+    /* Another job of this name running elsewhere: this one does not start (nothing is
+     * launched yet, and its journal holds no start). Other failures only cost the listing. */
+    if ((e = dt__registry_add(m->job->name, m->dir)) == DT_ERR_STATE) return e;
+    if (e) {
+        say(L, "warning: %s", dt_errmsg());
+        dt_err_clear();
+    }
     return DT_OK;
 }
 
