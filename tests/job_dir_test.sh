@@ -2,7 +2,8 @@
 # job_dir_test.sh - where `dtrain run` may start a job (docs/JOBS.md, "The job directory"):
 # a new, empty or own job dir is used; a directory of the user's files or another job's dir
 # is refused, attached or detached, with nothing in it changed; a second job of a running
-# job's name is refused and the first stays listed. Real masters and replicas
+# job's name is refused and the first stays listed; of two detached starts on one new dir
+# the loser says why, and only that. Real masters and replicas
 # (tests/data/run/replica.sh).
 source "$(dirname "$0")/lib.sh"
 REPLICA="$SRC/tests/data/run/replica.sh"
@@ -120,4 +121,28 @@ wait_for sh -c "! kill -0 $mpid 2>/dev/null" || fail "g1's master (pid $mpid) di
 # once the first's master has ended, the name may be used again (the dir of the refused one too)
 expect_exit 0 "same name, the first ended: runs" -- "$DTRAIN" run gamma-quick.yaml --job-dir g2 &&
     pass "same name, the first ended: the second ran"
+# ---- two detached starts on one new dir at once: one master; the loser says why (its own
+# reason, not a line of the winner's), over several rounds since which one wins varies ----
+for i in 1 2 3 4 5; do
+    job "race$i" exit 0
+    ("$DTRAIN" run "race$i.yaml" --job-dir "r$i" --detach >"$TMP/o1" 2>"$TMP/e1"; echo $? >"$TMP/rc1") &
+    ("$DTRAIN" run "race$i.yaml" --job-dir "r$i" --detach >"$TMP/o2" 2>"$TMP/e2"; echo $? >"$TMP/rc2") &
+    wait
+    rcs="$(cat "$TMP/rc1") $(cat "$TMP/rc2")"
+    case "$rcs" in
+    "0 1") lose=2 ;;
+    "1 0") lose=1 ;;
+    *) fail "race $i: exit codes $rcs, want one 0 and one 1: $(cat "$TMP/e1" "$TMP/e2")"; continue ;;
+    esac
+    wpid=$(grep -o '"pid": [0-9]*' "r$i/master.json" | grep -o '[0-9]*')
+    # the winner's pid, unless the loser came while it had the lock but not yet its pid in it
+    want="dtrain run: $(cd "r$i" && pwd -P): a master (pid $wpid) is already running this job"
+    alt="dtrain run: $(cd "r$i" && pwd -P): another master is already running this job (it has just started)"
+    got=$(cat "$TMP/e$lose")
+    if { [ "$got" = "$want" ] || [ "$got" = "$alt" ]; } && [ ! -s "$TMP/o$lose" ]; then
+        pass "race $i: the loser says why, and only that"
+    else
+        fail "race $i: loser's stdout '$(cat "$TMP/o$lose")', stderr '$(cat "$TMP/e$lose")', want '$want'"
+    fi
+done
 finish

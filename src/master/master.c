@@ -1210,8 +1210,14 @@ static dt_err take_lock(loop *L) {
         ssize_t n = pread(L->lock_fd, buf, sizeof buf - 1, 0);
         buf[n > 0 ? n : 0] = 0;
         buf[strcspn(buf, "\n")] = 0;
+        /* No pid yet: the lock was taken an instant ago (two starts at once). */
+        if (!buf[0])
+            return dt_err_set(DT_ERR_STATE,
+                              "%s: another master is already running this job (it has just "
+                              "started)",
+                              L->m.dir);
         return dt_err_set(DT_ERR_STATE, "%s: a master (pid %s) is already running this job",
-                          L->m.dir, buf[0] ? buf : "?");
+                          L->m.dir, buf);
     }
     char pid[32];
     int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
