@@ -245,7 +245,16 @@ static void post_report(void *ctx, const dt__http_req *req, dt__http_resp *resp)
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
     dt__replica *r = replica(m, req, resp);
-    if (!r || !journaled(m, resp)) return;
+    if (!r) return;
+    size_t size = json_dumpb(req->json, NULL, 0, JSON_COMPACT);
+    if (size > DT__REPORT_MAX) {
+        dt__http_resp_error(resp, 413,
+                            "a report of %zu bytes (as compact JSON) is larger than the %d a "
+                            "report may carry: figures and paths, not data",
+                            size, DT__REPORT_MAX);
+        return;
+    }
+    if (!journaled(m, resp)) return;
     if (dt__master_record_report(m, r, json_incref(req->json))) {
         if (journaled_after(m, resp)) dt__http_resp_error(resp, 500, "%s", dt_errmsg());
         return;
