@@ -162,9 +162,10 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
         if (e) {
             fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
             char msg[1200];
-            int n = snprintf(msg, sizeof msg, "E%s", dt_errmsg());
+            snprintf(msg, sizeof msg, "E%s", dt_errmsg());
             signal(SIGPIPE, SIG_IGN); /* the parent is gone once the master said R */
-            if (why_fd >= 0 && write(why_fd, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)) < 0) {
+            if (why_fd >= 0 && write(why_fd, msg, strlen(msg)) < 0) {
+                /* nothing more to do: the reason is in master.log too */
             }
         }
         _exit(e ? exit_for(e) : outcome == DT_JOB_OUTCOME_SUCCEEDED ? 0 : 1);
