@@ -4,7 +4,8 @@
  * A master writes its journal, logs, exit files, spec.yaml, status.json and result.json into
  * its job dir, so a dir that holds anything else must not become one: `--job-dir /` or a
  * project directory with its own spec.yaml would be written over. A new job starts in
- *   - a dir that does not exist yet, or an empty one (a volume's lost+found aside), or
+ *   - a dir that does not exist yet, or an empty one (a volume's lost+found and empty
+ *     subdirectories, such as a mount point made ready for checkpoints/, aside), or
  *   - a job dir: one that holds what only dtrain run or the job server makes (master.lock,
  *     master.log, launch.log, journal.jsonl), and, when it holds a spec.yaml, the spec of a
  *     job of the same name (an earlier start of this job that failed, or a job dir the server
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/file-impl.h"
 #include "dtrain/job.h"
@@ -31,6 +33,24 @@ static int is_marker(const char *name) {
     for (const char *const *m = markers; *m; m++)
         if (!strcmp(*m, name)) return 1;
     return 0;
+}
+
+/* An empty directory (not a link to one): a mount point made ready for the job, say its
+ * checkpoints/ on another disk. Holding nothing, it cannot be written over. */
+static int empty_subdir(const char *dir, const char *name) {
+    char path[4200];
+    struct stat sb;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path ||
+        lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return 0;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *de;
+    int empty = 1;
+    while (empty && (de = readdir(d)))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    closedir(d);
+    return empty;
 }
 
 /* The spec in a job dir names the job `name`; else why not. */
@@ -78,7 +98,9 @@ dt_err dt_master_check_job_dir(const char *dir, const char *name) {
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *s = de->d_name;
-        if (!strcmp(s, ".") || !strcmp(s, "..") || !strcmp(s, "lost+found")) continue;
+        if (!strcmp(s, ".") || !strcmp(s, "..") || !strcmp(s, "lost+found") ||
+            empty_subdir(dir, s))
+            continue;
         n++;
         marked |= is_marker(s);
         char cut[64];
