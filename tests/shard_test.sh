@@ -363,6 +363,12 @@ expect_code "report with a wrong lease: 409" 409 'late report refused' POST $D/t
 expect_code "unknown replica: 400" 400 "has no replica 'worker-9'" POST $D/training/fetch '{"replica":"worker-9"}'
 expect_code "malformed JSON: 400" 400 '"error"' POST $D/training/report '{"replica":"worker-0",'
 expect_code "epoch not an integer: 400" 400 'epoch: expected an integer' POST $D/training/report '{"replica":"worker-0","epoch":"x","id":0,"lease":1}'
+expect_code "fetch: an unknown field 400" 400 'replica_id: unknown field (the body is {replica, request, report})' POST $D/training/fetch '{"replica":"worker-0","replica_id":1}'
+expect_code "fetch: an unknown field of its report 400" 400 'report.leese: unknown field' POST $D/training/fetch '{"replica":"worker-0","report":{"epoch":0,"id":0,"lease":1,"ok":true,"leese":2}}'
+expect_code "report: an unknown field 400" 400 'okay: unknown field (the body is {replica, epoch, id, lease, ok, message})' POST $D/training/report '{"replica":"worker-0","epoch":0,"id":0,"lease":1,"ok":true,"okay":false}'
+big=$($PY -c 'print("{\"accuracy\": 0.5, \"blob\": \"" + "x" * 20000 + "\"}")')
+expect_code "replica report beyond 16 KiB: 413" 413 'a report of 20026 bytes (as compact JSON) is larger than the 16384' POST /v1/jobs/bad/replicas/worker-0/report "$big"
+expect_code "replica report within the bound" 200 '"recorded":true' POST /v1/jobs/bad/replicas/worker-0/report '{"accuracy": 0.5}'
 expect_code "bad batch_size: 400" 400 'batch_size' POST $D '{"name":"other","dataset_size":100,"batch_size":0,"num_epochs":1,"num_minibatches_per_shard":1}'
 expect_code "conflicting re-registration: 409" 409 'training' POST $D '{"name":"training","dataset_size":101,"batch_size":10,"num_epochs":1,"num_minibatches_per_shard":1}'
 expect_code "wrong token: 401" 401 '"error"' POST $D/training/fetch '{"replica":"worker-0"}' wrong-token

@@ -91,6 +91,12 @@ typedef struct dt_master_opts {
  * replica cannot be run locally (no command). */
 dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts, dt_job_outcome *outcome);
 
+/* May a new job named `name` start in dir (docs/JOBS.md, "The job directory")? DT_OK when
+ * dir does not exist, is empty, or is a job dir (it holds what dtrain run makes) whose
+ * spec.yaml, if any, is of a job of that name; else DT_ERR_STATE naming dir and what it
+ * holds. Changes nothing. */
+dt_err dt_master_check_job_dir(const char *dir, const char *name);
+
 /* The job spec and opts for resuming the job in job_dir: loads job_dir/spec.yaml. */
 dt_err dt_master_load_job(const char *job_dir, dt_job_spec **job);
 

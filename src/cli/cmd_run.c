@@ -110,7 +110,9 @@ static int report(const dt_job_spec *job, const char *dir, dt_job_outcome outcom
 
 /* Fork the master into the background; wait until it has launched every replica. */
 static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
-    if (dt__mkdirs(mo->job_dir)) {
+    /* Before master.log is made in it: a dir that cannot be this job's is left untouched. */
+    if ((!mo->resume && dt_master_check_job_dir(mo->job_dir, job->name)) ||
+        dt__mkdirs(mo->job_dir)) {
         fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
         return DT_EXIT_FAILED;
     }
@@ -150,11 +152,22 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
         FILE *out = fdopen(dup(2), "w");
         mo->out = out;
         mo->live_table = 0;
-        mo->ready_fd = p[1];
+        mo->ready_fd = p[1]; /* the master closes it once it has said R or F */
+        /* Why the master could not start, for the parent alone: master.log is shared by
+         * every start on this dir (two at once: the loser's slice of it may hold the
+         * winner's lines, or its own line may be missed). */
+        int why_fd = fcntl(p[1], F_DUPFD_CLOEXEC, 3);
         dt_job_outcome outcome = DT_JOB_OUTCOME_FAILED;
         dt_err e = dt_master_run(job, mo, &outcome);
-        if (e) fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
-        close(p[1]); /* after the reason is in the log: the parent shows it at EOF */
+        if (e) {
+            fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+            char msg[1200];
+            snprintf(msg, sizeof msg, "E%s", dt_errmsg());
+            signal(SIGPIPE, SIG_IGN); /* the parent is gone once the master said R */
+            if (why_fd >= 0 && write(why_fd, msg, strlen(msg)) < 0) {
+                /* nothing more to do: the reason is in master.log too */
+            }
+        }
         _exit(e ? exit_for(e) : outcome == DT_JOB_OUTCOME_SUCCEEDED ? 0 : 1);
     }
     close(p[1]);
@@ -162,6 +175,19 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     char c;
     ssize_t n;
     while ((n = read(p[0], &c, 1)) < 0 && errno == EINTR) {
+    }
+    if (n == 1 && c == 'E') {
+        /* The master could not start: its own reason, and nothing of another master's. */
+        char why[1200];
+        size_t len = 0;
+        ssize_t k;
+        while (len < sizeof why - 1 &&
+               ((k = read(p[0], why + len, sizeof why - 1 - len)) > 0 || (k < 0 && errno == EINTR)))
+            if (k > 0) len += (size_t)k;
+        why[len] = '\0';
+        close(p[0]);
+        fprintf(stderr, "dtrain run: %s\n", why);
+        return DT_EXIT_FAILED;
     }
     close(p[0]);
     if (n == 1 && c == 'R') {

@@ -19,6 +19,7 @@
  */
 #include "job/job-impl.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,124 @@ dt_err dt__job_parse_metadata(dt_job_spec *job, const dt__yval *root) {
         memcpy(job->namespace, s, strlen(s) + 1);
     }
     return DT_OK;
+}
+
+/* ---- duplicate keys ---- */
+
+/* No mapping of a job document may repeat a key, the parts only Kubernetes reads included
+ * (metadata.labels, the pod template's spec, status): the Kubernetes API server refuses such
+ * a manifest, and here the second value would be silently ignored. The walk visits each node
+ * once (aliases share nodes and may form a cycle), its depth bounded like the nesting the
+ * loader accepts, and a mapping's keys are sorted, not compared pairwise, so a big mapping
+ * costs n log n. */
+
+typedef struct node_set {
+    const void **slot;
+    size_t cap, n;
+} node_set;
+
+/* 1 when p was added, 0 when it was there, -1 out of memory. */
+static int node_set_add(node_set *s, const void *p) {
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 256;
+        const void **slot = calloc(cap, sizeof *slot);
+        if (!slot) return -1;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slot[i]) continue;
+            size_t h = ((uintptr_t)s->slot[i] >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
+            while (slot[h]) h = (h + 1) & (cap - 1);
+            slot[h] = s->slot[i];
+        }
+        free(s->slot);
+        s->slot = slot;
+        s->cap = cap;
+    }
+    size_t h = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull & (s->cap - 1);
+    for (; s->slot[h]; h = (h + 1) & (s->cap - 1))
+        if (s->slot[h] == p) return 0;
+    s->slot[h] = p;
+    s->n++;
+    return 1;
+}
+
+typedef struct key_ref {
+    const char *key;
+    int line, index;
+} key_ref;
+
+static int key_ref_cmp(const void *a, const void *b) {
+    const key_ref *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* The first repeated key of mapping m (in document order), if any. */
+static dt_err map_unique_keys(const dt_job_spec *job, const dt__yval *m) {
+    int n = dt__ymap_size(m), k = 0;
+    if (n < 2) return DT_OK;
+    key_ref *keys = malloc((size_t)n * sizeof *keys);
+    if (!keys) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", job->path);
+    for (int i = 0; i < n; i++) {
+        dt__yval v;
+        const char *key = NULL;
+        int line = 0;
+        dt__ymap_entry(m, i, &key, &line, &v);
+        if (key) keys[k++] = (key_ref){key, line, i};
+    }
+    qsort(keys, (size_t)k, sizeof *keys, key_ref_cmp);
+    int rep = -1; /* position in keys of the earliest second occurrence */
+    for (int i = 1; i < k; i++)
+        if (!strcmp(keys[i].key, keys[i - 1].key) && (rep < 0 || keys[i].index < keys[rep].index))
+            rep = i;
+    dt_err e = DT_OK;
+    if (rep >= 0) {
+        int first = rep;
+        while (first > 0 && !strcmp(keys[first - 1].key, keys[rep].key)) first--;
+        char q[64];
+        size_t j = 0;
+        for (const char *c = keys[rep].key; *c && j + 4 < sizeof q; c++)
+            q[j++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
+        if (keys[rep].key[j]) q[j++] = '.', q[j++] = '.', q[j++] = '.';
+        q[j] = '\0';
+        dt__yval v;
+        dt__ymap_entry(m, keys[rep].index, NULL, NULL, &v);
+        e = dt__yerr_line(&v, keys[rep].line, "duplicate key '%s' (first at line %d)", q,
+                          keys[first].line);
+    }
+    free(keys);
+    return e;
+}
+
+static dt_err walk_unique_keys(const dt_job_spec *job, const dt__yval *v, node_set *seen,
+                               int depth) {
+    if (!dt__yval_is_map(v) && !dt__yval_is_seq(v)) return DT_OK;
+    int added = node_set_add(seen, v->node);
+    if (added < 0) return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", job->path);
+    if (!added) return DT_OK;
+    if (depth >= DT__YDEPTH_MAX)
+        return dt__yerr(v, "nested deeper than %d levels (through aliases)", DT__YDEPTH_MAX);
+    dt__yval c;
+    dt_err e;
+    if (dt__yval_is_seq(v)) {
+        for (int i = 0; i < dt__yseq_size(v); i++) {
+            dt__yseq_item(v, i, &c);
+            if ((e = walk_unique_keys(job, &c, seen, depth + 1))) return e;
+        }
+        return DT_OK;
+    }
+    if ((e = map_unique_keys(job, v))) return e;
+    for (int i = 0; i < dt__ymap_size(v); i++) {
+        dt__ymap_entry(v, i, NULL, NULL, &c);
+        if ((e = walk_unique_keys(job, &c, seen, depth + 1))) return e;
+    }
+    return DT_OK;
+}
+
+static dt_err check_unique_keys(const dt_job_spec *job, const dt__yval *root) {
+    node_set seen = {0};
+    dt_err e = walk_unique_keys(job, root, &seen, 0);
+    free(seen.slot);
+    return e;
 }
 
 /* ---- policies ---- */
@@ -428,7 +547,8 @@ static dt_err parse_job_doc(dt_job_spec *job, const dt__yval *root, dt_job_kind 
     const layout *l = NULL;
     dt_err e;
     job->kind = kind;
-    if ((e = find_layout(job, root, kind, &l))) return e;
+    if ((e = check_unique_keys(job, root)) || (e = find_layout(job, root, kind, &l)))
+        return e;
     if (l->layout == DT__JOB_LAYOUT_TRAINJOB) return dt__job_parse_trainjob(job, root, base_dir);
     if ((e = dt__ymap_check_keys(root, top_keys, NULL)) || (e = dt__job_parse_metadata(job, root)))
         return e;

@@ -776,6 +776,40 @@ static void test_err_metadata(void) {
                      "status)");
 }
 
+/* A key given twice is refused in every mapping, those only Kubernetes reads included; a
+ * shared or cyclic alias is walked once. */
+static void test_err_duplicate_keys(void) {
+    CHECK_EDIT_FAILS("metadata:\n  name: base-job\n", "metadata: {name: base-job, name: b}\n",
+                     "name: b}", "metadata.name: duplicate key 'name' (first at line 3)");
+    CHECK_EDIT_FAILS("  name: base-job\n",
+                     "  name: base-job\n  namespace: a\n  namespace: b\n", "namespace: b",
+                     "metadata.namespace: duplicate key 'namespace' (first at line 5)");
+    CHECK_EDIT_FAILS("  name: base-job\n",
+                     "  name: base-job\n  labels: {a: b}\n  labels: {c: d}\n", "labels: {c",
+                     "metadata.labels: duplicate key 'labels' (first at line 5)");
+    CHECK_EDIT_FAILS("  name: base-job\n", "  name: base-job\n  labels: {x: b, y: c, x: d}\n",
+                     "labels:", "metadata.labels.x: duplicate key 'x' (first at line 5)");
+    CHECK_EDIT_FAILS("            - name: tensorflow\n              image: x:1\n",
+                     "            - name: tensorflow\n              image: x:1\n"
+                     "          containers:\n            - name: other\n",
+                     "containers:\n            - name: other",
+                     "spec.tfReplicaSpecs.Chief.template.spec.containers: duplicate key "
+                     "'containers' (first at line 13)");
+    CHECK_EDIT_FAILS("spec:\n", "status: {a: 1, b: [{c: 1, c: 2}]}\nspec:\n", "status",
+                     "status.b[0].c: duplicate key 'c' (first at line 5)");
+    CHECK_EDIT_FAILS("kind: TFJob\n", "kind: TFJob\nkind: PyTorchJob\n", "PyTorchJob",
+                     "kind: duplicate key 'kind' (first at line 2)");
+    /* an alias shared many times, and one that contains itself: parsed, each node once */
+    const char *text = edit(BASE, "spec:\n",
+                            "status:\n  a: &a {x: 1, y: [1, 2]}\n  b: &b [*a, *a, *a, *a]\n"
+                            "  c: [*b, *b, *b, *b]\n  d: &d [*d, 1]\nspec:\n");
+    dt_job_spec *job = parse_ok(text);
+    DT_CHECK(job);
+    dt_job_spec_free(job);
+    CHECK_FAILS(edit(text, "  d: &d [*d, 1]\n", "  d: &d {e: *d, e: 1}\n"), "e: *d",
+                "status.d.e: duplicate key 'e' (first at line");
+}
+
 /* KubeDL's TFJob: Kubeflow's schema, its run policy inline. */
 static void test_kubedl(void) {
     static const char text[] = "apiVersion: training.kubedl.io/v1alpha1\n"
@@ -1298,7 +1332,7 @@ static void test_truncations(void) {
     }
 }
 
-DT_TEST_MAIN(DT_T(test_names), DT_T(test_tfjob_v1), DT_T(test_tfjob_v1_lowercase),
+DT_TEST_MAIN(DT_T(test_names), DT_T(test_err_duplicate_keys), DT_T(test_tfjob_v1), DT_T(test_tfjob_v1_lowercase),
              DT_T(test_tfjob_v1alpha2), DT_T(test_tfjob_v1_early), DT_T(test_tfjob_v1alpha1),
              DT_T(test_pytorchjob), DT_T(test_trainjob), DT_T(test_trainjob_defaults),
              DT_T(test_multidoc), DT_T(test_single_replica), DT_T(test_tf_config_kubernetes),

@@ -245,7 +245,16 @@ static void post_report(void *ctx, const dt__http_req *req, dt__http_resp *resp)
     dt__master *m = ctx;
     if (!this_job(m, req, resp)) return;
     dt__replica *r = replica(m, req, resp);
-    if (!r || !journaled(m, resp)) return;
+    if (!r) return;
+    size_t size = json_dumpb(req->json, NULL, 0, JSON_COMPACT);
+    if (size > DT__REPORT_MAX) {
+        dt__http_resp_error(resp, 413,
+                            "a report of %zu bytes (as compact JSON) is larger than the %d a "
+                            "report may carry: figures and paths, not data",
+                            size, DT__REPORT_MAX);
+        return;
+    }
+    if (!journaled(m, resp)) return;
     if (dt__master_record_report(m, r, json_incref(req->json))) {
         if (journaled_after(m, resp)) dt__http_resp_error(resp, 500, "%s", dt_errmsg());
         return;
@@ -363,6 +372,27 @@ static int bool_field(const json_t *obj, dt__http_resp *resp, const char *key, i
     return 1;
 }
 
+/* Every key of obj is one of known (NULL-terminated); else 0 and "PREFIXKEY: unknown field
+ * (the body is BODY)", as a registration's unknown field is refused. */
+static int only_fields(const json_t *obj, const char *const *known, const char *prefix,
+                       const char *body, dt__http_resp *resp) {
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        const char *const *k = known;
+        while (*k && strcmp(key, *k)) k++;
+        if (!*k) {
+            dt__http_resp_error(resp, 400, "%s%.200s: unknown field (the body is %s)", prefix, key,
+                                body);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static const char *const report_fields[] = {"epoch", "id", "lease", "ok", "message", NULL};
+#define REPORT_BODY "{epoch, id, lease, ok, message}"
+
 static int err_status(dt_err e) {
     return e == DT_ERR_NOTFOUND ? 404 : e == DT_ERR_STATE ? 409 : e == DT_ERR_NOMEM ? 500 : 400;
 }
@@ -447,8 +477,11 @@ static int apply_report(dt__master *m, const dt__http_req *req, const json_t *ob
 }
 
 static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    static const char *const known[] = {"replica", "request", "report", NULL};
     dt__master *m = ctx;
-    if (!this_job(m, req, resp)) return;
+    if (!this_job(m, req, resp) ||
+        !only_fields(req->json, known, "", "{replica, request, report}", resp))
+        return;
     dt__replica *r = body_replica(m, req, resp);
     if (!r) return;
     int64_t request = 0;
@@ -456,9 +489,10 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
     /* A fetch may carry the report of the shard just finished: one request per shard. */
     json_t *report = json_object_get(req->json, "report");
     if (report && !json_is_object(report)) {
-        dt__http_resp_error(resp, 400, "report: expected an object {epoch, id, lease, ok, message}");
+        dt__http_resp_error(resp, 400, "report: expected an object " REPORT_BODY);
         return;
     }
+    if (report && !only_fields(report, report_fields, "report.", REPORT_BODY, resp)) return;
     if (!journaled(m, resp)) return;
     if (report && !apply_report(m, req, report, r, resp)) return;
     dt__fetch_status st;
@@ -494,8 +528,11 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
 }
 
 static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    static const char *const known[] = {"replica", "epoch", "id", "lease", "ok", "message", NULL};
     dt__master *m = ctx;
-    if (!this_job(m, req, resp)) return;
+    if (!this_job(m, req, resp) ||
+        !only_fields(req->json, known, "", "{replica, epoch, id, lease, ok, message}", resp))
+        return;
     dt__replica *r = body_replica(m, req, resp);
     if (r && journaled(m, resp) && apply_report(m, req, req->json, r, resp) &&
         journaled_after(m, resp))

@@ -20,6 +20,9 @@
 #include "shard/ledger-impl.h"
 
 #define DT__MAX_REPLICAS 1024
+/* Most bytes a replica's report (POST .../replicas/:replica/report) may carry, as compact
+ * JSON: figures and paths, not data (it is journaled, and rewritten with status.json). */
+#define DT__REPORT_MAX 16384
 
 typedef struct dt__ports dt__ports;
 typedef struct dt__journal dt__journal;

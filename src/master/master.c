@@ -1210,8 +1210,14 @@ static dt_err take_lock(loop *L) {
         ssize_t n = pread(L->lock_fd, buf, sizeof buf - 1, 0);
         buf[n > 0 ? n : 0] = 0;
         buf[strcspn(buf, "\n")] = 0;
+        /* No pid yet: the lock was taken an instant ago (two starts at once). */
+        if (!buf[0])
+            return dt_err_set(DT_ERR_STATE,
+                              "%s: another master is already running this job (it has just "
+                              "started)",
+                              L->m.dir);
         return dt_err_set(DT_ERR_STATE, "%s: a master (pid %s) is already running this job",
-                          L->m.dir, buf[0] ? buf : "?");
+                          L->m.dir, buf);
     }
     char pid[32];
     int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
@@ -1483,7 +1489,9 @@ static dt_err open_job(loop *L, const dt_master_opts *opts_in) {
     if (!opts_in->resume && job->kind == DT_JOB_KIND_TRAINJOB && job->train &&
         (e = dt_train_check(job->train)))
         return e;
-    if ((e = dt__mkdirs(opts_in->job_dir))) return e;
+    if ((!opts_in->resume && (e = dt_master_check_job_dir(opts_in->job_dir, job->name))) ||
+        (e = dt__mkdirs(opts_in->job_dir)))
+        return e;
     if (!realpath(opts_in->job_dir, m->dir))
         return dt_err_set(DT_ERR_IO, "%s: %s", opts_in->job_dir, strerror(errno));
     char sub[4200];
@@ -1602,7 +1610,13 @@ static dt_err start_services(loop *L, const char *jpath, int http_port) {
         dt_err_clear();
     }
     if (e || (e = write_master_json(L))) return e;
-    dt__registry_add(m->job->name, m->dir);
+    /* Another job of this name running elsewhere: this one does not start (nothing is
+     * launched yet, and its journal holds no start). Other failures only cost the listing. */
+    if ((e = dt__registry_add(m->job->name, m->dir)) == DT_ERR_STATE) return e;
+    if (e) {
+        say(L, "warning: %s", dt_errmsg());
+        dt_err_clear();
+    }
     return DT_OK;
 }
 

@@ -6,13 +6,20 @@
  * gone and links of jobs whose status.json says they finished more than
  * ttlSecondsAfterFinished ago (the job dir itself is kept: only the listing forgets it, as
  * deleting a TFJob object leaves its volumes).
+ *
+ * One name, one running job: a master registers its job only when no other master runs a
+ * job of that name (the registered dir's master.lock is not held), checked and linked
+ * under $DTRAIN_HOME/jobs/.lock; once that master has ended, a new job of the name takes
+ * the link over.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,20 +49,58 @@ static int valid_name(const char *name) {
     return 1;
 }
 
+/* Is a master running the job in job_dir (it holds job_dir/master.lock)? Its pid into pid. */
+static int master_live(const char *job_dir, char *pid, size_t cap) {
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/master.lock", job_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ssize_t n = pread(fd, pid, cap - 1, 0);
+    pid[n > 0 ? n : 0] = 0;
+    pid[strcspn(pid, "\n")] = 0;
+    close(fd); /* lets go of the shared lock, if it was taken */
+    return live;
+}
+
 dt_err dt__registry_add(const char *name, const char *job_dir) {
-    char dir[PATH_MAX], link[PATH_MAX + 80], tmp[PATH_MAX + 100];
+    char dir[PATH_MAX], link[PATH_MAX + 80], tmp[PATH_MAX + 100], lock[PATH_MAX + 16];
     dt_err e = jobs_dir(dir, sizeof dir);
     if (e) return e;
     if (!valid_name(name)) return dt_err_set(DT_ERR_ARG, "'%s' is not a job name", name);
     if ((e = dt__mkdirs(dir))) return e;
+    /* The check of the registered job's master and the new link, one at a time: of two
+     * masters of one name that start together, the second sees the first's. */
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
+        int err = errno;
+        if (lfd >= 0) close(lfd);
+        return dt_err_set(DT_ERR_IO, "%s: cannot lock: %s", lock, strerror(err));
+    }
     snprintf(link, sizeof link, "%s/%s", dir, name);
+    char other[PATH_MAX], pid[32];
+    ssize_t n = readlink(link, other, sizeof other - 1);
+    if (n > 0) {
+        other[n] = 0;
+        if (strcmp(other, job_dir) && master_live(other, pid, sizeof pid)) {
+            close(lfd);
+            return dt_err_set(DT_ERR_STATE,
+                              "a job named %s is running in %s (master pid %s): two jobs of "
+                              "one name cannot run at once; stop it ('dtrain stop %s') or "
+                              "give this one another metadata.name",
+                              name, other, pid[0] ? pid : "?", name);
+        }
+    }
     snprintf(tmp, sizeof tmp, "%s/.%s.%d", dir, name, (int)getpid());
     unlink(tmp);
     if (symlink(job_dir, tmp) != 0 || rename(tmp, link) != 0) {
         int err = errno;
         unlink(tmp);
+        close(lfd);
         return dt_err_set(DT_ERR_IO, "%s: cannot register the job: %s", link, strerror(err));
     }
+    close(lfd);
     return DT_OK;
 }
 

@@ -19,9 +19,10 @@
  * and compare Content-Length with max_body (413). A request in error is not stored: its
  * body is read and thrown away, and the error goes out once the request is complete, so
  * the connection stays usable. Only when draining would be costly (Content-Length beyond
- * max_body + DRAIN_MAX, a chunked body that grows beyond it, or a client that waits for
- * "100 Continue" before sending) is the error answered at once; libmicrohttpd then closes
- * the connection after the response, since the rest of the body was never read.
+ * max_body + DRAIN_MAX, a chunked body that grows beyond max_body + DRAIN_CHUNKED_MAX, or a
+ * client that waits for "100 Continue" before sending) is the error answered at once;
+ * libmicrohttpd then closes the connection after the response, since the rest of the body
+ * was never read (a client still sending a chunked body may see that as a reset).
  *
  * Bounded memory. A body is stored in one buffer that grows geometrically but never past
  * max_body + 1 bytes, whatever Content-Length claims. Request headers are bounded by
@@ -59,8 +60,12 @@
 #define DEFAULT_MAX_BODY ((size_t)1 << 20)
 #define DEFAULT_MAX_CONNECTIONS 512
 #define DEFAULT_IDLE_TIMEOUT_S 60
-/* How many bytes of a refused body we read and discard to keep the connection usable. */
+/* How many bytes of a refused body we read and discard to keep the connection usable: a
+ * Content-Length body beyond max_body + DRAIN_MAX is answered before it is sent. A chunked
+ * body announces no size, and a response queued while it still arrives is lost when the
+ * connection closes on the client's unread bytes (a reset): it is drained much further. */
 #define DRAIN_MAX ((size_t)1 << 20)
+#define DRAIN_CHUNKED_MAX ((size_t)64 << 20)
 /* Segments in a path; a longer path matches no route (patterns are checked at start). */
 #define MAX_SEGS 32
 
@@ -512,7 +517,7 @@ static void absorb(dt__http_server *s, http_call *c, const char *data, size_t n)
 static int answer_early(const dt__http_server *s, const http_call *c, struct MHD_Connection *conn) {
     if (c->expect_continue) return 1;
     long long cl = content_length(conn);
-    size_t limit = s->max_body + DRAIN_MAX;
+    size_t limit = s->max_body + (cl < 0 ? DRAIN_CHUNKED_MAX : DRAIN_MAX);
     return (cl > 0 && (unsigned long long)cl > limit) || c->received > limit;
 }
 

@@ -619,6 +619,28 @@ static void test_body_limit(void) {
     DT_CHECK(!strncmp(buf, "HTTP/1.1 200", 12));
     close(fd);
 
+    /* a chunked body well beyond the limit (more than a Content-Length body is drained):
+     * still read to its end and answered 413, not a reset connection, which stays usable */
+    fd = raw_connect(ts.port);
+    DT_CHECK(fd >= 0);
+    raw_send(fd, head, sizeof head - 1);
+    static char big[64 * 1024];
+    memset(big, 'c', sizeof big);
+    for (int i = 0; i < 24; i++) { /* 1.5 MiB: beyond max_body + 1 MiB */
+        raw_send(fd, "10000\r\n", 7);
+        raw_send(fd, big, sizeof big);
+        raw_send(fd, "\r\n", 2);
+    }
+    raw_send(fd, "0\r\n\r\n", 5);
+    memset(buf, 0, sizeof buf);
+    DT_CHECK(raw_read_response(fd, buf, sizeof buf) > 0);
+    DT_CHECK(!strncmp(buf, "HTTP/1.1 413", 12));
+    DT_CHECK(strstr(buf, "{\"error\":\"request body is larger than the limit of 1024 bytes\"}"));
+    raw_send(fd, next, sizeof next - 1);
+    DT_CHECK(raw_read_response(fd, buf, sizeof buf) > 0);
+    DT_CHECK(!strncmp(buf, "HTTP/1.1 200", 12));
+    close(fd);
+
     /* a chunked body within the limit */
     fd = raw_connect(ts.port);
     DT_CHECK(fd >= 0);

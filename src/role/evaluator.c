@@ -6,7 +6,9 @@
  * can neither slow nor disturb training. It polls for the newest checkpoint twice a
  * second; a checkpoint deleted (rotated away) between listing and reading is skipped. Each
  * evaluation is appended to JOB_DIR/replicas/<name>/result.json and posted to the master's
- * report route, so the figures appear in the job's status and result.json. It does not
+ * report route, so the figures appear in the job's status and result.json. A restarted
+ * evaluator reads that result.json back and goes on: its count of evaluations continues,
+ * and the checkpoint evaluated last is not evaluated again. It does not
  * decide the job's success; the master stops it when the job ends.
  */
 #include <signal.h>
@@ -20,6 +22,35 @@
 #include "train/train-impl.h"
 
 #define POLL_NS (500 * 1000 * 1000L)
+
+/* An evaluator restarted (by its restartPolicy, or with its job resumed) goes on from what
+ * its predecessor wrote to result.json: its evaluations, and the checkpoint it evaluated
+ * last (into last: not evaluated again). A result.json that is not an evaluator's is left
+ * to be replaced. */
+static void resume_history(const dt__role *r, json_t *history, char *last, size_t cap) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/result.json", r->own_dir);
+    json_t *old = json_load_file(path, 0, NULL);
+    json_t *evs = json_object_get(old, "evaluations");
+    const char *role = json_string_value(json_object_get(old, "role"));
+    size_t i;
+    json_t *one;
+    int ok = role && !strcmp(role, "evaluator") && json_is_array(evs);
+    json_array_foreach(evs, i, one) {
+        if (!json_is_object(one) || !json_is_integer(json_object_get(one, "step")) ||
+            !json_is_string(json_object_get(one, "checkpoint")))
+            ok = 0;
+    }
+    if (ok && json_array_size(evs) > 0) {
+        json_array_extend(history, evs);
+        const char *ck =
+            json_string_value(json_object_get(json_array_get(evs, json_array_size(evs) - 1), "checkpoint"));
+        snprintf(last, cap, "%s/%s", r->ckpt_dir, ck);
+        fprintf(r->log, "%s: going on from %zu evaluations (the last of %s)\n", r->name,
+                json_array_size(history), ck);
+    }
+    json_decref(old);
+}
 
 dt_err dt__role_evaluator(dt__role *r) {
     sigset_t stop;
@@ -55,9 +86,10 @@ dt_err dt__role_evaluator(dt__role *r) {
                 r->name, dt_errmsg());
         sc = NULL;
     }
+    char last[4200] = "", failed[4200] = "";
+    resume_history(r, history, last, sizeof last);
     fprintf(r->log, "%s: watching %s for checkpoints\n", r->name, r->ckpt_dir);
     fflush(r->log);
-    char last[4200] = "", failed[4200] = "";
     for (;;) {
         char path[4200];
         if (dt_checkpoint_dir_latest(r->ckpt_dir, path, sizeof path) == DT_OK &&
@@ -103,7 +135,7 @@ dt_err dt__role_evaluator(dt__role *r) {
         struct timespec ts = {0, POLL_NS};
         int sig = sigtimedwait(&stop, NULL, &ts);
         if (sig > 0) {
-            r->stopped_by = sig; /* its history is in result.json: a new one goes on */
+            r->stopped_by = sig; /* its history is in result.json: a restarted one goes on */
             break;
         }
     }
