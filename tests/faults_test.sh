@@ -125,6 +125,17 @@ attempt_says() {
         END { printf "%s", buf }' "$TMP/$1/logs/$2.log" 2>/dev/null | grep -qF -- "$3"
 }
 
+# attempt_child JOB NAME: status.json shows the attempt NAME's log last started, and its
+# supervisor (pid) has a child: the command, whose pid is left in $child.
+attempt_child() {
+    local a pid
+    a=$(grep -o "^--- dtrain: $2 attempt [0-9]*" "$TMP/$1/logs/$2.log" 2>/dev/null | tail -1)
+    [ -n "$a" ] && [ "$(replica_field "$1" "$2" attempt)" = "${a##* }" ] || return 1
+    pid=$(replica_field "$1" "$2" pid)
+    child=$([ -n "$pid" ] && pgrep -P "$pid" | head -1)
+    [ -n "$child" ]
+}
+
 # preempt JOB READY NAME...: SIGTERM each replica's command in turn once READY (a line of
 # its current attempt) is in its log; then waits until it runs again and says READY.
 preempt() {
@@ -134,9 +145,11 @@ preempt() {
         says() { attempt_says "$job" "$name" "$ready"; }
         WAIT_POLLS=600 wait_for says || { fail "$job: $name never says '$ready'"; return 1; }
         r=$(replica_field "$job" "$name" restarts)
-        pid=$(replica_field "$job" "$name" pid)
-        child=$([ -n "$pid" ] && pgrep -P "$pid" | head -1)
-        [ -n "$child" ] && kill -TERM "$child" || { fail "$job: $name has no process"; return 1; }
+        # status.json is rewritten a moment after the log's attempt line: wait until it names
+        # this attempt and its supervisor has the command as a child (a loaded machine lags).
+        WAIT_POLLS=600 wait_for attempt_child "$job" "$name" ||
+            { fail "$job: $name has no process"; return 1; }
+        kill -TERM "$child" || { fail "$job: $name has no process"; return 1; }
         again() { [ "$(replica_field "$job" "$name" restarts)" -gt "${r:-0}" ] && says; }
         WAIT_POLLS=600 wait_for again && pass "$job: $name got SIGTERM, was started again and goes on" ||
             { fail "$job: $name did not come back: $(tail -3 "$TMP/$job/logs/$name.log")"; return 1; }
