@@ -12,9 +12,11 @@ echo "== optimized build =="
 (cd build && ctest --output-on-failure --timeout 1200) || status=1
 echo "== ASan + UBSan build =="
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure) || status=1
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure \
+    -E '^kube_standin_test$') || status=1  # it tests the Python stand-in alone: no dtrain code
 echo "== ThreadSanitizer =="
 bash scripts/tsan.sh || status=1
 echo "== fuzzing =="
-bash scripts/fuzz.sh || status=1
+# 5 s a harness keeps the whole CI under its 30 minutes; longer runs by hand (docs/FUZZING.md)
+FUZZ_SECONDS=${FUZZ_SECONDS:-5} bash scripts/fuzz.sh || status=1
 exit $status
