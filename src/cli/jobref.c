@@ -27,16 +27,6 @@
 #include "master/registry-impl.h"
 #include "net/http-impl.h"
 
-static int master_live(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/master.lock", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    int live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd);
-    return live;
-}
-
 int dt__jobref_resolve(const dt__cli_cmd *cmd, const char *arg, dt__jobref *out) {
     memset(out, 0, sizeof *out);
     struct stat sb;
@@ -65,7 +55,7 @@ int dt__jobref_resolve(const dt__cli_cmd *cmd, const char *arg, dt__jobref *out)
     if ((s = json_string_value(json_object_get(mj, "name"))))
         snprintf(out->name, sizeof out->name, "%s", s);
     json_decref(mj);
-    out->live = out->url[0] && master_live(out->dir);
+    out->live = out->url[0] && dt__master_live(out->dir, NULL, 0);
     return 0;
 }
 

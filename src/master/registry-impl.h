@@ -14,6 +14,9 @@
 
 #include "dtrain/err.h"
 
+/* Is a master running the job in job_dir (it holds job_dir/master.lock)? Its pid (the lock
+ * file's text) into pid when pid is not NULL. */
+int dt__master_live(const char *job_dir, char *pid, size_t cap);
 /* Record name -> job_dir (absolute). DT_ERR_STATE "a job named NAME is running in DIR
  * (master pid P): ..." when name is registered to another dir whose master runs (holds its
  * master.lock): that job stays registered. Other failures are not fatal to a job: they

@@ -49,16 +49,17 @@ static int valid_name(const char *name) {
     return 1;
 }
 
-/* Is a master running the job in job_dir (it holds job_dir/master.lock)? Its pid into pid. */
-static int master_live(const char *job_dir, char *pid, size_t cap) {
+int dt__master_live(const char *job_dir, char *pid, size_t cap) {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/master.lock", job_dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     int live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ssize_t n = pread(fd, pid, cap - 1, 0);
-    pid[n > 0 ? n : 0] = 0;
-    pid[strcspn(pid, "\n")] = 0;
+    if (pid && cap) {
+        ssize_t n = pread(fd, pid, cap - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+    }
     close(fd); /* lets go of the shared lock, if it was taken */
     return live;
 }
@@ -83,7 +84,7 @@ dt_err dt__registry_add(const char *name, const char *job_dir) {
     ssize_t n = readlink(link, other, sizeof other - 1);
     if (n > 0) {
         other[n] = 0;
-        if (strcmp(other, job_dir) && master_live(other, pid, sizeof pid)) {
+        if (strcmp(other, job_dir) && dt__master_live(other, pid, sizeof pid)) {
             close(lfd);
             return dt_err_set(DT_ERR_STATE,
                               "a job named %s is running in %s (master pid %s): two jobs of "

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "master/registry-impl.h"
 #include "net/http-impl.h"
 #include "server/server-impl.h"
 
@@ -112,18 +113,9 @@ dt_err dt__server_add(dt__server *s, dt__sjob *j) {
     return DT_OK;
 }
 
-static int lock_held(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    int live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd);
-    return live;
-}
-
 int dt__server_master(const dt__sjob *j, char *url, size_t ucap, char *token, size_t tcap) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/master.lock", j->dir);
-    if (!lock_held(path)) return 0;
+    if (!dt__master_live(j->dir, NULL, 0)) return 0;
     snprintf(path, sizeof path, "%s/master.json", j->dir);
     json_t *mj = json_load_file(path, 0, NULL);
     const char *u = json_string_value(json_object_get(mj, "url"));
