@@ -26,6 +26,9 @@ typedef enum dt_err {
     DT_ERR_ARG,      /* an argument is out of range */
     DT_ERR_NOTFOUND, /* a named thing does not exist */
     DT_ERR_STATE,    /* an object is not in a state that allows the call */
+    DT_ERR_TIMEOUT,  /* a peer did not answer or finish in time: worth retrying */
+    DT_ERR_PROTOCOL, /* a peer sent something the protocol does not allow: not worth retrying */
+    DT_ERR_NETWORK,  /* a connection could not be made or was lost: worth retrying */
     DT_ERR__COUNT
 } dt_err;
 

@@ -1,5 +1,7 @@
-/* core_test.c - arena, shapes, thread pool, rng, errors. */
+/* core_test.c - arena, shapes, thread pool, rng, errors, paths. */
 #include <stdatomic.h>
+
+#include "core/path-impl.h"
 
 #include "dtrain/rng.h"
 #include "dtrain/tensor.h"
@@ -129,6 +131,19 @@ static void test_err_messages(void) {
     DT_CHECK(!strcmp(dt_strerror((dt_err)999), "unknown error"));
 }
 
+static void test_path_refuses_what_does_not_fit(void) {
+    char buf[16];
+    DT_CHECK_OK(dt__path(buf, sizeof buf, "%s/%s", "job", "spec.yaml"));
+    DT_CHECK(!strcmp(buf, "job/spec.yaml"));
+    DT_CHECK_OK(dt__path(buf, sizeof buf, "%s", "exactly-fifteen"));
+    DT_CHECK_ERR(dt__path(buf, sizeof buf, "%s/%s", "longer-dir", "spec.yaml"), DT_ERR_ARG,
+                 "path too long (20 bytes, at most 15): longer-dir/spec...");
+    DT_CHECK(buf[0] == '\0'); /* never a cut path */
+    DT_CHECK(!strcmp(dt_strerror(DT_ERR_TIMEOUT), "timed out"));
+    DT_CHECK(!strcmp(dt_strerror(DT_ERR_NETWORK), "network error"));
+}
+
 DT_TEST_MAIN(DT_T(test_arena_alloc_align_reset), DT_T(test_shape_str),
              DT_T(test_pool_runs_every_share_once), DT_T(test_split_covers_range),
-             DT_T(test_rng_reproducible_and_uniform), DT_T(test_err_messages))
+             DT_T(test_rng_reproducible_and_uniform), DT_T(test_err_messages),
+             DT_T(test_path_refuses_what_does_not_fit))

@@ -23,6 +23,9 @@ static const char *const err_names[DT_ERR__COUNT] = {
     [DT_ERR_ARG] = "invalid argument",
     [DT_ERR_NOTFOUND] = "not found",
     [DT_ERR_STATE] = "invalid state",
+    [DT_ERR_TIMEOUT] = "timed out",
+    [DT_ERR_PROTOCOL] = "protocol violation",
+    [DT_ERR_NETWORK] = "network error",
 };
 
 const char *dt_strerror(dt_err err) {
