@@ -4,7 +4,7 @@
  *
  *   shard_bench --url URL --token TOKEN --dataset NAME [--threads N] [--seconds S]
  *               [--rate R] [--master-pid PID] [--size N] [--batch B] [--minibatches M]
- *               [--raw] [--combined]
+ *               [--raw] [--combined] [--per-request K]
  *
  * Registers the dataset (one epoch of N samples, default 2^27, in shards of B * M, default
  * 64 * 4 samples: 524288 shards, more than any run here asks for), then runs N threads
@@ -24,6 +24,10 @@
  * --combined sends each shard's report with the fetch of the next, one request per shard
  * (dt_shard_report_fetch; by hand with --raw), as dtrain's own workers do; without it, a
  * round trip is two requests, a fetch and a report (dt_shard_fetch, dt_shard_report).
+ *
+ * --per-request K fetches K shards in each request, which carries the reports of the K
+ * before (dt_shard_fetch_many; C client only): a round trip is still one shard fetched and
+ * reported, K of them per request.
  *
  * Everything runs on the same machine: the clients' CPU (libcurl, JSON) is taken from the
  * master's cores. The job's replicas worker-0..N-1 must exist (they may just sleep).
@@ -52,7 +56,7 @@
 typedef struct bench {
     const char *url, *token, *dataset;
     const char *job; /* the job's name (for --raw's paths) */
-    int raw, combined;
+    int raw, combined, per_request;
     char host[256], port[16];
     double seconds, rate; /* rate: round trips/s of all threads together; 0: unpaced */
     int threads;
@@ -191,7 +195,8 @@ static void *run(void *arg) {
     snprintf(replica, sizeof replica, "worker-%d", w->index);
     dt_shard_client *c = NULL;
     dt_shard_client_opts o = {.url = b->url, .token = b->token, .replica = replica};
-    dt_shard s = {0};
+    dt_shard s = {0}, many[DT_SHARD_MAX_BATCH] = {{0}};
+    int nmany = 0;
     dt_shard_fetch_status st;
     dt_err e = DT_OK;
     int fd = -1;
@@ -220,7 +225,15 @@ static void *run(void *arg) {
             w->round_trips++;
             continue;
         }
-        if (b->combined && s.count)
+        if (b->per_request) {
+            e = dt_shard_fetch_many(c, b->dataset, many, nmany, many, b->per_request, &nmany,
+                                    &st);
+            if (!e && st == DT_SHARD_FETCH_SHARD) {
+                w->busy_s += now_s() - t;
+                w->round_trips += nmany;
+                continue;
+            }
+        } else if (b->combined && s.count)
             e = dt_shard_report_fetch(c, b->dataset, &s, 1, "", &st);
         else
             e = dt_shard_fetch(c, b->dataset, &s, &st);
@@ -240,6 +253,7 @@ static void *run(void *arg) {
     }
     if (fd >= 0) close(fd);
     dt_shard_free(&s);
+    for (int i = 0; i < DT_SHARD_MAX_BATCH; i++) dt_shard_free(&many[i]);
     dt_shard_client_close(c);
     return NULL;
 }
@@ -247,7 +261,8 @@ static void *run(void *arg) {
 static int usage(void) {
     fprintf(stderr, "usage: shard_bench --url URL --token TOKEN --dataset NAME [--threads N]\n"
                     "                   [--seconds S] [--rate R] [--master-pid PID] [--size N]\n"
-                    "                   [--batch B] [--minibatches M] [--raw] [--combined]\n");
+                    "                   [--batch B] [--minibatches M] [--raw] [--combined]\n"
+                    "                   [--per-request K]\n");
     return 2;
 }
 
@@ -289,13 +304,16 @@ int main(int argc, char **argv) {
             d.dataset_size = atoll(v);
         else if (!strcmp(a, "--batch"))
             d.batch_size = atoll(v);
+        else if (!strcmp(a, "--per-request"))
+            b.per_request = atoi(v);
         else if (!strcmp(a, "--minibatches"))
             d.num_minibatches_per_shard = atoll(v);
         else
             return usage();
     }
     if (!b.url || !b.token || !b.dataset || b.threads < 1 || b.threads > 256 || b.seconds <= 0 ||
-        b.rate < 0)
+        b.rate < 0 || b.per_request < 0 || b.per_request > DT_SHARD_MAX_BATCH ||
+        (b.per_request && b.raw))
         return usage();
     d.name = b.dataset;
     signal(SIGPIPE, SIG_IGN); /* --raw's sockets */
@@ -346,10 +364,13 @@ int main(int argc, char **argv) {
         }
     }
     double wall = t1 - t0;
+    char many_label[48];
+    snprintf(many_label, sizeof many_label, "%d per request", b.per_request);
     printf("%d %sclient%s%s, %s, %.1f s: %ld fetch+report round trips, %.0f/s, mean %.0f us "
            "each; clients' CPU %.0f%%",
            b.threads, b.raw ? "raw " : "", b.threads == 1 ? "" : "s", b.rate > 0 ? " (paced)" : "",
-           b.combined ? "1 request each" : "2 requests each", wall, total,
+           b.per_request ? many_label : b.combined ? "1 request each" : "2 requests each", wall,
+           total,
            (double)total / wall, total ? 1e6 * busy / (double)total : 0.0,
            100 * (cpu1 - cpu0) / wall);
     if (m0 >= 0 && m1 >= 0)

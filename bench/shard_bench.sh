@@ -53,6 +53,15 @@ for client in "" --raw; do
         done
     done
 done
+echo "== round trips/s, unpaced, the C client fetching K shards per request (reports of the K before"
+echo "   riding on it: dt_shard_fetch_many) =="
+for k in 4 16; do
+    for t in 1 4; do
+        n=$((n + 1))
+        "$BENCH" --url "$url" --token "$token" --dataset "max$n" --threads "$t" \
+            --seconds "$SECS" --master-pid "$pid" --per-request "$k"
+    done
+done
 echo "== the master's CPU at 1000 shards/s (4 clients) =="
 for req in "" --combined; do
     "$BENCH" --url "$url" --token "$token" --dataset "paced$req" --threads 4 --seconds "$SECS" \

@@ -150,6 +150,18 @@ dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
 dt_err dt_shard_report_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard, int ok,
                              const char *message, dt_shard_fetch_status *status);
 
+/* Report the ndone shards of done[] done (0..DT_SHARD_MAX_BATCH; done may be shards: the
+ * batch just finished is reported and replaced) and fetch up to max shards (1..
+ * DT_SHARD_MAX_BATCH) into shards[], in one request; *n says how many were filled (at least
+ * one with DT_SHARD_FETCH_SHARD: as many as the master could hand out at once). Waits
+ * through WAIT as dt_shard_fetch does. When a report is refused (DT_ERR_STATE, the master's
+ * message naming reports[i]), the reports before it are recorded, nothing was fetched and
+ * shards[] are unchanged: report the rest one by one (dt_shard_report) and fetch again. */
+#define DT_SHARD_MAX_BATCH 64
+dt_err dt_shard_fetch_many(dt_shard_client *c, const char *dataset, const dt_shard *done,
+                           int ndone, dt_shard *shards, int max, int *n,
+                           dt_shard_fetch_status *status);
+
 /* Report a fetched shard done (ok = 1) or failed (ok = 0; message says why, the master
  * re-queues the shard). DT_ERR_STATE with the master's message when the report is refused
  * because this replica no longer holds the shard under its lease (it was re-queued after a

@@ -476,55 +476,114 @@ static int apply_report(dt__master *m, const dt__http_req *req, const json_t *ob
     return 1;
 }
 
+/* Put "what[i]: " before the error message of resp (status kept). */
+static void prefix_error(dt__http_resp *resp, const char *what, size_t i) {
+    json_t *j = resp->body ? json_loadb(resp->body, resp->len, 0, NULL) : NULL;
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", msg ? msg : "refused");
+    json_decref(j);
+    dt__http_resp_error(resp, resp->status, "%s[%zu]: %s", what, i, copy);
+}
+
+static json_t *shard_json(const dt__shard *sh) {
+    json_t *shard = json_pack("{s:I, s:I, s:I, s:I, s:I}", "epoch", (json_int_t)sh->epoch, "id",
+                              (json_int_t)sh->id, "start", (json_int_t)sh->start, "end",
+                              (json_int_t)sh->end, "lease", (json_int_t)sh->lease);
+    if (shard && sh->indices) {
+        json_t *idx = json_array();
+        for (int64_t i = 0; idx && i < sh->end - sh->start; i++)
+            json_array_append_new(idx, json_integer(sh->indices[i]));
+        json_object_set_new(shard, "indices", idx);
+    }
+    return shard;
+}
+
+/* A fetch may carry the report of the shard just finished ("report"), or of the batch just
+ * finished ("reports"), and may ask for several shards ("count"): one request per batch.
+ * Its events are written to the journal together, once, before the answer. */
 static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
-    static const char *const known[] = {"replica", "request", "report", NULL};
+    static const char *const known[] = {"replica", "request", "report", "reports", "count", NULL};
     dt__master *m = ctx;
     if (!this_job(m, req, resp) ||
-        !only_fields(req->json, known, "", "{replica, request, report}", resp))
+        !only_fields(req->json, known, "", "{replica, request, report, reports, count}", resp))
         return;
     dt__replica *r = body_replica(m, req, resp);
     if (!r) return;
-    int64_t request = 0;
-    if (!int_field(req->json, resp, "request", 0, INT64_MAX, 0, &request)) return;
-    /* A fetch may carry the report of the shard just finished: one request per shard. */
+    int64_t request = 0, count = 0;
+    if (!int_field(req->json, resp, "request", 0, INT64_MAX, 0, &request) ||
+        !int_field(req->json, resp, "count", 1, DT__LEDGER_MAX_BATCH, 0, &count))
+        return;
     json_t *report = json_object_get(req->json, "report");
+    json_t *reports = json_object_get(req->json, "reports");
+    if (report && reports) {
+        dt__http_resp_error(resp, 400, "report, reports: give one or the other");
+        return;
+    }
     if (report && !json_is_object(report)) {
         dt__http_resp_error(resp, 400, "report: expected an object " REPORT_BODY);
         return;
     }
     if (report && !only_fields(report, report_fields, "report.", REPORT_BODY, resp)) return;
+    if (reports && (!json_is_array(reports) || json_array_size(reports) > DT__LEDGER_MAX_BATCH)) {
+        dt__http_resp_error(resp, 400, "reports: expected an array of at most %d objects "
+                            REPORT_BODY, DT__LEDGER_MAX_BATCH);
+        return;
+    }
+    size_t i;
+    json_t *one;
+    json_array_foreach(reports, i, one) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "reports[%zu].", i);
+        if (!json_is_object(one)) {
+            dt__http_resp_error(resp, 400, "reports[%zu]: expected an object " REPORT_BODY, i);
+            return;
+        }
+        if (!only_fields(one, report_fields, prefix, REPORT_BODY, resp)) return;
+    }
     if (!journaled(m, resp)) return;
-    if (report && !apply_report(m, req, report, r, resp)) return;
-    dt__fetch_status st;
-    dt__shard sh;
-    dt_err e = dt__ledger_fetch(m->ledger, dt__http_req_param(req, "dataset"), r->name,
-                                (uint64_t)request, dt__mono_s(), &st, &sh);
-    /* Not recorded yet (the fetch, or the report it carried): the retry, the same request
-     * id and report, gets the same answer once it is. */
-    if (!journaled_after(m, resp)) return;
+    dt__journal_hold(m->journal);
+    int applied = 1;
+    if (report) applied = apply_report(m, req, report, r, resp);
+    json_array_foreach(reports, i, one) {
+        if (!applied) break;
+        /* the ones before stay recorded: a retry of this request counts them once */
+        if (!(applied = apply_report(m, req, one, r, resp))) prefix_error(resp, "reports", i);
+    }
+    dt__shard sh[DT__LEDGER_MAX_BATCH];
+    dt__fetch_status st = DT__FETCH_WAIT;
+    int n = 0;
+    dt_err e = DT_OK;
+    if (applied)
+        e = dt__ledger_fetch_many(m->ledger, dt__http_req_param(req, "dataset"), r->name,
+                                  (uint64_t)request, dt__mono_s(), count ? (int)count : 1, &st, sh,
+                                  &n);
+    dt__journal_release(m->journal);
+    /* Not recorded yet (the fetch, or the reports it carried): the retry, the same request
+     * id and reports, gets the same answer once it is. */
+    if (!applied || !journaled_after(m, resp)) return;
     if (e) {
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
-    if (st == DT__FETCH_WAIT) {
-        dt__http_resp_json(resp, 200, json_pack("{s:s}", "status", "wait"));
+    if (st == DT__FETCH_WAIT || st == DT__FETCH_END) {
+        dt__http_resp_json(resp, 200,
+                           json_pack("{s:s}", "status", st == DT__FETCH_WAIT ? "wait" : "end"));
         return;
-    }
-    if (st == DT__FETCH_END) {
-        dt__http_resp_json(resp, 200, json_pack("{s:s}", "status", "end"));
-        return;
-    }
-    json_t *shard = json_pack("{s:I, s:I, s:I, s:I, s:I}", "epoch", (json_int_t)sh.epoch, "id",
-                              (json_int_t)sh.id, "start", (json_int_t)sh.start, "end",
-                              (json_int_t)sh.end, "lease", (json_int_t)sh.lease);
-    if (sh.indices) {
-        json_t *idx = json_array();
-        for (int64_t i = 0; i < sh.end - sh.start; i++)
-            json_array_append_new(idx, json_integer(sh.indices[i]));
-        json_object_set_new(shard, "indices", idx);
     }
     dt__master_touch(m);
-    dt__http_resp_json(resp, 200, json_pack("{s:s, s:o}", "status", "shard", "shard", shard));
+    if (!count) {
+        dt__http_resp_json(resp, 200,
+                           json_pack("{s:s, s:o}", "status", "shard", "shard", shard_json(&sh[0])));
+        return;
+    }
+    json_t *list = json_array();
+    for (int k = 0; list && k < n; k++)
+        if (json_array_append_new(list, shard_json(&sh[k]))) {
+            json_decref(list);
+            list = NULL;
+        }
+    dt__http_resp_json(resp, 200, json_pack("{s:s, s:o}", "status", "shard", "shards", list));
 }
 
 static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp *resp) {

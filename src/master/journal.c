@@ -39,6 +39,7 @@ struct dt__journal {
     char *backlog; /* whole lines not yet written, in order */
     size_t nbacklog, cap;
     int lost;              /* a line was dropped: the backlog overflowed */
+    int held;              /* dt__journal_hold: lines wait in the backlog until release */
     char why[256];         /* the last write's failure */
 };
 
@@ -135,6 +136,12 @@ dt_err dt__journal_append(dt__journal *j, json_t *event) {
     }
     size_t n = strlen(line);
     line[n] = '\n'; /* json_dumps's NUL becomes the newline: one write per line */
+    if (j->held && !j->lost) {
+        keep(j, line, n + 1);
+        free(line);
+        if (!j->lost) return DT_OK;
+        return dt_err_set(DT_ERR_NOMEM, "%s: an event was lost: out of memory", j->path);
+    }
     if (!j->lost && flush_backlog(j) == 0 && write_all_or_nothing(j, line, n + 1) == 0) {
         free(line);
         return DT_OK;
@@ -143,6 +150,16 @@ dt_err dt__journal_append(dt__journal *j, json_t *event) {
     free(line);
     return dt_err_set(DT_ERR_IO, "%s: cannot append to the journal: %s (%zu bytes waiting%s)",
                       j->path, j->why, j->nbacklog, j->lost ? "; events were lost" : "");
+}
+
+void dt__journal_hold(dt__journal *j) {
+    if (j) j->held = 1;
+}
+
+int dt__journal_release(dt__journal *j) {
+    if (!j) return 1;
+    j->held = 0;
+    return dt__journal_ok(j);
 }
 
 int dt__journal_ok(dt__journal *j) {

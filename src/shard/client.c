@@ -494,52 +494,69 @@ static json_t *report_body(const dt_shard *shard, int ok, const char *message) {
                      "message", message ? message : "");
 }
 
-/* Fetch into shard; report (a new reference, taken; may be NULL) goes with the first ask. */
-static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
-                    dt_shard_fetch_status *status, json_t *report) {
+/* Fetch into shards: count 0 asks for one shard (the answer's "shard"), count k for up to k
+ * (the answer's "shards", *n of them). reports (a new reference, taken; may be NULL) goes
+ * with the first ask as the body's member key ("report" or "reports"). */
+static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shards, int count, int *n,
+                    dt_shard_fetch_status *status, const char *key, json_t *reports) {
     *status = DT_SHARD_FETCH_END;
+    *n = 0;
     char path[4096], what[400];
     dt_err err = dataset_path(c, dataset, "fetch", path, sizeof path);
     if (err) {
-        json_decref(report);
+        json_decref(reports);
         return err;
     }
     snprintf(what, sizeof what, "%s from dataset %s for %s",
-             report ? "report and fetch" : "fetch", dataset, c->replica);
+             reports ? "report and fetch" : "fetch", dataset, c->replica);
     double delay = WAIT_FIRST_MS;
     for (;;) {
         /* The id goes with every retry of this request: a fetch the master recorded
-         * before its answer was lost gives back the same shard, not a second one. */
+         * before its answer was lost gives back the same shards, not more. */
         uint64_t request = c->next_request++ & (UINT64_MAX >> 2);
         json_t *body = json_pack("{s:s, s:I}", "replica", c->replica, "request",
                                  (json_int_t)(request ? request : 1)),
                *ans;
-        if (!body) json_decref(report);
-        if (!body || (report && json_object_set_new(body, "report", report))) {
+        if (!body) json_decref(reports);
+        if (!body || (reports && json_object_set_new(body, key, reports)) ||
+            (count && json_object_set_new(body, "count", json_integer(count)))) {
             json_decref(body);
             return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", what);
         }
-        report = NULL; /* a WAIT answer means the report was recorded: ask again without */
+        reports = NULL; /* a WAIT answer means the reports were recorded: ask again without */
         if ((err = call(c, what, "POST", path, body, &ans))) return err;
         const char *st = json_string_value(json_object_get(ans, "status"));
         if (st && !strcmp(st, "shard")) {
-            err = fill_shard(what, json_object_get(ans, "shard"), shard);
+            const json_t *list = count ? json_object_get(ans, "shards") : NULL;
+            size_t got = count ? json_array_size(list) : 1;
+            if (count && (!json_is_array(list) || got < 1 || got > (size_t)count))
+                err = dt_err_set(DT_ERR_FORMAT,
+                                 "%s: the master's answer: shards: expected 1 to %d shards", what,
+                                 count);
+            for (size_t i = 0; !err && i < got; i++)
+                err = fill_shard(what, count ? json_array_get(list, i)
+                                             : json_object_get(ans, "shard"),
+                                 &shards[i]);
             json_decref(ans);
-            if (err) shard->count = 0;
-            else *status = DT_SHARD_FETCH_SHARD;
-            return err;
+            if (err) {
+                shards[0].count = 0;
+                return err;
+            }
+            *n = (int)got;
+            *status = DT_SHARD_FETCH_SHARD;
+            return DT_OK;
         }
         int end = st && !strcmp(st, "end"), wait = st && !strcmp(st, "wait");
         json_decref(ans);
         if (end) {
-            shard->count = 0;
+            shards[0].count = 0;
             return DT_OK;
         }
         if (!wait)
             return dt_err_set(DT_ERR_FORMAT,
                               "%s: the master's answer: status: expected shard, wait or end", what);
         if (c->no_wait || (c->cancel && c->cancel())) {
-            shard->count = 0;
+            shards[0].count = 0;
             *status = DT_SHARD_FETCH_WAIT;
             return DT_OK;
         }
@@ -551,7 +568,8 @@ static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
 dt_err dt_shard_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard,
                       dt_shard_fetch_status *status) {
     shard->count = 0;
-    return fetch(c, dataset, shard, status, NULL);
+    int n;
+    return fetch(c, dataset, shard, 0, &n, status, NULL, NULL);
 }
 
 dt_err dt_shard_report_fetch(dt_shard_client *c, const char *dataset, dt_shard *shard, int ok,
@@ -562,7 +580,29 @@ dt_err dt_shard_report_fetch(dt_shard_client *c, const char *dataset, dt_shard *
         return dt_err_set(DT_ERR_NOMEM, "report of shard %lld of dataset %s: out of memory "
                                         "(or a message that is not UTF-8)",
                           (long long)shard->id, dataset);
-    return fetch(c, dataset, shard, status, report);
+    int n;
+    return fetch(c, dataset, shard, 0, &n, status, "report", report);
+}
+
+dt_err dt_shard_fetch_many(dt_shard_client *c, const char *dataset, const dt_shard *done,
+                           int ndone, dt_shard *shards, int max, int *n,
+                           dt_shard_fetch_status *status) {
+    *status = DT_SHARD_FETCH_END;
+    *n = 0;
+    if (max < 1 || max > DT_SHARD_MAX_BATCH || ndone < 0 || ndone > DT_SHARD_MAX_BATCH)
+        return dt_err_set(DT_ERR_ARG, "fetch of dataset %s: max and ndone: expected 1..%d and "
+                                      "0..%d", dataset, DT_SHARD_MAX_BATCH, DT_SHARD_MAX_BATCH);
+    json_t *reports = NULL;
+    if (ndone > 0 && (reports = json_array()))
+        for (int i = 0; i < ndone; i++)
+            if (json_array_append_new(reports, report_body(&done[i], 1, ""))) {
+                json_decref(reports);
+                reports = NULL;
+                break;
+            }
+    if (ndone > 0 && !reports)
+        return dt_err_set(DT_ERR_NOMEM, "reports of dataset %s: out of memory", dataset);
+    return fetch(c, dataset, shards, max, n, status, "reports", reports);
 }
 
 dt_err dt_shard_report(dt_shard_client *c, const char *dataset, const dt_shard *shard, int ok,

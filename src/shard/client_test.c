@@ -311,10 +311,57 @@ static void two_epochs(job *j) {
     dt_shard_client_close(c);
 }
 
+/* A dataset drained in batches (each batch's reports riding on the next fetch): every
+ * sample once; a batch of reports with one refused names it and records the others. */
+static void batches(job *j) {
+    dt_shard_client *c;
+    DT_CHECK_OK(open_as(&c, j, "worker-1"));
+    dt_dataset_spec d = spec_of("batched", 230, 5, 2, 2); /* 23 shards x 2 epochs */
+    d.shuffle = 1;
+    d.seed = 3;
+    DT_CHECK_OK(dt_shard_register(c, &d));
+    dt_shard b[DT_SHARD_MAX_BATCH] = {{0}};
+    int seen[2 * 230] = {0}, n = 0, nshards = 0, requests = 0;
+    dt_shard_fetch_status st;
+    for (;;) {
+        dt_err e = dt_shard_fetch_many(c, "batched", b, n, b, 7, &n, &st);
+        requests++;
+        if (e) {
+            dt_shard_client_close(c);
+            DT_FAIL("fetch_many: %s", dt_errmsg());
+        }
+        if (st == DT_SHARD_FETCH_END) break;
+        DT_CHECK(st == DT_SHARD_FETCH_SHARD && n >= 1 && n <= 7);
+        for (int k = 0; k < n; k++) {
+            nshards++;
+            for (int64_t i = 0; i < b[k].count; i++) seen[b[k].epoch * 230 + b[k].indices[i]]++;
+        }
+    }
+    int once = 0;
+    for (int i = 0; i < 2 * 230; i++) once += seen[i] == 1;
+    DT_CHECK(once == 2 * 230 && nshards == 46 && requests <= 46 / 7 + 3);
+    /* a refused report in a batch: named, the one before it recorded, nothing fetched */
+    d = spec_of("batched2", 30, 5, 1, 2); /* 3 shards */
+    DT_CHECK_OK(dt_shard_register(c, &d));
+    DT_CHECK_OK(dt_shard_fetch_many(c, "batched2", NULL, 0, b, 3, &n, &st));
+    DT_CHECK(n == 3);
+    b[1].lease += 1000;
+    DT_CHECK_ERR(dt_shard_fetch_many(c, "batched2", b, 2, b, 3, &n, &st), DT_ERR_STATE,
+                 "reports[1]: worker-1 does not hold shard");
+    DT_CHECK(n == 0 && b[2].count == 10);
+    b[1].lease -= 1000;
+    DT_CHECK_OK(dt_shard_fetch_many(c, "batched2", b, 3, b, 3, &n, &st)); /* b[0] again: once */
+    DT_CHECK(st == DT_SHARD_FETCH_END);
+    DT_CHECK_ERR(dt_shard_fetch_many(c, "batched2", NULL, 0, b, 65, &n, &st), DT_ERR_ARG, "1..64");
+    for (int k = 0; k < DT_SHARD_MAX_BATCH; k++) dt_shard_free(&b[k]);
+    dt_shard_client_close(c);
+}
+
 static void test_two_epochs(void) {
     job j;
     DT_CHECK(job_start(&j, "shards-2ep") == 0);
     two_epochs(&j);
+    batches(&j);
     job_stop(&j);
 }
 

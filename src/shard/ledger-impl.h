@@ -66,6 +66,7 @@ void dt__dataset_conf_init(dt__dataset_conf *c);
  * dataset_size * num_epochs must fit in an int64 (a replica's samples_done sums epochs). */
 #define DT__LEDGER_MAX_SHARDS 16777216     /* shards per epoch */
 #define DT__LEDGER_MAX_SHUFFLE 268435456LL /* dataset_size with shuffle */
+#define DT__LEDGER_MAX_BATCH 64             /* shards one fetch may ask for */
 
 typedef enum dt__fetch_status {
     DT__FETCH_SHARD = 0, /* *shard is filled */
@@ -102,6 +103,15 @@ dt_err dt__ledger_register(dt__ledger *l, const dt__dataset_conf *conf);
  * DT_ERR_NOTFOUND for an unknown dataset; DT_ERR_STATE when the dataset has failed. */
 dt_err dt__ledger_fetch(dt__ledger *l, const char *name, const char *replica, uint64_t request,
                         double now, dt__fetch_status *status, dt__shard *shard);
+
+/* As dt__ledger_fetch, up to max (1..DT__LEDGER_MAX_BATCH) shards at once into shards[]:
+ * *n of them with DT__FETCH_SHARD (as many as can be handed out now, at least one), none
+ * with WAIT or END. A retry (the request id of the replica's last fetch) gets the shards
+ * of that fetch the replica still holds. The shards' indices stay valid until the next
+ * call on the ledger. */
+dt_err dt__ledger_fetch_many(dt__ledger *l, const char *name, const char *replica,
+                             uint64_t request, double now, int max, dt__fetch_status *status,
+                             dt__shard *shards, int *n);
 
 /* The holder reports a shard done (ok = 1) or failed (ok = 0, with message). The same
  * report as the replica's last accepted one (a retry) is DT_OK and changes nothing. Refused with

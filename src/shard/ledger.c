@@ -31,18 +31,24 @@
  *
  * Retries. A client that lost the answer to a request sends it again; the first one may
  * have changed the ledger (and been journaled) before the master died. Each replica keeps,
- * per dataset, its last fetch, with the client's request id, and its last accepted report
- * (so a replica may use one client per dataset, each in its own thread): a fetch with
- * the same request id gets the same shard again while the replica still holds it, and the
- * same report again is answered OK without being counted again. Both are restored by
+ * per dataset, the shards of its last fetch request (up to DT__LEDGER_MAX_BATCH of them),
+ * with the client's request id, and its last DT__LEDGER_MAX_BATCH accepted reports (so a
+ * replica may use one client per dataset, each in its own thread): a fetch with the same
+ * request id gets the same shards again (those the replica still holds), and a report
+ * already accepted is answered OK without being counted again. Both are restored by
  * replay, since they are set by the replayed calls.
+ *
+ * Batches. A fetch may ask for up to DT__LEDGER_MAX_BATCH shards; each is taken as a
+ * single fetch would take it and journaled as its own shard.fetch event, the second and
+ * later with "part" (their place in the batch), so that replay appends them to the
+ * replica's last fetch instead of taking them for a retry.
  *
  * Events (the journal callback gets one per state change; refused calls emit none):
  *   {"ev":"shard.register","dataset":s,"dataset_size":i,"batch_size":i,"num_epochs":i,
  *    "num_minibatches_per_shard":i,"shuffle":b,"shuffle_shards":b,"seed":"decimal u64",
  *    "max_failures":i}
  *   {"ev":"shard.fetch","dataset":s,"replica":s,"epoch":i,"id":i,"lease":i,"request":i,
- *    "time":f}
+ *    "time":f}                                   (+ "part":i, 1.., for a batch's later shards)
  *   {"ev":"shard.report","dataset":s,"replica":s,"epoch":i,"id":i,"lease":i,"ok":b,
  *    "message":s,"time":f}
  *   {"ev":"shard.release","replica":s,"why":s,"time":f,"shards":i}
@@ -116,18 +122,24 @@ typedef struct ld_epoch {
     int done;
 } ld_epoch;
 
-/* A replica's last fetch of a dataset (with its request id) or accepted report, to answer a retry. */
+/* A shard a replica was handed or reported, remembered to answer a retry. */
 typedef struct ld_last {
-    const struct ld_dataset *d; /* NULL: none yet */
     int64_t epoch, id;
-    uint64_t lease, request;
+    uint64_t lease;
     int ok;
 } ld_last;
 
 typedef struct ld_rstat {
     int32_t replica;
     int64_t shards_done, samples_done;
-    ld_last fetch, report; /* to answer retries */
+    /* The shards of the replica's last fetch request (a batch of nfetch), with its id. */
+    uint64_t fetch_request;
+    int nfetch;
+    ld_last fetch[DT__LEDGER_MAX_BATCH];
+    /* Its last accepted reports (a ring: the newest at (report_next - 1) mod MAX_BATCH),
+     * so that a retried request carrying a batch of reports counts none of them twice. */
+    int nreport, report_next;
+    ld_last report[DT__LEDGER_MAX_BATCH];
 } ld_rstat;
 
 typedef struct ld_dataset {
@@ -502,58 +514,39 @@ static void shard_out(const ld_dataset *d, int64_t e, int64_t id, uint64_t lease
     shard->indices = d->epochs[e].perm ? d->epochs[e].perm + shard->start : NULL;
 }
 
-/* A retried fetch (same request id as r's last) whose shard r still holds: hand it again. */
-static int fetch_again(const ld_dataset *d, int r, uint64_t request, dt__shard *shard) {
-    const ld_rstat *rs = find_rstat(d, r);
-    if (!rs) return 0;
-    const ld_last *f = &rs->fetch;
-    if (!request || f->d != d || f->request != request) return 0;
-    if (f->epoch >= d->nopened || d->epochs[f->epoch].done) return 0;
-    const ld_shard *s = &d->epochs[f->epoch].shards[f->id];
-    if (s->state != LD_DOING || s->holder != r || s->lease != f->lease) return 0;
-    shard_out(d, f->epoch, f->id, f->lease, shard);
-    return 1;
+/* A retried fetch (the request id of r's last) whose shards r still holds (some may have
+ * been re-queued since): hand those again, in their order. Returns how many. */
+static int fetch_again(const ld_dataset *d, const ld_rstat *rs, int r, uint64_t request,
+                       dt__shard *shards) {
+    if (!rs || !request || rs->fetch_request != request) return 0;
+    int n = 0;
+    for (int i = 0; i < rs->nfetch; i++) {
+        const ld_last *f = &rs->fetch[i];
+        if (f->epoch >= d->nopened || d->epochs[f->epoch].done) continue;
+        const ld_shard *s = &d->epochs[f->epoch].shards[f->id];
+        if (s->state != LD_DOING || s->holder != r || s->lease != f->lease) continue;
+        shard_out(d, f->epoch, f->id, f->lease, &shards[n++]);
+    }
+    return n;
 }
 
-static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, uint64_t request,
-                       double now, dt__fetch_status *status, dt__shard *shard, int journal) {
-    if (!isfinite(now)) return dt_err_set(DT_ERR_ARG, "now: expected a finite time");
-    ld_dataset *d;
-    dt_err err = get_dataset(l, name, &d);
-    if (err) return err;
-    if (!replica_name_ok(replica))
-        return dt_err_set(DT_ERR_ARG, "replica: expected 1 to 126 printable characters "
-                                      "without spaces");
-    int r = get_replica(l, replica);
-    if (r < 0) return dt_err_set(DT_ERR_NOMEM, "fetch from %s: adding replica %s", name, replica);
-    l->replicas[r].last_seen = now;
-    if (d->state == LD_FAILED)
-        return dt_err_set(DT_ERR_STATE, "dataset %s has failed: %s", name, d->why);
-    memset(shard, 0, sizeof *shard);
-    request &= INT64_MAX; /* journaled as a JSON (signed) integer */
-    if (fetch_again(d, r, request, shard)) {
-        *status = DT__FETCH_SHARD;
-        return DT_OK;
-    }
-    if (d->state == LD_DS_DONE) {
-        *status = DT__FETCH_END;
-        return DT_OK;
-    }
-    int64_t e, id;
-    if ((err = pick(d, &e, &id))) return err;
-    if (e < 0) {
-        *status = DT__FETCH_WAIT;
-        return DT_OK;
-    }
-    ld_rstat *rs = get_rstat(d, r);
-    if (!rs) return dt_err_set(DT_ERR_NOMEM, "fetch from %s by %s", name, replica);
+/* Hand the todo shard (e, id) of d to replica r as part `part` of the request: the ledger's
+ * state, the replica's last fetch and the journal. DT_ERR_NOMEM only, before any change. */
+static dt_err take(dt__ledger *l, ld_dataset *d, ld_rstat *rs, int r, int64_t e, int64_t id,
+                   uint64_t request, int part, double now, dt__shard *shard, int journal) {
     uint64_t lease = l->next_lease;
     json_t *ev = NULL;
     if (journal && l->journal) {
+        const char *replica = l->replicas[r].name;
         ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f}", "ev", "shard.fetch", "dataset",
-                       name, "replica", replica, "epoch", (json_int_t)e, "id", (json_int_t)id,
-                       "lease", (json_int_t)lease, "request", (json_int_t)request, "time", now);
-        if (!ev) return dt_err_set(DT_ERR_NOMEM, "fetch from %s by %s", name, replica);
+                       d->conf.name, "replica", replica, "epoch", (json_int_t)e, "id",
+                       (json_int_t)id, "lease", (json_int_t)lease, "request",
+                       (json_int_t)request, "time", now);
+        if (ev && part > 0 && json_object_set_new(ev, "part", json_integer(part))) {
+            json_decref(ev);
+            ev = NULL;
+        }
+        if (!ev) return dt_err_set(DT_ERR_NOMEM, "fetch from %s by %s", d->conf.name, replica);
     }
     ld_epoch *ep = &d->epochs[e];
     if (ep->nfront > 0)
@@ -567,16 +560,83 @@ static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, uin
     s->since = now;
     l->next_lease++;
     l->replicas[r].ndoing++;
-    rs->fetch = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .request = request};
-    *status = DT__FETCH_SHARD;
+    if (part == 0) {
+        rs->fetch_request = request;
+        rs->nfetch = 0;
+    }
+    if (rs->nfetch < DT__LEDGER_MAX_BATCH)
+        rs->fetch[rs->nfetch++] = (ld_last){.epoch = e, .id = id, .lease = lease};
     shard_out(d, e, id, lease, shard);
     emit(l, ev);
     return DT_OK;
 }
 
+/* part < 0: a live fetch of up to max shards (a retry gets its shards again); part >= 0:
+ * the replay of one shard.fetch event, the part-th shard of its request (max 1). */
+static dt_err do_fetch(dt__ledger *l, const char *name, const char *replica, uint64_t request,
+                       double now, int max, int part, dt__fetch_status *status,
+                       dt__shard *shards, int *n, int journal) {
+    *n = 0;
+    if (!isfinite(now)) return dt_err_set(DT_ERR_ARG, "now: expected a finite time");
+    if (max < 1 || max > DT__LEDGER_MAX_BATCH)
+        return dt_err_set(DT_ERR_ARG, "count: expected 1..%d shards", DT__LEDGER_MAX_BATCH);
+    ld_dataset *d;
+    dt_err err = get_dataset(l, name, &d);
+    if (err) return err;
+    if (!replica_name_ok(replica))
+        return dt_err_set(DT_ERR_ARG, "replica: expected 1 to 126 printable characters "
+                                      "without spaces");
+    int r = get_replica(l, replica);
+    if (r < 0) return dt_err_set(DT_ERR_NOMEM, "fetch from %s: adding replica %s", name, replica);
+    l->replicas[r].last_seen = now;
+    if (d->state == LD_FAILED)
+        return dt_err_set(DT_ERR_STATE, "dataset %s has failed: %s", name, d->why);
+    memset(shards, 0, (size_t)max * sizeof *shards);
+    request &= INT64_MAX; /* journaled as a JSON (signed) integer */
+    if (part < 0 && (*n = fetch_again(d, find_rstat(d, r), r, request, shards)) > 0) {
+        *status = DT__FETCH_SHARD;
+        return DT_OK;
+    }
+    if (part > 0) {
+        /* a batch's later shard: its request must be the replica's last */
+        const ld_rstat *rs = find_rstat(d, r);
+        if (!rs || rs->fetch_request != request || rs->nfetch != part)
+            return dt_err_set(DT_ERR_STATE,
+                              "part %d of fetch request %" PRIu64 " of %s: the replica's last "
+                              "fetch is not that request's part %d",
+                              part, request, replica, part - 1);
+    }
+    *status = d->state == LD_DS_DONE ? DT__FETCH_END : DT__FETCH_WAIT;
+    if (d->state == LD_DS_DONE) return DT_OK;
+    ld_rstat *rs = NULL; /* made at the first shard: a replica that waits is not listed */
+    for (int i = 0; i < max; i++) {
+        int64_t e, id;
+        if ((err = pick(d, &e, &id))) break;
+        if (e < 0) break;
+        if (!rs && !(rs = get_rstat(d, r))) {
+            err = dt_err_set(DT_ERR_NOMEM, "fetch from %s by %s", name, replica);
+            break;
+        }
+        if ((err = take(l, d, rs, r, e, id, request, part < 0 ? i : part, now, &shards[i],
+                        journal)))
+            break;
+        ++*n;
+    }
+    /* shards already taken stay taken (and journaled): the answer hands them out */
+    if (*n > 0) *status = DT__FETCH_SHARD;
+    return *n > 0 ? DT_OK : err;
+}
+
 dt_err dt__ledger_fetch(dt__ledger *l, const char *name, const char *replica, uint64_t request,
                         double now, dt__fetch_status *status, dt__shard *shard) {
-    return do_fetch(l, name, replica, request, now, status, shard, 1);
+    int n;
+    return do_fetch(l, name, replica, request, now, 1, -1, status, shard, &n, 1);
+}
+
+dt_err dt__ledger_fetch_many(dt__ledger *l, const char *name, const char *replica,
+                             uint64_t request, double now, int max, dt__fetch_status *status,
+                             dt__shard *shards, int *n) {
+    return do_fetch(l, name, replica, request, now, max, -1, status, shards, n, 1);
 }
 
 /* ---- report ---- */
@@ -646,12 +706,14 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
     int r = find_replica(l, replica);
     const ld_rstat *seen = r >= 0 ? find_rstat(d, r) : NULL;
     if (seen) {
-        /* The same report again (a retry whose first answer was lost): already counted. */
-        const ld_last *last = &seen->report;
-        if (last->d == d && last->epoch == e && last->id == id && last->lease == lease &&
-            last->ok == (ok != 0)) {
-            l->replicas[r].last_seen = now;
-            return DT_OK;
+        /* A report already accepted (a retry whose first answer was lost): counted once. */
+        for (int i = 0; i < seen->nreport; i++) {
+            const ld_last *last = &seen->report[i];
+            if (last->epoch == e && last->id == id && last->lease == lease &&
+                last->ok == (ok != 0)) {
+                l->replicas[r].last_seen = now;
+                return DT_OK;
+            }
         }
     }
     if (e >= d->nopened || d->epochs[e].done) {
@@ -680,7 +742,9 @@ static dt_err do_report(dt__ledger *l, const char *name, const char *replica, in
     }
     l->replicas[r].last_seen = now;
     l->replicas[r].ndoing--;
-    rs->report = (ld_last){.d = d, .epoch = e, .id = id, .lease = lease, .ok = ok != 0};
+    rs->report[rs->report_next] = (ld_last){.epoch = e, .id = id, .lease = lease, .ok = ok != 0};
+    rs->report_next = (rs->report_next + 1) % DT__LEDGER_MAX_BATCH;
+    if (rs->nreport < DT__LEDGER_MAX_BATCH) rs->nreport++;
     int64_t len = shard_end(d, id) - shard_start(d, id);
     if (ok) {
         if (now >= s->since) {
@@ -1046,11 +1110,16 @@ static dt_err replay_fetch(dt__ledger *l, const json_t *j, const char *ev) {
         (err = ev_int(j, ev, "epoch", 0, &e)) || (err = ev_int(j, ev, "id", 0, &id)) ||
         (err = ev_int(j, ev, "lease", 1, &lease)) || (err = ev_time(j, ev, &now)))
         return err;
-    int64_t request = 0;
+    int64_t request = 0, part = 0;
     if (json_object_get(j, "request") && (err = ev_int(j, ev, "request", 0, &request))) return err;
+    if (json_object_get(j, "part") && (err = ev_int(j, ev, "part", 0, &part))) return err;
+    if (part >= DT__LEDGER_MAX_BATCH) return ev_bad(ev, "part", "an integer below the batch limit");
     dt__fetch_status st = DT__FETCH_WAIT;
     dt__shard sh;
-    if ((err = do_fetch(l, name, replica, (uint64_t)request, now, &st, &sh, 0)))
+    int n;
+    /* part 0 may be a retry in the live call only when its shards were no longer held, so
+     * it never is in replay: take the next shard as that fetch did */
+    if ((err = do_fetch(l, name, replica, (uint64_t)request, now, 1, (int)part, &st, &sh, &n, 0)))
         return dt_err_wrap(DT_ERR_FORMAT, "ledger event %s", ev);
     if (st != DT__FETCH_SHARD || sh.epoch != e || sh.id != id || sh.lease != (uint64_t)lease)
         return dt_err_set(DT_ERR_FORMAT,

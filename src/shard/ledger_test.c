@@ -422,7 +422,8 @@ static void test_done_epoch_report_refused(void) {
     DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 0, a.lease, 1, "", 1));
     DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 1, b.lease, 1, "", 1));
     DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 1, b.lease, 1, "", 1)); /* a retry */
-    DT_CHECK_ERR(dt__ledger_report(l, "training", "w0", 0, 0, a.lease, 1, "", 1), DT_ERR_STATE,
+    DT_CHECK_OK(dt__ledger_report(l, "training", "w0", 0, 0, a.lease, 1, "", 1)); /* a retry */
+    DT_CHECK_ERR(dt__ledger_report(l, "training", "w0", 0, 0, b.lease, 1, "", 1), DT_ERR_STATE,
                  "that epoch is done");
     dt__ledger_free(l);
 }
@@ -1071,6 +1072,80 @@ static void test_retries(void) {
     json_decref(events);
 }
 
+/* A fetch of several shards: each taken as a single fetch would take it, a retry gets the
+ * same ones (those still held), a batch of reports is counted once when retried, and replay
+ * (where the later shards carry "part") rebuilds the same ledger. */
+static void test_batches(void) {
+    json_t *events = json_array();
+    dt__ledger *l, *r;
+    DT_CHECK_OK(dt__ledger_init(&l, collect, events));
+    dt__dataset_conf c = conf_of("training", 100, 10, 2, 1, 1, 1, 5); /* 10 shards x 2 epochs */
+    DT_CHECK_OK(dt__ledger_register(l, &c));
+    dt__fetch_status st;
+    dt__shard b[DT__LEDGER_MAX_BATCH], again[DT__LEDGER_MAX_BATCH], ra[DT__LEDGER_MAX_BATCH];
+    int n = 0, m = 0;
+    DT_CHECK_ERR(dt__ledger_fetch_many(l, "training", "worker-0", 1, 0, 0, &st, b, &n),
+                 DT_ERR_ARG, "count: expected 1..64");
+    DT_CHECK_ERR(dt__ledger_fetch_many(l, "training", "worker-0", 1, 0, 65, &st, b, &n),
+                 DT_ERR_ARG, "count: expected 1..64");
+    DT_CHECK_OK(dt__ledger_fetch_many(l, "training", "worker-0", 1, 1, 4, &st, b, &n));
+    DT_CHECK(st == DT__FETCH_SHARD && n == 4);
+    for (int i = 0; i < n; i++)
+        DT_CHECK(b[i].epoch == 0 && b[i].indices && b[i].end - b[i].start == 10);
+    DT_CHECK(json_array_size(events) == 2 + 3); /* register, 4 fetches */
+    DT_CHECK(!json_object_get(json_array_get(events, 1), "part"));
+    DT_CHECK(json_integer_value(json_object_get(json_array_get(events, 4), "part")) == 3);
+    /* the retry: the same four, nothing journaled */
+    DT_CHECK_OK(dt__ledger_fetch_many(l, "training", "worker-0", 1, 2, 4, &st, again, &m));
+    DT_CHECK(m == 4 && json_array_size(events) == 5);
+    for (int i = 0; i < m; i++) DT_CHECK(again[i].id == b[i].id && again[i].lease == b[i].lease);
+    /* one of them reported: the retry gets the three still held */
+    DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", b[1].epoch, b[1].id, b[1].lease, 1,
+                                  "", 3));
+    DT_CHECK_OK(dt__ledger_fetch_many(l, "training", "worker-0", 1, 3, 4, &st, again, &m));
+    DT_CHECK(m == 3 && again[0].id == b[0].id && again[1].id == b[2].id);
+    /* the rest of epoch 0 (six todo) and all of epoch 1, which opens once epoch 0 has no
+     * todo shard, in one batch; then nothing is left to hand out */
+    DT_CHECK_OK(dt__ledger_fetch_many(l, "training", "worker-1", 9, 4, 64, &st, again, &m));
+    DT_CHECK(m == 16 && again[5].epoch == 0 && again[6].epoch == 1);
+    DT_CHECK_OK(dt__ledger_fetch_many(l, "training", "worker-2", 1, 5, 8, &st, ra, &n));
+    DT_CHECK(st == DT__FETCH_WAIT && n == 0);
+    /* reports of a batch, then the same reports again (a lost answer): counted once */
+    for (int i = 0; i < 4; i++)
+        if (i != 1)
+            DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", b[i].epoch, b[i].id,
+                                          b[i].lease, 1, "", 6));
+    size_t nev = json_array_size(events);
+    json_t *before = dt__ledger_progress(l);
+    for (int i = 0; i < 4; i++)
+        DT_CHECK_OK(dt__ledger_report(l, "training", "worker-0", b[i].epoch, b[i].id, b[i].lease,
+                                      1, "", 7));
+    DT_CHECK(json_array_size(events) == nev);
+    json_t *after = dt__ledger_progress(l);
+    DT_CHECK(json_equal(before, after));
+    json_decref(before);
+    json_decref(after);
+    /* replay rebuilds it, the batch retry included */
+    DT_CHECK_OK(dt__ledger_init(&r, NULL, NULL));
+    for (size_t i = 0; i < json_array_size(events); i++)
+        DT_CHECK_OK(dt__ledger_replay(r, json_array_get(events, i)));
+    DT_CHECK(progress_equal(l, r));
+    dt__shard la[DT__LEDGER_MAX_BATCH];
+    int rn = 0, ln = 0;
+    DT_CHECK_OK(dt__ledger_fetch_many(r, "training", "worker-1", 9, 8, 64, &st, ra, &rn));
+    DT_CHECK_OK(dt__ledger_fetch_many(l, "training", "worker-1", 9, 8, 64, &st, la, &ln));
+    DT_CHECK(rn == 16 && ln == 16);
+    for (int i = 0; i < rn; i++) DT_CHECK(ra[i].id == la[i].id && ra[i].lease == la[i].lease);
+    /* a "part" that does not follow its request's last part is a malformed journal */
+    json_t *bad = json_deep_copy(json_array_get(events, 3));
+    json_object_set_new(bad, "part", json_integer(7));
+    DT_CHECK_ERR(dt__ledger_replay(r, bad), DT_ERR_FORMAT, "part 7 of fetch request 1");
+    json_decref(bad);
+    dt__ledger_free(r);
+    dt__ledger_free(l);
+    json_decref(events);
+}
+
 static void test_replay_malformed(void) {
     dt__ledger *l;
     DT_CHECK_OK(dt__ledger_init(&l, NULL, NULL));
@@ -1152,5 +1227,5 @@ DT_TEST_MAIN(DT_T(test_shard_sizes), DT_T(test_no_shuffle_ranges), DT_T(test_shu
              DT_T(test_max_failures), DT_T(test_event_message_sanitized), DT_T(test_register),
              DT_T(test_huge_counts), DT_T(test_unknown_dataset), DT_T(test_random_property),
              DT_T(test_replay_equivalence), DT_T(test_replay_every_prefix),
-             DT_T(test_stale_lease_same_replica), DT_T(test_retries), DT_T(test_replay_malformed),
+             DT_T(test_stale_lease_same_replica), DT_T(test_retries), DT_T(test_batches), DT_T(test_replay_malformed),
              DT_T(test_ten_million))
