@@ -11,7 +11,8 @@
 #            step in flight, the ring re-forms without it and again with it once restarted
 #            (each within the bound below), nothing hangs, the job succeeds
 #   add      a running job scaled from 2 to 3 workers: worker-2 joins a ring of 3 at a step
-#            boundary and trains; the job succeeds
+#            boundary and trains; the job succeeds; every sample of every epoch is applied
+#            exactly once though the ring re-formed in the middle of a step
 # Sections via ONLY="two fixed kill add"; KEEP=1 keeps $TMP.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
@@ -173,5 +174,16 @@ assert r["status"] == "Succeeded", r["status"]
 assert reps["worker-0"]["result"]["ring"]["last_size"] == 3, reps["worker-0"]["result"]["ring"]
 assert reps["worker-2"]["result"]["train"]["samples"] > 0' &&
         pass "add: the job succeeded; worker-2 trained in the ring of 3" || fail "add: result.json"
+    # Exactly once: the rings re-formed in the middle of steps (a member that finished a
+    # step's all-gather applied it, others abandoned it), yet every sample of every epoch
+    # is in the model once: 300 epochs x 1536 training samples.
+    check_result add '
+for n in ("worker-0", "worker-1", "worker-2"):
+    t = reps[n]["result"]["train"]
+    assert t["samples_applied"] == 300 * 1536, (n, t["samples_applied"], 300 * 1536)
+tot = sum(reps[n]["result"]["train"]["samples"] for n in ("worker-0", "worker-1", "worker-2"))
+assert tot == 300 * 1536, ("samples trained by the members", tot)' &&
+        pass "add: every sample of every epoch applied once (300 x 1536)" ||
+        fail "add: samples applied: $(grep -h 'abandoned' job-add/logs/*.log | head -4)"
 fi
 finish

@@ -11,6 +11,16 @@
  * model, optimizer state and step to every member, so survivors that differ by the abandoned
  * step and newcomers all continue from the same state.
  *
+ * Exactly-once steps. A ring can break after some members finished a step's all-gather
+ * (they applied it) and before others did (they abandoned it). The step's sum holds every
+ * member's batch either way, so when the state a member takes after re-forming includes the
+ * step it abandoned, its batch counts as trained and is not trained again. Whether it does
+ * is read from the state itself: it carries the generation in which each of the last
+ * GEN_HISTORY steps was done, and a member's abandoned step S of generation G is in the
+ * state exactly when the state's step S was done in generation G (all of that ring's members'
+ * batches are in it). A member that is out of rings for more than GEN_HISTORY steps trains
+ * its batch again (the only case left, with members that die holding a shard in part).
+ *
  * A step: each member takes micro-batches from the shard in hand (one with globalBatch
  * scale; with fixed, as many as keep the spec's global batch for the ring's size), sums
  * gradient x samples into a flat buffer, and the buffer is all-reduced in buckets. The
@@ -55,6 +65,7 @@
  * holding a shard not yet finished after this step. */
 #define TRAILER 4
 #define JOIN_TIMEOUT_MS (10 * 60 * 1000)
+#define GEN_HISTORY 1024 /* steps whose generation the state carries (16 KiB of it) */
 
 typedef struct ar_conf {
     int fixed_global;     /* globalBatch fixed: micro-batches keep batch x spec trainers */
@@ -126,6 +137,13 @@ typedef struct trainer {
     int draining, clear;
 
     int64_t step, epoch, last_ckpt_step;
+    /* step s was done in ring generation gen_of[s % GEN_HISTORY] (when step_of[...] == s):
+     * part of the state, so the same on every member after a (re)formation */
+    int64_t step_of[GEN_HISTORY], gen_of[GEN_HISTORY];
+    /* the step this member abandoned last (0: none pending), its generation and what its
+     * batch was, to count it once the new state shows whether the step was done */
+    int64_t lost_step, lost_gen, lost_pos, lost_samples;
+    double lost_loss;
     /* samples in all the ring's steps so far (every member's): the same on all, kept in
      * checkpoints; at the end, the data times the epochs when no batch was lost or twice */
     int64_t applied;
@@ -179,7 +197,7 @@ static dt_err layout(trainer *t) {
     size_t slots = 0;
     for (int i = 0; i < dt_optim_num_slots(t->optim); i++)
         slots += (size_t)dt_tensor_numel(dt_optim_slot(t->optim, i));
-    t->nstate = 4 + (off - TRAILER) + slots;
+    t->nstate = 4 + 4 * GEN_HISTORY + (off - TRAILER) + slots;
     t->flat = malloc(t->nflat * sizeof *t->flat);
     t->state = malloc(t->nstate * sizeof *t->state);
     if (!t->flat || !t->state) return dt_err_set(DT_ERR_NOMEM, "out of memory for gradients");
@@ -307,18 +325,23 @@ static int checkpoint_due(const trainer *t) {
     return t->conf.checkpoint_secs > 0 && dt__mono_s() - t->last_ckpt_time >= t->conf.checkpoint_secs;
 }
 
-/* state <-> model, optimizer, step and samples applied (each as two floats' bits: exact) */
+/* state <-> model, optimizer, step, samples applied and the steps' generations (each int64
+ * as two floats' bits: exact) */
 static void state_pack(trainer *t, int out) {
     float *s = t->state;
     int64_t step = t->step, applied = t->applied;
     if (out) {
         memcpy(s, &step, sizeof step);
         memcpy(s + 2, &applied, sizeof applied);
+        memcpy(s + 4, t->step_of, sizeof t->step_of);
+        memcpy(s + 4 + 2 * GEN_HISTORY, t->gen_of, sizeof t->gen_of);
     } else {
         memcpy(&step, s, sizeof step);
         memcpy(&applied, s + 2, sizeof applied);
+        memcpy(t->step_of, s + 4, sizeof t->step_of);
+        memcpy(t->gen_of, s + 4 + 2 * GEN_HISTORY, sizeof t->gen_of);
     }
-    size_t k = 4;
+    size_t k = 4 + 4 * GEN_HISTORY;
     for (int i = 0; i < t->np; i++) {
         dt_tensor *v = &t->params[i]->value;
         size_t n = (size_t)dt_tensor_numel(v);
@@ -502,6 +525,28 @@ static int micro_batches(const trainer *t) {
 static int partial_shard; /* of the one process's trainer; read by stop_waiting */
 static int stop_waiting(void) { return dt__stop_signal() && !partial_shard; }
 
+/* After taking a ring's state: the step this member abandoned, if the state shows it was done
+ * (by the members that finished it in the same ring), had this member's batch in it: count
+ * the batch as trained instead of training it again. */
+static void count_lost_step(trainer *t) {
+    int64_t s = t->lost_step;
+    t->lost_step = 0;
+    if (!s || t->step < s || t->step_of[s % GEN_HISTORY] != s ||
+        t->gen_of[s % GEN_HISTORY] != t->lost_gen)
+        return;
+    t->pos = t->lost_pos;
+    t->samples += t->lost_samples;
+    t->batches += t->lost_samples > 0;
+    t->loss_sum += t->lost_loss;
+    t->loss_n += t->lost_samples;
+    t->abandoned--; /* it was not, in the end */
+    fprintf(t->r->log,
+            "%s: step %lld, which this member abandoned in ring generation %lld, was done by "
+            "the members that finished it: its batch (%lld samples) counts and is not trained "
+            "again\n",
+            t->r->name, (long long)s, (long long)t->lost_gen, (long long)t->lost_samples);
+}
+
 /* Join the next ring (naming the member we lost, if any), open it and take rank 0's state. */
 static dt_err join(trainer *t, const char *lost_member) {
     dt__role *r = t->r;
@@ -540,6 +585,7 @@ static dt_err join(trainer *t, const char *lost_member) {
             e = dt_ring_broadcast(ring, t->state, t->nstate * sizeof *t->state, 0);
             if (!e) {
                 state_pack(t, 0);
+                count_lost_step(t);
                 t->generations++;
                 fprintf(r->log,
                         "%s: ring generation %lld: rank %d of %d, step %lld (formed in %.2f s); "
@@ -679,6 +725,11 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     }
     hand_over(t, t->nbuckets);
     if ((e = wait_buckets(t))) {
+        t->lost_step = t->step + 1;
+        t->lost_gen = t->rz.generation;
+        t->lost_pos = t->pos;
+        t->lost_samples = nb_total;
+        t->lost_loss = loss_sum;
         t->pos = pos0;
         *ring_failed = 1;
         return DT_OK;
@@ -703,6 +754,8 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     }
     dt_optim_step(t->optim, t->pool);
     t->step++;
+    t->step_of[t->step % GEN_HISTORY] = t->step;
+    t->gen_of[t->step % GEN_HISTORY] = t->rz.generation;
     t->applied += (int64_t)total;
     t->samples += nb_total;
     t->batches += nb_total > 0;
