@@ -213,6 +213,10 @@ typedef struct dt_job_env_opts {
     const char *namespace;         /* kubernetes form: overrides the spec's (NULL: keep) */
     const char *cluster_domain;    /* kubernetes form: appended after ".svc" when set */
     const char *bind_host;         /* local form: the host of every address (default 127.0.0.1) */
+    /* local form, simulated hosts (`dtrain run --netns`): when nhosts > 0, the replica at
+     * position p of the start order is at hosts[p % nhosts] instead of bind_host */
+    const char *const *hosts;
+    int nhosts;
     /* local form: ports[type][i] for each replica; NULL (e.g. for `plan`) uses
      * 2222 + position in the start order as placeholders. */
     const int *const *ports;
@@ -230,6 +234,9 @@ typedef struct dt_job_env_opts {
 dt_err dt_job_env(const dt_job_spec *job, dt_replica_type type, int index,
                   const dt_job_env_opts *opts, dt_env_var **out, int *n);
 void dt_job_env_free(dt_env_var *env, int n);
+
+/* The place of replica (type, index) in the start order (the enum order, then index). */
+int dt_job_position(const dt_job_spec *job, dt_replica_type type, int index);
 
 /* TF_CONFIG alone, exactly as the training operator's json.Marshal writes it:
  * {"cluster":{"chief":[...],"ps":[...],"worker":[...]},"task":{"type":"worker","index":1},

@@ -75,6 +75,13 @@ typedef struct dt_master_opts {
     int live_table;          /* redraw a table of replicas on `out` (a terminal) */
     FILE *out;               /* progress lines / the table; NULL: silent */
     const dt_master_kube *kube; /* non-NULL: the kubernetes backend; NULL: local processes */
+    /* Simulated hosts (local backend): replica p of the start order runs in the network
+     * namespace netns_names[p % nnetns] (/run/netns/NAME) and is addressed at
+     * netns_hosts[p % nnetns], an address of that namespace; bind_addr must then be
+     * reachable from every namespace. nnetns 0: every replica here, at bind_addr. */
+    const char *const *netns_names;
+    const char *const *netns_hosts;
+    int nnetns;
     /* SIGTERM or SIGINT make the master leave, the replicas running and the journal
      * synced, instead of stopping the job: a master pod being deleted or evicted is not a
      * stop request, and its Job makes another master that resumes. */

@@ -38,6 +38,9 @@ typedef struct dt__backend_launch {
     const dt_env_var *env;
     int nenv;
     const char *cwd; /* NULL: the backend's default */
+    /* local: run the replica in this named network namespace (/run/netns/NAME, a simulated
+     * host: `dtrain run --netns`); NULL: the master's own */
+    const char *netns;
 } dt__backend_launch;
 
 /* ended(ctx, name, code): replica `name` has ended with code (0-255; 128+signal when it was

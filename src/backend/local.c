@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -57,6 +58,7 @@ typedef struct launch_args {
     char *const *envp;
     const char *cwd;
     const char *exit_path;
+    int netns_fd; /* >= 0: enter this network namespace before anything runs */
 } launch_args;
 
 /* Write all of s to fd (async-signal-safe). */
@@ -111,6 +113,11 @@ _Noreturn static void supervise(const launch_args *l, int log_fd, const char *ex
     }
     if (got != 1) _exit(127);
     close(go_r);
+    if (l->netns_fd >= 0 && setns(l->netns_fd, CLONE_NEWNET) != 0) {
+        put(log_fd, "dtrain: cannot start the replica: cannot enter its network namespace\n");
+        write_exit_file(l->exit_path, exit_tmp, 127);
+        _exit(127);
+    }
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, 0);
     dup2(log_fd, 1);
@@ -373,8 +380,18 @@ static dt_err local_launch(dt__backend *base, const dt__backend_launch *l, json_
         free(envp);
         return dt_err_set(DT_ERR_NOMEM, "out of memory");
     }
-    launch_args a = {.argv = l->argv, .envp = envp, .cwd = l->cwd, .exit_path = exit_path};
-    dt_err e = start_supervisor(l->name, &a, log_path, &t->pid, &t->go_fd);
+    launch_args a = {.argv = l->argv, .envp = envp, .cwd = l->cwd, .exit_path = exit_path,
+                     .netns_fd = -1};
+    dt_err e = DT_OK;
+    if (l->netns) {
+        char ns_path[320];
+        snprintf(ns_path, sizeof ns_path, "/run/netns/%.255s", l->netns);
+        if ((a.netns_fd = open(ns_path, O_RDONLY | O_CLOEXEC)) < 0)
+            e = dt_err_set(DT_ERR_ARG, "%s: network namespace %s: %s (ip netns add %s makes it)",
+                           l->name, l->netns, strerror(errno), l->netns);
+    }
+    if (!e) e = start_supervisor(l->name, &a, log_path, &t->pid, &t->go_fd);
+    if (a.netns_fd >= 0) close(a.netns_fd);
     for (size_t i = first_own; envp[i]; i++) free(envp[i]);
     free(envp);
     if (e) {

@@ -43,6 +43,8 @@ static const char usage[] =
     "                      still run are kept\n"
     "  --detach            run the master in the background; return once replicas started\n"
     "  --bind ADDR         address of the API and of the replicas (default 127.0.0.1)\n"
+    "  --netns NS=IP,...   simulated hosts: replicas run in these network namespaces, in turn,\n"
+    "                      each addressed at its IP (--bind must be reachable from them)\n"
     "  --port N            the API's port (default: any free port)\n"
     "  --stop-grace SECS   SIGTERM to SIGKILL delay when stopping replicas (default 5)\n"
     "  --heartbeat-timeout SECS\n"
@@ -329,7 +331,7 @@ static int run_kubernetes(const dt__cli_cmd *cmd, int argc, char **argv, const d
 static int run(int argc, char **argv) {
     enum { OPT_JOB_DIR = 256, OPT_RESUME, OPT_DETACH, OPT_BIND, OPT_PORT, OPT_GRACE, OPT_HEARTBEAT,
            OPT_LEASE, OPT_BACKEND, OPT_KUBECONFIG, OPT_CONTEXT, OPT_NAMESPACE, OPT_IMAGE,
-           OPT_CLAIM, OPT_IN_CLUSTER };
+           OPT_CLAIM, OPT_IN_CLUSTER, OPT_NETNS };
     static const struct option longopts[] = {
         {"job-dir", required_argument, NULL, OPT_JOB_DIR},
         {"resume", required_argument, NULL, OPT_RESUME},
@@ -346,6 +348,7 @@ static int run(int argc, char **argv) {
         {"image", required_argument, NULL, OPT_IMAGE},
         {"volume-claim", required_argument, NULL, OPT_CLAIM},
         {"in-cluster", no_argument, NULL, OPT_IN_CLUSTER},
+        {"netns", required_argument, NULL, OPT_NETNS},
         {NULL, 0, NULL, 0},
     };
     const dt__cli_cmd *cmd = &dt__cmd_run;
@@ -416,6 +419,26 @@ static int run(int argc, char **argv) {
             ko.in_cluster = 1;
             kubernetes = 1;
             break;
+        case OPT_NETNS: {
+            /* NS=IP,NS=IP,...: cut in place (optarg is argv's); the master checks each */
+            static const char *names[64], *hosts[64];
+            int n = 0;
+            for (char *save = NULL, *tok = strtok_r(optarg, ",", &save); tok;
+                 tok = strtok_r(NULL, ",", &save)) {
+                char *eq = strchr(tok, '=');
+                if (!eq || eq == tok || !eq[1])
+                    return dt__cli_usage_error(cmd, "--netns: expected NAME=IP, got '%s'", tok);
+                if (n == 64) return dt__cli_usage_error(cmd, "--netns: at most 64 hosts");
+                *eq = '\0';
+                names[n] = tok;
+                hosts[n++] = eq + 1;
+            }
+            if (!n) return dt__cli_usage_error(cmd, "--netns: expected NAME=IP[,NAME=IP...]");
+            mo.netns_names = names;
+            mo.netns_hosts = hosts;
+            mo.nnetns = n;
+            break;
+        }
         case ':':
             return dt__cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:

@@ -112,6 +112,10 @@ static dt_err check_args(const dt_job_spec *job, dt_replica_type type, int index
     if (o->bind_host && !check_host(o->bind_host))
         return dt_err_set(DT_ERR_ARG, "bind host '%.64s' is not a host name or address",
                           o->bind_host);
+    for (int h = 0; h < o->nhosts; h++)
+        if (!o->hosts || !o->hosts[h] || !check_host(o->hosts[h]))
+            return dt_err_set(DT_ERR_ARG, "host %d: '%.64s' is not a host name or address", h,
+                              o->hosts && o->hosts[h] ? o->hosts[h] : "");
     return DT_OK;
 }
 
@@ -143,6 +147,16 @@ static const char *bind_host(const dt_job_env_opts *o) {
     return o->bind_host ? o->bind_host : "127.0.0.1";
 }
 
+int dt_job_position(const dt_job_spec *job, dt_replica_type type, int index) {
+    return position(job, type, index);
+}
+
+/* The host of replica (t, i): its simulated host, else bind_host. */
+static const char *host_of(const dt_job_spec *job, const dt_job_env_opts *o, dt_replica_type t,
+                           int i) {
+    return o->nhosts > 0 ? o->hosts[position(job, t, i) % o->nhosts] : bind_host(o);
+}
+
 /* The address of (t, i): "host:port", as TF_CONFIG lists it. */
 static dt_err address_of(const dt_job_spec *job, const dt_job_env_opts *o, dt_replica_type t,
                          int i, char *addr, size_t size) {
@@ -155,7 +169,7 @@ static dt_err address_of(const dt_job_spec *job, const dt_job_env_opts *o, dt_re
         int port = 0;
         dt_err e = local_port(job, o, t, i, &port);
         if (e) return e;
-        snprintf(addr, size, "%s:%d", bind_host(o), port);
+        snprintf(addr, size, "%s:%d", host_of(job, o, t, i), port);
     }
     return DT_OK;
 }
@@ -294,7 +308,7 @@ static dt_err pytorch_env(envlist *l, const dt_job_spec *job, const dt_job_env_o
                  dt_replica_type_name((dt_replica_type)t0));
     } else {
         if ((e = local_port(job, o, (dt_replica_type)t0, 0, &port))) return e;
-        snprintf(addr, sizeof addr, "%s", bind_host(o));
+        snprintf(addr, sizeof addr, "%s", host_of(job, o, (dt_replica_type)t0, 0));
     }
     if ((e = env_set(l, "PYTHONUNBUFFERED", "0")) || (e = env_set_int(l, "MASTER_PORT", port)) ||
         (e = env_set(l, "MASTER_ADDR", addr)) ||

@@ -342,6 +342,8 @@ static dt_err launch(loop *L, dt__replica *r) {
     dt_job_env_opts eo = {.kubernetes = L->backend->ops->kubernetes_addresses,
                           .namespace = L->kube ? dt__kube_namespace(L->kube) : NULL,
                           .bind_host = L->m.opts.bind_addr,
+                          .hosts = L->m.opts.netns_hosts,
+                          .nhosts = L->m.opts.nnetns,
                           .ports = ports,
                           .master_url = ko && ko->advertise_url ? ko->advertise_url : L->m.url,
                           .job_token = L->m.token};
@@ -392,6 +394,9 @@ static dt_err launch(loop *L, dt__replica *r) {
                             .env = env,
                             .nenv = nenv,
                             .cwd = rs->working_dir ? rs->working_dir : L->cwd};
+    if (L->m.opts.nnetns > 0)
+        l.netns = L->m.opts.netns_names[dt_job_position(job, r->type, r->index) %
+                                         L->m.opts.nnetns];
     json_t *facts = NULL;
     void *ticket = NULL;
     if ((e = L->backend->ops->launch(L->backend, &l, &facts, &ticket))) goto end;
@@ -1787,8 +1792,35 @@ static void close_job(loop *L, int signals_set) {
     free(L);
 }
 
+/* The simulated hosts of opts: each a namespace that exists and a numeric address. */
+static dt_err check_netns(const dt_master_opts *o) {
+    if (o->nnetns <= 0) return DT_OK;
+    if (o->kube) return dt_err_set(DT_ERR_ARG, "--netns: simulated hosts are for the local backend");
+    for (int i = 0; i < o->nnetns; i++) {
+        const char *name = o->netns_names ? o->netns_names[i] : NULL;
+        const char *host = o->netns_hosts ? o->netns_hosts[i] : NULL;
+        unsigned char bin[16];
+        size_t n = name ? strlen(name) : 0;
+        if (!n || n > 64 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789._-") != n || name[0] == '.')
+            return dt_err_set(DT_ERR_ARG, "--netns: host %d: '%.64s' is not a namespace name "
+                                          "(letters, digits, '.', '_', '-')", i, name ? name : "");
+        if (!host || (inet_pton(AF_INET, host, bin) != 1 && inet_pton(AF_INET6, host, bin) != 1))
+            return dt_err_set(DT_ERR_ARG, "--netns: %s: '%.64s' is not a numeric address", name,
+                              host ? host : "");
+        char path[128];
+        snprintf(path, sizeof path, "/run/netns/%s", name);
+        if (access(path, F_OK) != 0)
+            return dt_err_set(DT_ERR_ARG, "--netns: %s: no such network namespace (%s: %s; "
+                                          "ip netns add %s makes it)", name, path,
+                              strerror(errno), name);
+    }
+    return DT_OK;
+}
+
 dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
                      dt_job_outcome *outcome) {
+    if (check_netns(opts_in)) return DT_ERR_ARG;
     loop *L = calloc(1, sizeof *L);
     if (!L) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     L->epfd = L->sigfd = L->lock_fd = -1;
