@@ -54,10 +54,18 @@ expect_err_has "bad name: says why" "badname.yaml:4: metadata.name: 'Bad_Name' i
 # ---- iris on the cluster ----
 sed "s|path: data/iris.data|path: $SRC/examples/data/iris.data|; s|epochs: 100|epochs: 30|" \
     "$SRC/examples/iris_ps.yaml" >iris.yaml
+# The API server answers the first two pod creates 503 (as one that restarts does): the
+# launches are tried again, and the job goes on.
+echo 2 >"$KUBE_DIR/fail-pod-creates"
 "$DTRAIN" run iris.yaml "${KC[@]}" >run.out 2>run.err
 rc=$?
 [ $rc -eq 0 ] && grep -q "job iris-ps Succeeded" run.out && pass "iris: succeeded on the kubernetes backend" ||
     fail "iris: rc $rc: $(cat run.out; tail -20 run.err)"
+# (the master runs in its pod: its words are in that pod's log)
+[ "$(cat "$KUBE_DIR/fail-pod-creates")" = 0 ] &&
+    grep -rqs "launch failed (network error), trying again" "$KUBE_DIR"/logs/default/iris-ps-master-* &&
+    pass "iris: pod creates answered 503 were tried again" ||
+    fail "iris: retries: $(cat "$KUBE_DIR/fail-pod-creates"); $(grep -rhs "launch failed" "$KUBE_DIR"/logs/default/iris-ps-master-* | head -3)"
 grep -q "pod iris-ps-chief-0: Running" run.err && pass "iris: the run followed the pods" ||
     fail "iris: follow: $(head -20 run.err)"
 

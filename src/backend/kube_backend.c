@@ -327,9 +327,14 @@ static dt_err create(kube *b, const char *plural, json_t *obj, json_t **made, lo
     }
     char why[512];
     const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
-    e = dt_err_set(*status == 400 || *status == 422 ? DT_ERR_SPEC : DT_ERR_IO,
-                   "cannot create %s %s in namespace %s: %s", plural, name ? name : "?", b->ns,
-                   dt__kube_why(resp, *status, why, sizeof why));
+    /* 429 and the 5xx of a server that is busy or restarting are worth retrying */
+    int again = *status == 429 || *status == 500 || *status == 502 || *status == 503 ||
+                *status == 504;
+    e = dt_err_set(*status == 400 || *status == 422 ? DT_ERR_SPEC
+                   : again                          ? DT_ERR_NETWORK
+                                                    : DT_ERR_IO,
+                   "cannot create %s %s in namespace %s: %s (HTTP %ld)", plural, name ? name : "?",
+                   b->ns, dt__kube_why(resp, *status, why, sizeof why), *status);
     json_decref(resp);
     return e;
 }

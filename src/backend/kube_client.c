@@ -397,8 +397,16 @@ static dt_err perform(dt__kube *k, const char *method, const char *path, sink *s
     curl_easy_setopt(k->curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(k->curl, CURLOPT_WRITEDATA, s);
     CURLcode rc = curl_easy_perform(k->curl);
+    /* worth retrying: the API server could not be reached or did not answer in time (it
+     * restarts, a load balancer moves); not: TLS, a refused certificate, a huge answer */
+    dt_err code = rc == CURLE_OPERATION_TIMEDOUT ? DT_ERR_TIMEOUT
+                  : rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+                          rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR ||
+                          rc == CURLE_GOT_NOTHING
+                      ? DT_ERR_NETWORK
+                      : DT_ERR_IO;
     if (rc != CURLE_OK)
-        return dt_err_set(DT_ERR_IO, "%s %s%s: %s", method, k->server, path,
+        return dt_err_set(s->too_big ? DT_ERR_IO : code, "%s %s%s: %s", method, k->server, path,
                           s->too_big ? "answer larger than 64 MiB"
                                      : k->errbuf[0] ? k->errbuf : curl_easy_strerror(rc));
     curl_easy_getinfo(k->curl, CURLINFO_RESPONSE_CODE, status);

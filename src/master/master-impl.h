@@ -64,6 +64,10 @@ typedef struct dt__replica {
     char message[320];           /* why it is in its state, for a person ("" : said by state) */
     double progress_time;        /* wall clock of that post */
     double restart_at;           /* DT__REPLICA_RESTARTING: when to launch it again */
+    /* Launches that failed for a reason worth retrying (the backend timed out or could not
+     * be reached), since the last that worked, and the time of the first of them (0: none) */
+    int launch_retries;
+    double launch_failing_since;
     double kill_at;              /* stopping: when SIGKILL follows the SIGTERM (0: none) */
     /* Scaled away (`dtrain scale`): being stopped; its end is neither a failure nor a
      * success, the policies do not see it, and it leaves the table once ended (gone). */

@@ -53,6 +53,12 @@ extern char **environ;
 
 #define STATUS_INTERVAL 0.2 /* seconds between status.json rewrites */
 #define TABLE_INTERVAL 0.5
+/* A launch the backend could not make for a reason worth retrying (DT_ERR_TIMEOUT,
+ * DT_ERR_NETWORK: an API server restarting or answering 503) is tried again after 0.5 s,
+ * doubling to 30 s, for up to 5 minutes; only then does the job fail (LaunchFailed). */
+#define LAUNCH_RETRY_FIRST_S 0.5
+#define LAUNCH_RETRY_MAX_S 30.0
+#define LAUNCH_RETRY_BUDGET_S 300.0
 
 typedef struct loop loop;
 
@@ -318,6 +324,29 @@ static int replica_port(const loop *L, dt_replica_type t, int index) {
     return 0;
 }
 
+/* After a launch that failed with e: when e is worth retrying and the retries' time is not
+ * spent, the replica waits (Restarting) to be launched again, and 1 is returned. */
+static int retry_launch(loop *L, dt__replica *r, dt_err e, double now) {
+    if (e != DT_ERR_TIMEOUT && e != DT_ERR_NETWORK) return 0;
+    if (r->launch_failing_since <= 0) r->launch_failing_since = now;
+    if (now - r->launch_failing_since >= LAUNCH_RETRY_BUDGET_S) {
+        dt_err_wrap(e, "%s: not launched after trying for %.0f s", r->name,
+                    now - r->launch_failing_since);
+        return 0;
+    }
+    double delay = LAUNCH_RETRY_FIRST_S;
+    for (int i = 0; i < r->launch_retries && delay < LAUNCH_RETRY_MAX_S; i++) delay *= 2;
+    if (delay > LAUNCH_RETRY_MAX_S) delay = LAUNCH_RETRY_MAX_S;
+    r->launch_retries++;
+    r->state = DT__REPLICA_RESTARTING;
+    r->restart_at = now + delay;
+    snprintf(r->message, sizeof r->message, "launch failed (%s), trying again in %.1f s: %.220s",
+             dt_strerror(e), delay, dt_errmsg());
+    say(L, "%s: %s", r->name, r->message);
+    dt__master_touch(&L->m);
+    return 1;
+}
+
 static dt_err launch(loop *L, dt__replica *r) {
     const dt_job_spec *job = L->m.job;
     const dt_replica_spec *rs = &job->replicas[r->type];
@@ -423,6 +452,8 @@ static dt_err launch(loop *L, dt__replica *r) {
     r->pid = (pid_t)json_integer_value(json_object_get(facts, "pid"));
     r->state = DT__REPLICA_RUNNING;
     r->message[0] = '\0';
+    r->launch_retries = 0;
+    r->launch_failing_since = 0;
     r->start_time = dt__wall_now();
     r->end_time = 0;
     r->stopping = 0;
@@ -798,8 +829,9 @@ static void tick(loop *L) {
                 restarting = 1;
                 continue;
             }
-            if (launch(L, r)) {
-                if (L->m.journal_broken) {
+            dt_err le = launch(L, r);
+            if (le) {
+                if (L->m.journal_broken || retry_launch(L, r, le, now)) {
                     restarting = 1;
                     continue;
                 }
@@ -807,7 +839,7 @@ static void tick(loop *L) {
                 finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
                 break;
             }
-            L->m.st.total_restarts++;
+            if (r->attempt > 1) L->m.st.total_restarts++; /* not a first launch retried */
             relaunched = 1;
         }
         if (relaunched && !restarting && !L->m.st.finished) set_running(L);
@@ -1720,7 +1752,9 @@ static void launch_pending(loop *L) {
     for (int i = 0; i < m->st.nreplicas && !m->st.finished; i++) {
         dt__replica *r = &m->st.replicas[i];
         if (r->state != DT__REPLICA_PENDING) continue;
-        if (launch(L, r)) {
+        dt_err e = launch(L, r);
+        if (e && retry_launch(L, r, e, dt__mono_s())) continue;
+        if (e) {
             say(L, "%s", dt_errmsg());
             finish(L, DT_JOB_OUTCOME_FAILED, "LaunchFailed", "%s", dt_errmsg());
             break;

@@ -144,6 +144,23 @@ class ApiServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def take_fault(self, path):
+        """A test's fault: while DATA_DIR/fail-pod-creates holds N > 0, a pod create is
+        answered 503 (as a server that is restarting answers) and N goes down by one."""
+        if not self.data_dir or not path.split("?")[0].endswith("/pods"):
+            return False
+        f = os.path.join(self.data_dir, "fail-pod-creates")
+        with self.counts_lock:
+            try:
+                n = int(open(f).read().strip() or 0)
+            except (OSError, ValueError):
+                return False
+            if n <= 0:
+                return False
+            with open(f, "w") as out:
+                out.write(str(n - 1))
+            return True
+
     def count(self, verb, pattern):
         with self.counts_lock:
             self.counts["%s %s" % (verb, pattern)] += 1
@@ -240,6 +257,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if proxy:       # services/NAME/proxy: the body is streamed to the backend, not read here
                 return api_proxy.serve(self, method, proxy)
             self.body = self.read_body()
+            if method == "POST" and self.api.take_fault(self.path):
+                raise ApiError(503, "ServiceUnavailable",
+                               "the server is currently unable to handle the request")
             self.route(method)
         except ApiError as e:
             if not self.started:
