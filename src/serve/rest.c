@@ -887,9 +887,13 @@ dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
         return dt_err_set(DT_ERR_NOMEM, "cannot create the HTTP server's lock");
     }
     rest->mu_ok = 1;
+    dt_err e = DT_OK;
+    if (pipe2(rest->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        e = dt_err_set(DT_ERR_IO, "cannot start the HTTP acceptor: %s", strerror(errno));
+        goto err;
+    }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->opts.port)};
     const char *host = s->opts.host ? s->opts.host : "0.0.0.0";
-    dt_err e = DT_OK;
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
         e = dt_err_set(DT_ERR_ARG, "--rest_api_host: '%s' is not an IPv4 address", host);
         goto err;
@@ -927,7 +931,6 @@ dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
         }
     }
     if (pipe2(rest->stop_pipe, O_CLOEXEC) != 0 ||
-        pipe2(rest->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
         pthread_create(&rest->acceptor, NULL, acceptor, rest) != 0) {
         e = dt_err_set(DT_ERR_IO, "cannot start the HTTP acceptor: %s", strerror(errno));
         goto err;
