@@ -302,6 +302,63 @@ check("no version yet: 404, still serving", s == 404 and "Could not find any ver
     [ $rc -eq 0 ] && pass "empty base path: exit 0" || fail "empty base path: exit $rc: $(tail -c 600 empty.log)"
 fi
 
+# Limits (docs/SERVING.md): at the connection cap the connection waiting longest on its client
+# is closed to admit a new one; headers and body each have a total deadline, however slowly
+# they trickle in. Each check waits for the close (20 s at most), no timing beyond that.
+cat >limits.py <<'EOF'
+import select, socket
+def conn():
+    return socket.create_connection(("127.0.0.1", PORT), timeout=20)
+def closed(s):  # the server closes s (end of stream or reset) within 20 s
+    try:
+        while s.recv(4096):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+def trickle(head, fill):  # send head, then a byte every 20 ms until the server closes
+    s = conn()
+    s.sendall(head)
+    for _ in range(1000):
+        if select.select([s], [], [], 0.02)[0]:
+            try:
+                if not s.recv(4096):
+                    return True
+            except ConnectionResetError:
+                return True
+        try:
+            s.send(fill)
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+    return False
+EOF
+if start_server capped --model_name later --model_base_path nothing-yet --rest_api_max_connections 4 --rest_api_num_threads 2; then
+    py "connection cap" '
+exec(open("limits.py").read())
+idle = [conn() for _ in range(4)]
+s, j = call("/v1/models/later")
+check("4 idle connections fill the cap: a request is still answered", s == 404, (s, j))
+check("the oldest idle connection is closed to admit it", closed(idle[0]))
+idle[3].sendall(b"GET /v1/models/later HTTP/1.1\r\nHost: x\r\n\r\n")
+check("a newer idle connection is kept and answered", idle[3].recv(4096).startswith(b"HTTP/1.1 404"))
+'
+    kill -TERM "$PID"; wait "$PID"
+fi
+if start_server deadlines --model_name later --model_base_path nothing-yet --rest_api_header_timeout_ms 300 --rest_api_body_timeout_ms 300; then
+    py "request deadlines" '
+exec(open("limits.py").read())
+check("a client trickling its headers is closed", trickle(b"GET /v1/models/later HTTP/1.1\r\nHost: x\r\nX-Slow: ", b"a"))
+check("a client trickling its body is closed", trickle(b"POST /v1/models/later:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", b"b"))
+s, j = call("/v1/models/later")
+check("the server still answers", s == 404, (s, j))
+'
+    kill -TERM "$PID"; wait "$PID"
+    rc=$?
+    [ $rc -eq 0 ] && pass "limits: the server stops (exit 0)" || fail "limits: exit $rc: $(tail -c 600 deadlines.log)"
+fi
+
 # Several models from a config file, a version label, a policy of all versions.
 mkdir -p two && cp -r models/fashion/60 two/60 && cp -r base/fashion/90 two/90
 cat >models.config <<EOF

@@ -42,6 +42,11 @@ static const char usage[] =
     "  --batch_timeout_micros=N              how long a batch may wait to fill (default 0)\n"
     "  --num_batch_threads=N                 batch executors (default: online CPUs)\n"
     "  --max_body_bytes=N                    the largest request body (default 64 MiB)\n"
+    "  --rest_api_max_connections=N          connections open at once (default 1024); at the\n"
+    "                                        cap the one waiting longest on its client is closed\n"
+    "  --rest_api_header_timeout_ms=N        a request's headers must arrive within N ms\n"
+    "                                        (default 30000)\n"
+    "  --rest_api_body_timeout_ms=N          its body within N ms of them (default 120000)\n"
     "  -h, --help                            show this help\n"
     "\n"
     "Stops on SIGTERM or SIGINT. Exit status: 0 stopped, 1 failed (port in use, unreadable\n"
@@ -113,6 +118,9 @@ static int run(int argc, char **argv) {
         INT_FLAG("batch_timeout_micros", 0, 10000000, o.batch_timeout_us)
         INT_FLAG("num_batch_threads", 1, 256, o.batch_threads)
         INT_FLAG("max_body_bytes", 1024, INT64_C(1) << 32, o.max_body)
+        INT_FLAG("rest_api_max_connections", 1, 1000000, o.max_connections)
+        INT_FLAG("rest_api_header_timeout_ms", 1, 86400000, o.header_timeout_ms)
+        INT_FLAG("rest_api_body_timeout_ms", 1, 86400000, o.body_timeout_ms)
         INT_FLAG("port", 0, 65535, n)
         INT_FLAG("rest_api_timeout_in_ms", 0, INT64_C(1) << 31, n)
 #undef INT_FLAG

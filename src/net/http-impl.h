@@ -15,6 +15,10 @@
  * object) - each with a JSON body {"error": "what is wrong"}. Tokens travel as
  * "Authorization: Bearer TOKEN" and are compared in constant time.
  *
+ * Bounds: connections that have not authenticated are capped (the oldest is closed to admit a
+ * new one), authenticated ones have their own cap, and a request's headers and body each have
+ * a total deadline however slowly they trickle in (dt__http_server_opts; docs/HTTP.md).
+ *
  * Client: one libcurl easy handle per dt__http_client, so the connection is kept alive
  * across requests. Not thread-safe; one client per thread.
  */
@@ -92,8 +96,19 @@ typedef struct dt__http_server_opts {
     const dt__http_route *routes;
     int nroutes;
     void *ctx; /* passed to handlers */
-    int max_connections; /* connections open at once; 0: 512 */
     int idle_timeout_s;  /* a connection idle this long is closed; 0: 60 s */
+    /* Bounds (docs/HTTP.md "Limits"; 0 = the default). A connection is authenticated once it
+     * sent a request with the valid token on a non-public route (any such request when the
+     * server has no token). */
+    int max_unauth_connections; /* not yet authenticated; at the cap the oldest is closed to
+                                   admit a new one; 0: 128 */
+    int max_auth_connections;   /* kept alive once authenticated; past it a request is still
+                                   answered, then its connection closed; 0: 256 */
+    int max_connections;        /* libmicrohttpd's hard limit, which must leave room for
+                                   closed connections not yet reaped; 0: auth + 2 x unauth */
+    int header_timeout_ms; /* headers complete within this of the connection's open or the
+                              previous response's end (also ends an idle keep-alive); 0: 30 s */
+    int body_timeout_ms;   /* the body complete within this of the headers; 0: 60 s */
 } dt__http_server_opts;
 
 /* Bind and listen. DT_ERR_IO "cannot listen on ADDR:PORT: reason" on failure. The opts'

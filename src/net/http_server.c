@@ -30,6 +30,24 @@
  * default), which answers larger ones itself; connections by max_connections; idle or
  * stalled connections are closed after idle_timeout_s.
  *
+ * Bounds (docs/HTTP.md "Limits"). Every connection has a conn_slot (libmicrohttpd's socket
+ * context, from MHD_OPTION_NOTIFY_CONNECTION) on one of two lists: unauthenticated, oldest
+ * first, and authenticated. A connection moves to the second when a request on it passes the
+ * token check of a non-public route. At accept (MHD's accept-policy callback), when the
+ * unauthenticated list is at max_unauth, its oldest connection is closed, so a flood of idle
+ * or slow clients can never lock out a peer that sends its request at once. A request that
+ * authenticates while max_auth connections are already authenticated is answered with
+ * "Connection: close", so the authenticated set stays bounded too. Each slot carries a total
+ * deadline: headers complete within header_ms of the connection's open or of the end of the
+ * previous response, the body within body_ms of the headers, however slowly it trickles
+ * (libmicrohttpd's CONNECTION_TIMEOUT only closes idle connections); no deadline while a
+ * response is being produced or sent. dt__http_server_run sweeps the deadlines and
+ * dt__http_server_timeout_ms includes the next one. We close a connection by shutdown() of
+ * its socket: libmicrohttpd sees the end of the stream on its next run and tears the
+ * connection down itself (freeing its request and our slot through the usual callbacks);
+ * until then the slot waits on a third list, counted on neither cap. MHD_OPTION_CONNECTION_LIMIT
+ * is set above both caps so that such closing connections never make it refuse a new one.
+ *
  * Paths. Routes match segment by segment on the percent-decoded path. A path whose escapes
  * are malformed, or that encodes '/' (%2F) or NUL (%00), is answered 400: decoding such a
  * path would either move segment boundaries or cut the string short, so a capture can
@@ -43,6 +61,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -51,6 +70,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -58,8 +78,18 @@
 #include "dtrain/metrics.h"
 
 #define DEFAULT_MAX_BODY ((size_t)1 << 20)
-#define DEFAULT_MAX_CONNECTIONS 512
 #define DEFAULT_IDLE_TIMEOUT_S 60
+/* 128 clients may be connecting at once before the oldest that has not yet sent a valid
+ * request is closed: libmicrohttpd accepts ten at a time and reads each new request in the
+ * same run, so a real burst of workers is far below it, while a flood holds 128 sockets. */
+#define DEFAULT_MAX_UNAUTH 128
+/* Authenticated keep-alive connections: one or two per replica and CLI, with room to spare. */
+#define DEFAULT_MAX_AUTH 256
+/* Request headers are one small write; 30 s is slow even for a congested link, and bounds how
+ * long a trickling client or an idle keep-alive connection holds a socket. */
+#define DEFAULT_HEADER_TIMEOUT_MS 30000
+/* A body is at most max_body (1 MiB by default): 60 s is 17 KiB/s. */
+#define DEFAULT_BODY_TIMEOUT_MS 60000
 /* How many bytes of a refused body we read and discard to keep the connection usable: a
  * Content-Length body beyond max_body + DRAIN_MAX is answered before it is sent. A chunked
  * body announces no size, and a response queued while it still arrives is lost when the
@@ -94,6 +124,23 @@ typedef struct route_stats {
     dt_prom_hist latency;
 } route_stats;
 
+/* One TCP connection (libmicrohttpd's socket context), on one of the server's lists. */
+typedef enum slot_list { LIST_UNAUTH = 0, LIST_AUTH, LIST_CLOSING, NLISTS } slot_list;
+
+typedef struct conn_slot {
+    struct conn_slot *prev, *next;
+    struct MHD_Connection *conn;
+    int fd;
+    slot_list list;
+    int close_after; /* authenticated past max_auth: "Connection: close" on the answer */
+    double deadline; /* monotonic seconds; 0: none (a response is being produced or sent) */
+} conn_slot;
+
+typedef struct slot_dll {
+    conn_slot *head, *tail; /* head: the oldest */
+    int n;
+} slot_dll;
+
 struct dt__http_server {
     struct MHD_Daemon *daemon;
     const dt__http_route *routes;
@@ -108,6 +155,10 @@ struct dt__http_server {
     char bind_addr[64];
     char last_log[256]; /* the last libmicrohttpd message: why a start failed */
     route_stats *stats; /* nroutes + 1 (the last: requests no route took) */
+    slot_dll lists[NLISTS];
+    int max_unauth, max_auth;
+    double header_s, body_s;
+    unsigned reaped; /* connections closed so far (notified) */
 };
 
 
@@ -134,6 +185,104 @@ typedef struct http_call {
     size_t len, cap;
     double t0; /* monotonic seconds at its first byte */
 } http_call;
+
+/* ---- connections: caps and deadlines -------------------------------------------------- */
+
+static void slot_unlink(dt__http_server *s, conn_slot *k) {
+    slot_dll *l = &s->lists[k->list];
+    if (k->prev) k->prev->next = k->next;
+    else l->head = k->next;
+    if (k->next) k->next->prev = k->prev;
+    else l->tail = k->prev;
+    k->prev = k->next = NULL;
+    l->n--;
+}
+
+static void slot_append(dt__http_server *s, conn_slot *k, slot_list which) {
+    slot_dll *l = &s->lists[which];
+    k->list = which;
+    k->next = NULL;
+    k->prev = l->tail;
+    if (l->tail) l->tail->next = k;
+    else l->head = k;
+    l->tail = k;
+    l->n++;
+}
+
+/* Close a connection: libmicrohttpd reads the end of the stream and tears it down. */
+static void slot_close(dt__http_server *s, conn_slot *k) {
+    if (k->list == LIST_CLOSING) return;
+    shutdown(k->fd, SHUT_RDWR);
+    slot_unlink(s, k);
+    slot_append(s, k, LIST_CLOSING);
+    k->deadline = 0;
+}
+
+static conn_slot *slot_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* At accept: make room among the unauthenticated by closing the oldest. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    (void)addr;
+    (void)addrlen;
+    dt__http_server *s = cls;
+    while (s->lists[LIST_UNAUTH].n >= s->max_unauth)
+        slot_close(s, s->lists[LIST_UNAUTH].head);
+    return MHD_YES;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    dt__http_server *s = cls;
+    conn_slot *k = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(k = calloc(1, sizeof *k))) {
+            /* out of memory: an untracked connection would escape the caps, so close it */
+            if (ci) shutdown(ci->connect_fd, SHUT_RDWR);
+            return;
+        }
+        k->conn = conn;
+        k->fd = ci->connect_fd;
+        k->deadline = dt__mono_s() + s->header_s;
+        slot_append(s, k, LIST_UNAUTH);
+        *socket_context = k;
+    } else if (k) {
+        s->reaped++;
+        slot_unlink(s, k);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+
+/* A request on the connection passed the token check. */
+static void slot_authenticated(dt__http_server *s, conn_slot *k) {
+    if (!k || k->list != LIST_UNAUTH) return;
+    if (s->lists[LIST_AUTH].n >= s->max_auth) k->close_after = 1;
+    slot_unlink(s, k);
+    slot_append(s, k, LIST_AUTH);
+}
+
+/* Close every connection whose deadline has passed; how many. */
+static int sweep(dt__http_server *s) {
+    double now = dt__mono_s();
+    int closed = 0;
+    for (int l = LIST_UNAUTH; l <= LIST_AUTH; l++) {
+        conn_slot *next;
+        for (conn_slot *k = s->lists[l].head; k; k = next) {
+            next = k->next;
+            if (k->deadline > 0 && k->deadline <= now) {
+                slot_close(s, k);
+                closed++;
+            }
+        }
+    }
+    return closed;
+}
 
 /* ---- responses ---------------------------------------------------------------------- */
 
@@ -235,6 +384,10 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, dt__http_resp *res
         if (resp->header_names[i] &&
             MHD_add_response_header(r, resp->header_names[i], resp->header_values[i]) != MHD_YES)
             ok = MHD_NO;
+    conn_slot *k = slot_of(conn);
+    if (ok == MHD_YES && k && k->close_after &&
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+        ok = MHD_NO;
     if (ok == MHD_YES) ok = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ok;
@@ -366,9 +519,10 @@ static void *uri_begin(void *cls, const char *uri, struct MHD_Connection *conn) 
 
 static void request_done(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)conn;
-    (void)toe;
+    dt__http_server *s = cls;
+    conn_slot *k = slot_of(conn);
+    if (k && k->list != LIST_CLOSING && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        k->deadline = dt__mono_s() + s->header_s; /* the next request's headers (keep-alive) */
     http_call *c = *req_cls;
     if (!c) return;
     free(c->err.body);
@@ -425,6 +579,8 @@ static long long content_length(struct MHD_Connection *conn) {
 static void begin(dt__http_server *s, http_call *c, struct MHD_Connection *conn,
                   const char *method) {
     c->state = CALL_STATE_BODY;
+    conn_slot *k = slot_of(conn);
+    if (k && k->list != LIST_CLOSING) k->deadline = dt__mono_s() + s->body_s;
     const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Expect");
     c->expect_continue = expect && !strcasecmp(expect, "100-continue");
     if (c->bad_path) {
@@ -469,6 +625,7 @@ static void begin(dt__http_server *s, http_call *c, struct MHD_Connection *conn,
         dt__http_resp_header(&c->err, "WWW-Authenticate", "Bearer");
         return;
     }
+    if (!c->route->route->public) slot_authenticated(s, k);
     long long cl = content_length(conn);
     if (cl > 0 && (unsigned long long)cl > s->max_body) {
         refuse(c, 413, "request body of %lld bytes is larger than the limit of %zu bytes", cl,
@@ -524,6 +681,8 @@ static int answer_early(const dt__http_server *s, const http_call *c, struct MHD
 /* Count the answer under its route and code, then queue it. */
 static enum MHD_Result answer(dt__http_server *s, const http_call *c, struct MHD_Connection *conn,
                               dt__http_resp *resp) {
+    conn_slot *k = slot_of(conn);
+    if (k) k->deadline = 0; /* the request is in; no deadline while the answer goes out */
     if (s->stats) {
         route_stats *st = &s->stats[c->route ? (int)(c->route - s->compiled) : s->nroutes];
         int i = 0;
@@ -729,15 +888,23 @@ dt_err dt__http_server_start(dt__http_server **out, const dt__http_server_opts *
     }
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    unsigned max_conns =
-        opts->max_connections > 0 ? (unsigned)opts->max_connections : DEFAULT_MAX_CONNECTIONS;
+    s->max_unauth = opts->max_unauth_connections > 0 ? opts->max_unauth_connections
+                                                     : DEFAULT_MAX_UNAUTH;
+    s->max_auth = opts->max_auth_connections > 0 ? opts->max_auth_connections : DEFAULT_MAX_AUTH;
+    s->header_s =
+        (opts->header_timeout_ms > 0 ? opts->header_timeout_ms : DEFAULT_HEADER_TIMEOUT_MS) / 1e3;
+    s->body_s = (opts->body_timeout_ms > 0 ? opts->body_timeout_ms : DEFAULT_BODY_TIMEOUT_MS) / 1e3;
+    unsigned max_conns = opts->max_connections > 0
+                             ? (unsigned)opts->max_connections
+                             : (unsigned)s->max_auth + 2u * (unsigned)s->max_unauth;
     unsigned idle =
         opts->idle_timeout_s > 0 ? (unsigned)opts->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S;
     s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
+        flags, 0, on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, max_conns,
         MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_URI_LOG_CALLBACK, uri_begin, s,
-        MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_END);
     if (!s->daemon) {
         /* libmicrohttpd says "Failed to bind to port 0: Address already in use" (the port
          * it names is the unused argument): keep the reason */
@@ -773,6 +940,12 @@ err:
 void dt__http_server_free(dt__http_server *s) {
     if (!s) return;
     if (s->daemon) MHD_stop_daemon(s->daemon);
+    for (int l = 0; l < NLISTS; l++) /* libmicrohttpd notifies every close; in case not */
+        while (s->lists[l].head) {
+            conn_slot *k = s->lists[l].head;
+            slot_unlink(s, k);
+            free(k);
+        }
     for (int i = 0; s->compiled && i < s->nroutes; i++)
         free(s->compiled[i].pat);
     free(s->compiled);
@@ -792,16 +965,33 @@ int dt__http_server_fd(const dt__http_server *s) {
 }
 
 dt_err dt__http_server_run(dt__http_server *s) {
-    if (MHD_run(s->daemon) != MHD_YES)
-        return dt_err_set(DT_ERR_IO, "HTTP server on %s:%d: %s", s->bind_addr, s->port,
-                          s->last_log[0] ? s->last_log : "libmicrohttpd's run failed");
+    /* Run again when the sweep shut connections down (to reap them) or when connections were
+     * reaped: libmicrohttpd at its connection limit stops listening, and it listens again
+     * only at the start of its next run, which nothing else would trigger. */
+    for (int pass = 0; pass < 4; pass++) {
+        unsigned reaped = s->reaped;
+        if (MHD_run(s->daemon) != MHD_YES)
+            return dt_err_set(DT_ERR_IO, "HTTP server on %s:%d: %s", s->bind_addr, s->port,
+                              s->last_log[0] ? s->last_log : "libmicrohttpd's run failed");
+        if (!sweep(s) && s->reaped == reaped) break;
+    }
     return DT_OK;
 }
 
 int dt__http_server_timeout_ms(const dt__http_server *s) {
     MHD_UNSIGNED_LONG_LONG t;
-    if (MHD_get_timeout(s->daemon, &t) != MHD_YES) return -1;
-    return t > INT_MAX ? INT_MAX : (int)t;
+    long long ms = MHD_get_timeout(s->daemon, &t) == MHD_YES ? (t > INT_MAX ? INT_MAX : (long long)t)
+                                                             : -1;
+    double next = 0;
+    for (int l = LIST_UNAUTH; l <= LIST_AUTH; l++)
+        for (const conn_slot *k = s->lists[l].head; k; k = k->next)
+            if (k->deadline > 0 && (next == 0 || k->deadline < next)) next = k->deadline;
+    if (next > 0) {
+        double d = ceil((next - dt__mono_s()) * 1e3);
+        long long dms = d <= 0 ? 0 : d > INT_MAX ? INT_MAX : (long long)d;
+        if (ms < 0 || dms < ms) ms = dms;
+    }
+    return (int)ms;
 }
 
 /* ---- requests: accessors ------------------------------------------------------------- */

@@ -157,17 +157,12 @@ static void *server_loop(void *arg) {
     return NULL;
 }
 
-static dt_err server_start(test_server *ts, size_t max_body, const char *token,
-                           int idle_timeout_s) {
+/* A server with the test routes and the bounds of o (its routes and port are set here). */
+static dt_err server_start_opts(test_server *ts, dt__http_server_opts o) {
     memset(ts, 0, sizeof *ts);
-    dt__http_server_opts o = {
-        .port = 0,
-        .token = token,
-        .max_body = max_body,
-        .routes = routes,
-        .nroutes = (int)(sizeof routes / sizeof routes[0]),
-        .idle_timeout_s = idle_timeout_s,
-    };
+    o.port = 0;
+    o.routes = routes;
+    o.nroutes = (int)(sizeof routes / sizeof routes[0]);
     dt_err err = dt__http_server_start(&ts->s, &o);
     if (err) return err;
     ts->port = dt__http_server_port(ts->s);
@@ -178,6 +173,13 @@ static dt_err server_start(test_server *ts, size_t max_body, const char *token,
         return dt_err_set(DT_ERR_IO, "cannot start the server thread");
     }
     return DT_OK;
+}
+
+static dt_err server_start(test_server *ts, size_t max_body, const char *token,
+                           int idle_timeout_s) {
+    return server_start_opts(ts, (dt__http_server_opts){.token = token,
+                                                        .max_body = max_body,
+                                                        .idle_timeout_s = idle_timeout_s});
 }
 
 static void server_stop(test_server *ts) {
@@ -268,6 +270,38 @@ static size_t raw_read_response(int fd, char *buf, size_t cap) {
         if (r <= 0) return 0;
         n += (size_t)r;
     }
+}
+
+/* Wait (20 s at most) until the server closes fd: end of stream or a reset, whatever it sent
+ * before. 1 when it did. */
+static int raw_wait_closed(int fd) {
+    char buf[512];
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int n = poll(&p, 1, 20000);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return 0;
+        ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return 1;
+    }
+}
+
+/* Send text and then one byte of fill every 20 ms, never completing, until the server closes
+ * the connection (1) or 20 s have passed (0). */
+static int raw_trickle_until_closed(int fd, const char *text, char fill) {
+    raw_send(fd, text, strlen(text));
+    for (int i = 0; i < 1000; i++) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int n = poll(&p, 1, 20);
+        if (n < 0 && errno != EINTR) return 0;
+        if (n > 0) {
+            char buf[512];
+            ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return 1;
+        }
+        if (send(fd, &fill, 1, MSG_NOSIGNAL) < 0 && errno != EINTR && errno != EAGAIN) return 1;
+    }
+    return 0;
 }
 
 /* ---- tests --------------------------------------------------------------------------- */
@@ -1033,6 +1067,104 @@ static void test_idle_timeout(void) {
     server_stop(&ts);
 }
 
+/* Unauthenticated connections are capped: idle ones fill the cap, then a client with the
+ * token still gets its answer, the oldest idle one is closed to admit it, the others stay. */
+static void test_unauth_cap(void) {
+    test_server ts;
+    DT_CHECK_OK(server_start_opts(&ts, (dt__http_server_opts){.token = TOKEN,
+                                                               .max_unauth_connections = 4,
+                                                               .header_timeout_ms = 120000}));
+    int idle[4];
+    for (int i = 0; i < 4; i++)
+        DT_CHECK((idle[i] = raw_connect(ts.port)) >= 0);
+    dt__http_client *c;
+    DT_CHECK_OK(dt__http_client_init(&c, ts.url, TOKEN, 0));
+    long st;
+    json_t *j = call(c, "GET", "/v1/jobs/a/replicas/b", NULL, &st);
+    DT_CHECK(st == 200 && j && !strcmp(jstr(j, "job"), "a"));
+    json_decref(j);
+    if (!raw_wait_closed(idle[0])) DT_FAIL("the oldest unauthenticated connection stayed open");
+    /* the newer idle ones were kept: one of them is answered */
+    const char req[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n";
+    raw_send(idle[3], req, sizeof req - 1);
+    char buf[2048];
+    DT_CHECK(raw_read_response(idle[3], buf, sizeof buf) > 0 && !strncmp(buf, "HTTP/1.1 200", 12));
+    for (int i = 0; i < 4; i++)
+        close(idle[i]);
+    dt__http_client_free(c);
+    server_stop(&ts);
+}
+
+/* An authenticated keep-alive connection is not evicted by a flood of new unauthenticated
+ * ones; one authenticated past max_auth is answered, then closed. */
+static void test_auth_survives_flood(void) {
+    test_server ts;
+    DT_CHECK_OK(server_start_opts(&ts, (dt__http_server_opts){.token = TOKEN,
+                                                               .max_unauth_connections = 4,
+                                                               .max_auth_connections = 1,
+                                                               .header_timeout_ms = 120000}));
+    const char req[] = "GET /v1/jobs/a/replicas/b HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+                       "\r\n\r\n";
+    char buf[2048];
+    int a = raw_connect(ts.port);
+    DT_CHECK(a >= 0);
+    raw_send(a, req, sizeof req - 1);
+    DT_CHECK(raw_read_response(a, buf, sizeof buf) > 0 && !strncmp(buf, "HTTP/1.1 200", 12));
+    DT_CHECK(!strcasestr(buf, "Connection: close"));
+    int flood[12];
+    for (int i = 0; i < 12; i++)
+        DT_CHECK((flood[i] = raw_connect(ts.port)) >= 0);
+    /* every flood connection but the newest 4 is closed: the last of them once all are in */
+    if (!raw_wait_closed(flood[7])) DT_FAIL("the flood was not bounded");
+    raw_send(a, req, sizeof req - 1);
+    DT_CHECK(raw_read_response(a, buf, sizeof buf) > 0 && !strncmp(buf, "HTTP/1.1 200", 12));
+    /* a second authenticated connection (max_auth is 1): answered, then closed */
+    int b = raw_connect(ts.port);
+    DT_CHECK(b >= 0);
+    raw_send(b, req, sizeof req - 1);
+    DT_CHECK(raw_read_response(b, buf, sizeof buf) > 0 && !strncmp(buf, "HTTP/1.1 200", 12));
+    DT_CHECK(strcasestr(buf, "Connection: close"));
+    DT_CHECK(raw_wait_closed(b));
+    raw_send(a, req, sizeof req - 1); /* the first is still kept */
+    DT_CHECK(raw_read_response(a, buf, sizeof buf) > 0 && !strncmp(buf, "HTTP/1.1 200", 12));
+    close(a);
+    close(b);
+    for (int i = 0; i < 12; i++)
+        close(flood[i]);
+    server_stop(&ts);
+}
+
+/* Headers and body have total deadlines: a client that trickles a byte every 20 ms (never
+ * idle) is closed, and the server keeps answering. */
+static void test_trickle_deadlines(void) {
+    test_server ts;
+    DT_CHECK_OK(server_start_opts(&ts, (dt__http_server_opts){.token = TOKEN,
+                                                               .max_body = MAX_BODY,
+                                                               .header_timeout_ms = 300,
+                                                               .body_timeout_ms = 300}));
+    int fd = raw_connect(ts.port);
+    DT_CHECK(fd >= 0);
+    if (!raw_trickle_until_closed(fd, "GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ", 'a'))
+        DT_FAIL("a client trickling its headers was not closed");
+    close(fd);
+    fd = raw_connect(ts.port);
+    DT_CHECK(fd >= 0);
+    if (!raw_trickle_until_closed(fd,
+                                  "POST /v1/raw HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " TOKEN
+                                  "\r\nContent-Length: 1000\r\n\r\n",
+                                  'b'))
+        DT_FAIL("a client trickling its body was not closed");
+    close(fd);
+    dt__http_client *c;
+    DT_CHECK_OK(dt__http_client_init(&c, ts.url, TOKEN, 0));
+    long st;
+    json_t *j = call(c, "GET", "/v1/health", NULL, &st);
+    DT_CHECK(st == 200 && j);
+    json_decref(j);
+    dt__http_client_free(c);
+    server_stop(&ts);
+}
+
 /* Closing a server with connections open (idle, mid-request) frees every request. */
 static void test_free_with_open_connections(void) {
     test_server ts;
@@ -1101,4 +1233,6 @@ DT_TEST_MAIN(DT_T(test_routes_and_captures), DT_T(test_query_args), DT_T(test_js
              DT_T(test_concurrent_clients), DT_T(test_garbage_and_half_requests),
              DT_T(test_reset_mid_response), DT_T(test_client_response_limit),
              DT_T(test_client_errors), DT_T(test_server_start_errors), DT_T(test_idle_timeout),
-             DT_T(test_free_with_open_connections), DT_T(test_resp_helpers))
+             DT_T(test_unauth_cap), DT_T(test_auth_survives_flood),
+             DT_T(test_trickle_deadlines), DT_T(test_free_with_open_connections),
+             DT_T(test_resp_helpers))

@@ -11,10 +11,26 @@
  * waits in the batch queue and resumed by the executor that ran it, so no thread blocks on a
  * queued request. Every answer is JSON; errors are {"error": "..."} with the HTTP status
  * TF Serving gives the canonical error code.
+ *
+ * Bounds (docs/SERVING.md "Limits"). There is no token, so every connection counts in one cap.
+ * The acceptor records each connection (an rconn, libmicrohttpd's socket context from
+ * MHD_OPTION_NOTIFY_CONNECTION, bound to the connection by its fd) before handing it to a
+ * daemon; at the cap it first closes the connection that has waited longest on its client
+ * (idle between requests, or sending its headers or body), never one whose request is being
+ * answered; when every connection is being answered the new one is closed instead. Each
+ * waiting connection has a total deadline: headers within header_ms of the open or of the
+ * previous answer, the body within body_ms of the headers, however slowly it trickles. The
+ * acceptor sleeps until the next deadline (a daemon thread that sets an earlier one wakes it
+ * through wake_pipe) and closes the late ones. Closing is shutdown() of the socket: its daemon
+ * reads the end of the stream and tears the connection down itself. The list is shared by the
+ * acceptor and the daemon threads under mu; an rconn is freed only when its daemon reports
+ * the connection closed, which it does before it closes the socket, so an fd on the list is
+ * always the connection's own.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,6 +47,14 @@
 #include "core/clock-impl.h"
 #include "dtrain/metrics.h"
 #include "serve/serve-impl.h"
+
+/* A load generator opens tens of connections and a fleet of clients a few hundred: 1024 keeps
+ * them all while bounding the sockets and memory a flood can hold. */
+#define DEFAULT_MAX_CONNECTIONS 1024
+/* Request headers are one small write: 30 s is slow even on a congested link. */
+#define DEFAULT_HEADER_TIMEOUT_MS 30000
+/* Bodies go up to --max_body_bytes (64 MiB): 120 s is about 0.5 MiB/s for the largest. */
+#define DEFAULT_BODY_TIMEOUT_MS 120000
 
 int dt__sv_http_status(dt__sv_code c) {
     switch (c) {
@@ -58,6 +82,17 @@ const char *dt__sv_code_name(dt__sv_code c) {
     }
 }
 
+/* One TCP connection (see Bounds above). */
+typedef struct rconn {
+    struct rconn *prev, *next; /* in open order */
+    struct MHD_Connection *conn; /* NULL until its daemon reports it started */
+    int fd;
+    int busy;        /* a request is being answered: no deadline, never evicted */
+    int closing;     /* shut down: its daemon has yet to reap it; counted no more */
+    double since;    /* monotonic seconds: when it began to wait on its client */
+    double deadline; /* 0: none */
+} rconn;
+
 typedef struct dt__sv_rest {
     dt__sv_server *s;
     int nd;
@@ -70,7 +105,131 @@ typedef struct dt__sv_rest {
      * aborts the process), so stopping waits for them, and a while for their answers to
      * go out (unanswered: batched requests not yet completed); none is suspended after */
     atomic_int suspended, unanswered, stopping;
+    /* bounds: the connections, under mu */
+    pthread_mutex_t mu;
+    int mu_ok;
+    rconn *head, *tail;
+    int nconns, max_conns;
+    double header_s, body_s;
+    double wake_at;   /* when the acceptor will next look at deadlines (0: no deadline) */
+    int wake_pipe[2]; /* a daemon thread set a deadline before wake_at */
 } dt__sv_rest;
+
+static void rconn_unlink(dt__sv_rest *rest, rconn *r) {
+    if (r->prev) r->prev->next = r->next;
+    else rest->head = r->next;
+    if (r->next) r->next->prev = r->prev;
+    else rest->tail = r->prev;
+    r->prev = r->next = NULL;
+    rest->nconns--;
+}
+
+/* Close a connection (under mu): its daemon sees the end of the stream and reaps it. */
+static void rconn_close(rconn *r) {
+    shutdown(r->fd, SHUT_RDWR);
+    r->deadline = 0;
+    r->closing = 1;
+}
+
+/* A new wait on the client starts (under mu): deadline after secs. */
+static void rconn_wait(dt__sv_rest *rest, rconn *r, double secs) {
+    double now = dt__mono_s();
+    r->busy = 0;
+    r->since = now;
+    r->deadline = now + secs;
+    if (rest->wake_at == 0 || r->deadline < rest->wake_at) {
+        rest->wake_at = r->deadline;
+        ssize_t w = write(rest->wake_pipe[1], "w", 1); /* full pipe: a wake-up is pending */
+        (void)w;
+    }
+}
+
+static rconn *rconn_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The phase of the request changes: its headers are in (body: the body's deadline starts),
+ * the request is complete (answering), or the answer went out (keep-alive: the next
+ * request's headers). */
+typedef enum { PH_BODY, PH_ANSWERING, PH_NEXT } phase;
+
+static void rconn_phase(dt__sv_rest *rest, struct MHD_Connection *conn, phase ph) {
+    rconn *r = rconn_of(conn);
+    if (!r) return;
+    pthread_mutex_lock(&rest->mu);
+    if (!r->closing) {
+        if (ph == PH_ANSWERING) {
+            r->busy = 1;
+            r->deadline = 0;
+        } else {
+            rconn_wait(rest, r, ph == PH_BODY ? rest->body_s : rest->header_s);
+        }
+    }
+    pthread_mutex_unlock(&rest->mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    dt__sv_rest *rest = cls;
+    pthread_mutex_lock(&rest->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        rconn *r = rest->head;
+        while (r && (r->conn || !ci || r->fd != ci->connect_fd))
+            r = r->next;
+        if (r) {
+            r->conn = conn;
+            *socket_context = r;
+        } else if (ci) {
+            shutdown(ci->connect_fd, SHUT_RDWR); /* untracked: it would escape the cap */
+        }
+    } else if (*socket_context) {
+        rconn *r = *socket_context;
+        rconn_unlink(rest, r);
+        free(r);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&rest->mu);
+}
+
+/* Make room for one more connection (under mu): 0 when every connection is being answered. */
+static int make_room(dt__sv_rest *rest) {
+    int open = 0;
+    for (rconn *r = rest->head; r; r = r->next)
+        open += !r->closing;
+    if (open < rest->max_conns) return 1;
+    rconn *oldest = NULL;
+    for (rconn *r = rest->head; r; r = r->next)
+        if (r->conn && !r->busy && !r->closing && (!oldest || r->since < oldest->since))
+            oldest = r;
+    if (!oldest) return 0;
+    rconn_close(oldest);
+    return 1;
+}
+
+/* Close every connection past its deadline (under mu); the next deadline (0: none). */
+static double sweep(dt__sv_rest *rest) {
+    double now = dt__mono_s(), next = 0;
+    rconn *after;
+    for (rconn *r = rest->head; r; r = after) {
+        after = r->next;
+        if (r->deadline <= 0) continue;
+        if (r->deadline > now) {
+            if (next == 0 || r->deadline < next) next = r->deadline;
+        } else if (r->conn) {
+            rconn_close(r);
+        } else {
+            /* never started: its daemon dropped it (and closed the fd, which may now be
+             * another file's), so forget it rather than shut the fd down */
+            rconn_unlink(rest, r);
+            free(r);
+        }
+    }
+    return next;
+}
 
 typedef enum { VERB_NONE = 0, VERB_PREDICT, VERB_CLASSIFY, VERB_REGRESS } verb;
 
@@ -532,6 +691,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         q->t0 = dt__mono_s();
         q->method = dt__sv_metrics_method("other");
         *con_cls = q;
+        rconn_phase(rest, conn, PH_BODY);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > rest->s->opts.max_body) q->too_big = 1;
         return MHD_YES;
@@ -559,6 +719,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         q->waiting = 0;
         return answer_inference(q);
     }
+    rconn_phase(rest, conn, PH_ANSWERING);
     atomic_fetch_add(&rest->s->requests, 1);
     if (q->too_big) {
         char msg[128];
@@ -572,7 +733,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     request *q = *con_cls;
-    (void)cls;
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) rconn_phase(cls, conn, PH_NEXT);
     if (!q) return;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
@@ -598,14 +759,30 @@ static void on_log(void *cls, const char *fmt, va_list ap) {
 static void *acceptor(void *arg) {
     dt__sv_rest *rest = arg;
     unsigned next = 0;
-    struct pollfd p[2] = {{.fd = rest->listen_fd, .events = POLLIN},
-                          {.fd = rest->stop_pipe[0], .events = POLLIN}};
+    struct pollfd p[3] = {{.fd = rest->listen_fd, .events = POLLIN},
+                          {.fd = rest->stop_pipe[0], .events = POLLIN},
+                          {.fd = rest->wake_pipe[0], .events = POLLIN}};
     for (;;) {
-        if (poll(p, 2, -1) < 0) {
+        pthread_mutex_lock(&rest->mu);
+        double due = sweep(rest);
+        rest->wake_at = due;
+        pthread_mutex_unlock(&rest->mu);
+        int ms = -1;
+        if (due > 0) {
+            double d = ceil((due - dt__mono_s()) * 1e3);
+            ms = d < 0 ? 0 : d > 3600000 ? 3600000 : (int)d;
+        }
+        if (poll(p, 3, ms) < 0) {
             if (errno == EINTR) continue;
             break;
         }
         if (p[1].revents) break;
+        if (p[2].revents) {
+            char buf[64];
+            while (read(rest->wake_pipe[0], buf, sizeof buf) > 0) {
+            }
+        }
+        if (!(p[0].revents & POLLIN)) continue;
         for (;;) { /* everything waiting */
             struct sockaddr_storage sa;
             socklen_t salen = sizeof sa;
@@ -618,9 +795,44 @@ static void *acceptor(void *arg) {
                     poll(NULL, 0, 10);
                 break;
             }
+            rconn *r = calloc(1, sizeof *r);
+            pthread_mutex_lock(&rest->mu);
+            for (rconn *o = rest->head, *after; o; o = after) { /* a dropped one's fd, reused */
+                after = o->next;
+                if (!o->conn && o->fd == fd) {
+                    rconn_unlink(rest, o);
+                    free(o);
+                }
+            }
+            if (!r || !make_room(rest)) { /* out of memory, or every connection is busy */
+                pthread_mutex_unlock(&rest->mu);
+                free(r);
+                close(fd);
+                continue;
+            }
+            r->fd = fd;
+            r->prev = rest->tail;
+            if (rest->tail) rest->tail->next = r;
+            else rest->head = r;
+            rest->tail = r;
+            rest->nconns++;
+            rconn_wait(rest, r, rest->header_s);
+            pthread_mutex_unlock(&rest->mu);
             /* MHD closes the socket itself when it cannot take it */
-            MHD_add_connection(rest->d[next++ % (unsigned)rest->nd], fd, (struct sockaddr *)&sa,
-                               salen);
+            if (MHD_add_connection(rest->d[next++ % (unsigned)rest->nd], fd,
+                                   (struct sockaddr *)&sa, salen) != MHD_YES) {
+                /* r is still listed unless the daemon started and closed it (and freed r);
+                 * only this thread allocates rconns, so the address cannot be another's */
+                pthread_mutex_lock(&rest->mu);
+                rconn *o = rest->head;
+                while (o && o != r)
+                    o = o->next;
+                if (o && !o->conn) {
+                    rconn_unlink(rest, o);
+                    free(o);
+                }
+                pthread_mutex_unlock(&rest->mu);
+            }
         }
     }
     return NULL;
@@ -644,8 +856,16 @@ static void rest_free(dt__sv_rest *rest) {
     if (rest->listen_fd >= 0) close(rest->listen_fd);
     for (int i = 0; i < rest->nd; i++)
         if (rest->d[i]) MHD_stop_daemon(rest->d[i]);
-    for (int i = 0; i < 2; i++)
+    while (rest->head) { /* the daemons report every close; in case not */
+        rconn *r = rest->head;
+        rconn_unlink(rest, r);
+        free(r);
+    }
+    if (rest->mu_ok) pthread_mutex_destroy(&rest->mu);
+    for (int i = 0; i < 2; i++) {
         if (rest->stop_pipe[i] >= 0) close(rest->stop_pipe[i]);
+        if (rest->wake_pipe[i] >= 0) close(rest->wake_pipe[i]);
+    }
     free(rest->d);
     free(rest);
 }
@@ -655,9 +875,25 @@ dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
     if (!rest) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     rest->s = s;
     rest->listen_fd = rest->stop_pipe[0] = rest->stop_pipe[1] = -1;
+    rest->wake_pipe[0] = rest->wake_pipe[1] = -1;
+    rest->max_conns = s->opts.max_connections > 0 ? s->opts.max_connections
+                                                  : DEFAULT_MAX_CONNECTIONS;
+    rest->header_s = (s->opts.header_timeout_ms > 0 ? s->opts.header_timeout_ms
+                                                    : DEFAULT_HEADER_TIMEOUT_MS) / 1e3;
+    rest->body_s = (s->opts.body_timeout_ms > 0 ? s->opts.body_timeout_ms
+                                                : DEFAULT_BODY_TIMEOUT_MS) / 1e3;
+    if (pthread_mutex_init(&rest->mu, NULL) != 0) {
+        free(rest);
+        return dt_err_set(DT_ERR_NOMEM, "cannot create the HTTP server's lock");
+    }
+    rest->mu_ok = 1;
+    dt_err e = DT_OK;
+    if (pipe2(rest->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        e = dt_err_set(DT_ERR_IO, "cannot start the HTTP acceptor: %s", strerror(errno));
+        goto err;
+    }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->opts.port)};
     const char *host = s->opts.host ? s->opts.host : "0.0.0.0";
-    dt_err e = DT_OK;
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
         e = dt_err_set(DT_ERR_ARG, "--rest_api_host: '%s' is not an IPv4 address", host);
         goto err;
@@ -686,8 +922,9 @@ dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
         rest->d[i] = MHD_start_daemon(
             flags, 0, NULL, NULL, on_access, rest, MHD_OPTION_EXTERNAL_LOGGER, on_log, rest,
             MHD_OPTION_CONNECTION_LIMIT, 10000u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, rest, MHD_OPTION_UNESCAPE_CALLBACK,
-            no_unescape, NULL, MHD_OPTION_END);
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, rest, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, rest, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+            MHD_OPTION_END);
         if (!rest->d[i]) {
             e = dt_err_set(DT_ERR_IO, "cannot start the HTTP server's thread %d", i);
             goto err;

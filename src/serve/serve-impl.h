@@ -55,6 +55,12 @@ typedef struct dt__sv_opts {
     int batch_threads;        /* batch executors (default: online CPUs) */
     int http_threads;         /* --rest_api_num_threads (default: online CPUs) */
     size_t max_body;          /* request body limit in bytes */
+    /* Bounds (docs/SERVING.md "Limits"; 0 = the default in rest.c) */
+    int max_connections;      /* --rest_api_max_connections: open at once; at the cap the
+                                 connection waiting longest on its client is closed */
+    int header_timeout_ms;    /* --rest_api_header_timeout_ms: headers within this of the open
+                                 or the previous answer (ends idle keep-alives too) */
+    int body_timeout_ms;      /* --rest_api_body_timeout_ms: the body within this of the headers */
     int nmodels;
     dt__sv_model_conf *models; /* owned */
     FILE *log;
