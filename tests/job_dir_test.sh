@@ -123,8 +123,10 @@ expect_exit 0 "same name, the first ended: runs" -- "$DTRAIN" run gamma-quick.ya
     pass "same name, the first ended: the second ran"
 # ---- two detached starts on one new dir at once: one master; the loser says why (its own
 # reason, not a line of the winner's), over several rounds since which one wins varies ----
+# (the winner's job waits for a file: a job that ended at once would leave the loser a dir
+# that holds a finished job, which is refused with another reason, rightly)
 for i in 1 2 3 4 5; do
-    job "race$i" exit 0
+    job "race$i" wait-file "$STATE/go-race$i"
     ("$DTRAIN" run "race$i.yaml" --job-dir "r$i" --detach >"$TMP/o1" 2>"$TMP/e1"; echo $? >"$TMP/rc1") &
     ("$DTRAIN" run "race$i.yaml" --job-dir "r$i" --detach >"$TMP/o2" 2>"$TMP/e2"; echo $? >"$TMP/rc2") &
     wait
@@ -144,5 +146,7 @@ for i in 1 2 3 4 5; do
     else
         fail "race $i: loser's stdout '$(cat "$TMP/o$lose")', stderr '$(cat "$TMP/e$lose")', want '$want'"
     fi
+    touch "$STATE/go-race$i"
+    wait_for grep -qs '"status": "Succeeded"' "r$i/result.json" || fail "race $i: the winner's job did not end"
 done
 finish
