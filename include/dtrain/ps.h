@@ -112,7 +112,10 @@ typedef struct dt_ps_client dt_ps_client;
 
 /* A client over the model's variables params[0..n) (not owned; they must outlive it). Pulls
  * write params[i]->value; pushes send params[i]->grad. Connects lazily; on a transport error
- * or a PS restart it reconnects with backoff for up to retry_ms, then fails (DT_ERR_IO). */
+ * or a PS restart it reconnects with backoff for up to retry_ms, then fails with
+ * DT_ERR_NETWORK (no connection) or DT_ERR_TIMEOUT (a PS that stopped answering). A PS that
+ * refuses (ERROR: a wrong token, a shape it does not have) fails it with DT_ERR_STATE and the
+ * PS's reason; a reply the protocol does not allow with DT_ERR_PROTOCOL. Neither is retried. */
 dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf,
                          dt_param *const *params, int n);
 void dt_ps_client_close(dt_ps_client *c);

@@ -14,7 +14,10 @@
  * by one member and its final value sent round unchanged. A failure (a peer closed, a frame
  * that is not the one expected, no progress for timeout_ms, dt_ring_abort) fails the call;
  * the ring is then unusable and must be closed: the caller abandons the step and forms a new
- * ring (a new generation) through the master.
+ * ring (a new generation) through the master. The code tells why: DT_ERR_NETWORK (a peer
+ * closed or reset its connection), DT_ERR_TIMEOUT (no progress for timeout_ms; for
+ * dt_ring_open, no ring within it), DT_ERR_PROTOCOL (a frame the protocol does not allow),
+ * DT_ERR_STATE (aborted, or a call on a ring that already failed).
  *
  * A ring of size 1 has no connections; its all-reduce and broadcast return at once.
  *

@@ -961,7 +961,7 @@ static void test_client_conf_errors(void) {
     char lp[512];
     cc.log = open_log("noserver.log", lp, sizeof lp);
     DT_CHECK_OK(dt_ps_client_open(&c, &cc, a.p, a.n));
-    DT_CHECK_ERR(dt_ps_client_pull(c, NULL), DT_ERR_IO, "cannot connect");
+    DT_CHECK_ERR(dt_ps_client_pull(c, NULL), DT_ERR_NETWORK, "cannot connect");
     dt_ps_client_close(c);
     fclose(cc.log);
     dt_ps_server *s = NULL;

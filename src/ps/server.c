@@ -52,11 +52,9 @@
  * version, step, partition, nps; then deletes all but the newest `keep`. Start restores
  * from the newest file after checking every tensor's name and shape.
  */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -69,13 +67,16 @@
 #include <unistd.h>
 
 #include "core/assert-impl.h"
+#include "core/clock-impl.h"
 #include "core/shm-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
+#include "net/sock-impl.h"
 #include "ps/ps-impl.h"
 #include "ps/wire-impl.h"
 
 #define READ_BUF (64 << 10)
+#define LISTEN_BACKLOG 64
 #define SEND_TIMEOUT_S 60
 #define DRAIN_MS 1000
 #define CKPT_FORMAT "dtrain-ps"
@@ -190,13 +191,13 @@ static int refuse(conn *c, uint64_t left, const char *fmt, ...) {
     if (left > 0) {
         struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
         setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        int64_t until = dt__ps_now_ms() + DRAIN_MS;
+        int64_t until = dt__now_ms() + DRAIN_MS;
         uint8_t sink[16384];
         /* the reader's buffer may hold part of it */
         size_t have = c->rd.end - c->rd.pos;
         left -= have < left ? have : left;
         c->rd.pos = c->rd.end;
-        while (left > 0 && dt__ps_now_ms() < until) {
+        while (left > 0 && dt__now_ms() < until) {
             ssize_t k = recv(c->fd, sink, left < sizeof sink ? left : sizeof sink, 0);
             if (k < 0 && errno == EINTR) continue;
             if (k <= 0) break;
@@ -418,7 +419,7 @@ static int64_t sync_push(conn *c, const float *g) {
     }
     if (s->contributors == 0) {
         memcpy(s->sum, g, s->total * sizeof(float));
-        s->round_started = dt__ps_now_ms();
+        s->round_started = dt__now_ms();
     } else {
         for (size_t j = 0; j < s->total; j++)
             s->sum[j] += g[j];
@@ -429,19 +430,14 @@ static int64_t sync_push(conn *c, const float *g) {
     if (s->contributors >= s->nactive) sync_apply(s, NULL);
     while (s->round == mine && !s->sync_stop) {
         int64_t deadline = s->round_started + s->conf.sync_timeout_ms;
-        int64_t now = dt__ps_now_ms();
+        int64_t now = dt__now_ms();
         if (now >= deadline) {
             char why[64];
             snprintf(why, sizeof why, "timed out after %" PRId64 " ms", s->conf.sync_timeout_ms);
             sync_apply(s, why);
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t wait = deadline - now;
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        struct timespec ts = dt__mono_after_ms(deadline - now);
         pthread_cond_timedwait(&s->scv, &s->slock, &ts);
     }
     int64_t step = s->round > mine ? s->round_step : -1;
@@ -739,15 +735,17 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
              got, h->len);
         return -1;
     }
-    uint32_t index = dt__get32(buf), nps = dt__get32(buf + 4);
-    uint32_t tl = dt__get32(buf + 8);
-    if ((uint64_t)tl + 16 > h->len)
-        return refuse(c, 0, "HELLO: token length %" PRIu32 " exceeds the frame", tl);
-    uint32_t rl = dt__get32(buf + 12 + tl);
-    if ((uint64_t)tl + rl + 16 != h->len)
+    /* the shared part (net/frame-impl.h), then u32 replica_len, replica */
+    dt__frame_hello hl;
+    if (dt__frame_hello_parse(buf, (size_t)h->len, &hl) != DT_OK || hl.rest_len < 4)
+        return refuse(c, 0, "HELLO: token length %" PRIu32 " exceeds the frame",
+                      dt__get32(buf + 8));
+    uint32_t index = hl.a, nps = hl.b, tl = hl.token_len;
+    uint32_t rl = dt__get32(hl.rest);
+    if ((uint64_t)rl + 4 != hl.rest_len)
         return refuse(c, 0, "HELLO: lengths %" PRIu32 " + %" PRIu32 " do not add up to the frame",
                       tl, rl);
-    const char *rep = (const char *)buf + 16 + tl;
+    const char *rep = (const char *)hl.rest + 4;
     size_t rn = rl < sizeof c->replica - 1 ? rl : sizeof c->replica - 1;
     pthread_mutex_lock(&s->clock); /* replica_joined reads other connections' names */
     for (size_t i = 0; i < rn; i++)
@@ -758,12 +756,7 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
     if (h->version != DT__PS_VERSION)
         return refuse(c, 0, "protocol version %u is not supported (this PS speaks %d)", h->version,
                       DT__PS_VERSION);
-    size_t want = strlen(s->token);
-    /* compare without an early exit */
-    unsigned diff = (unsigned)(tl != want);
-    for (size_t i = 0; i < tl && i < want; i++)
-        diff |= (unsigned)(buf[12 + i] ^ (uint8_t)s->token[i]);
-    if (diff) return refuse(c, 0, "HELLO: wrong token");
+    if (!dt__frame_hello_token_ok(&hl, s->token)) return refuse(c, 0, "HELLO: wrong token");
     if ((int)index != s->conf.index || (int)nps != s->conf.nps)
         return refuse(
             c, 0, "HELLO: the client expects ps-%" PRIu32 " of %" PRIu32 ", this is ps-%d of %d",
@@ -961,10 +954,7 @@ static void *accept_main(void *arg) {
                 close(fd);
             continue;
         }
-        char host[INET6_ADDRSTRLEN] = "?", port[16] = "?";
-        getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, port, sizeof port,
-                    NI_NUMERICHOST | NI_NUMERICSERV);
-        snprintf(c->peer, sizeof c->peer, "%s:%s", host, port);
+        dt__sock_addr_text(&sa, c->peer, sizeof c->peer);
         snprintf(c->who, sizeof c->who, "%s", c->peer);
         pthread_mutex_lock(&s->clock);
         if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
@@ -983,36 +973,8 @@ static void *accept_main(void *arg) {
 /* ---- life cycle ---- */
 
 static dt_err listen_on(dt_ps_server *s) {
-    char port[16];
-    snprintf(port, sizeof port, "%d", s->conf.port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    const char *host = s->host && *s->host ? s->host : NULL;
-    int rc = getaddrinfo(host, port, &hints, &ai);
-    if (rc != 0)
-        return dt_err_set(DT_ERR_ARG, "%s: cannot resolve listen address %s:%s: %s", s->name,
-                          host ? host : "*", port, gai_strerror(rc));
-    dt_err err = DT_OK;
-    int fd = -1;
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) break;
-        err = dt_err_set(DT_ERR_IO, "%s: cannot listen on %s:%s: %s", s->name, host ? host : "*",
-                         port, strerror(errno));
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) return err ? err : dt_err_set(DT_ERR_IO, "%s: no usable listen address", s->name);
-    struct sockaddr_storage sa;
-    socklen_t sl = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    s->port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
-                                       : ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    s->lfd = fd;
-    return DT_OK;
+    dt_err e = dt__sock_listen(s->host, s->conf.port, LISTEN_BACKLOG, &s->lfd, &s->port);
+    return e ? dt_err_wrap(e, "%s", s->name) : DT_OK;
 }
 
 static char *dup_or_null(const char *str, int *fail) {
