@@ -7,6 +7,16 @@
  * workers; a blocking thread per peer keeps the frame parsing straight-line code). The
  * accept thread also joins connection threads that have finished.
  *
+ * Bounds before the token is checked (docs/WIRE.md, "Limits"): a connection is "pending"
+ * until its HELLO is verified, then "authenticated". At most max_pending are pending: the
+ * accept thread, at the cap, closes the oldest pending one (shuts its read side; its thread
+ * sends an ERROR saying why and ends), so a flood of idle clients cannot lock out a real one
+ * that sends its HELLO at once. A pending connection's thread reads the header and the HELLO
+ * straight from the socket before one deadline (hello_timeout_ms after the accept), polling
+ * before each read, so trickling bytes does not stretch it. At most max_conns are
+ * authenticated; a verified HELLO beyond that is refused. Both counts live under clock with
+ * the connection list; a connection is counted in exactly one until its thread ends.
+ *
  * State and locks:
  *   vlock (rwlock)  the values, the optimizer (its slots and step count) and `initialized`.
  *                   Writers: INIT, an optimizer step. Readers: copying VALUES into the
@@ -127,6 +137,8 @@ struct dt_ps_server {
     pthread_mutex_t clock;
     conn *conns; /* clock */
     int stopping;
+    int npending; /* clock: connections counted that have not yet sent a valid HELLO */
+    int nauthed;  /* clock: connections counted that have */
 
     pthread_mutex_t save_lock;
     pthread_mutex_t loglock;
@@ -140,6 +152,10 @@ struct conn {
     conn *next;
     char peer[64];    /* "127.0.0.1:40000" */
     char replica[64]; /* from HELLO; written under clock */
+    int64_t hello_deadline; /* dt__now_ms: the HELLO must be verified by then */
+    int authed;  /* clock: its HELLO was verified (counted in nauthed, else in npending) */
+    int evicted; /* clock: closed by the accept thread to make room (no longer counted) */
+    int left;    /* clock: its thread has ended (no longer counted) */
     char who[160];    /* "worker-1 (127.0.0.1:40000)" */
     dt__ps_reader rd;
     float *grad;     /* this connection's pushed tensors (nvars layout) */
@@ -721,6 +737,32 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
 
 /* ---- one connection ---- */
 
+/* The handshake's reads failed with e after `got` of `want` bytes of `what`: closed to make
+ * room (the accept thread logged it), past the HELLO deadline, or a connection that went
+ * away. Returns -1 for the caller's loop. */
+static int handshake_failed(conn *c, dt_err e, const char *what, size_t got, size_t want) {
+    dt_ps_server *s = c->s;
+    pthread_mutex_lock(&s->clock);
+    int evicted = c->evicted;
+    pthread_mutex_unlock(&s->clock);
+    if (evicted) {
+        /* its read side is shut: only the reason is left to say */
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "closed: %d connections were waiting for their HELLO and this was the oldest",
+                 s->conf.max_pending);
+        dt__ps_send_frame(c->fd, DT__PS_ERROR, 0, msg, strlen(msg));
+        return -1;
+    }
+    if (e == DT_ERR_TIMEOUT)
+        return refuse(c, 0, "no HELLO within %" PRId64 " ms (%zu of %zu bytes of its %s came)",
+                      s->conf.hello_timeout_ms, got, want, what);
+    if (got > 0 || (errno && errno != ECONNRESET && errno != EBADF && errno != EINVAL))
+        slog(s, "%s: truncated %s (%zu of %zu bytes)%s%s; closing the connection", c->who, what,
+             got, want, errno ? ": " : "", errno ? strerror(errno) : "");
+    return -1;
+}
+
 static int handle_hello(conn *c, const dt__ps_hdr *h) {
     dt_ps_server *s = c->s;
     if (h->type != DT__PS_HELLO)
@@ -730,11 +772,8 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
         return refuse(c, 0, "HELLO of %" PRIu64 " bytes (16 to %d)", h->len, DT__PS_HELLO_MAX);
     uint8_t buf[DT__PS_HELLO_MAX];
     size_t got;
-    if (dt__ps_read(&c->rd, buf, h->len, &got) != 0) {
-        slog(s, "%s: truncated HELLO (%zu of %" PRIu64 " bytes); closing the connection", c->who,
-             got, h->len);
-        return -1;
-    }
+    dt_err e = dt__sock_read_full(c->fd, buf, (size_t)h->len, c->hello_deadline, &got);
+    if (e) return handshake_failed(c, e, "HELLO", got, (size_t)h->len);
     /* the shared part (net/frame-impl.h), then u32 replica_len, replica */
     dt__frame_hello hl;
     if (dt__frame_hello_parse(buf, (size_t)h->len, &hl) != DT_OK || hl.rest_len < 4)
@@ -761,6 +800,20 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
         return refuse(
             c, 0, "HELLO: the client expects ps-%" PRIu32 " of %" PRIu32 ", this is ps-%d of %d",
             index, nps, s->conf.index, s->conf.nps);
+    /* verified: from the connections waiting for their HELLO to the authenticated ones, if
+     * there is room (and the accept thread has not closed it in the meantime) */
+    pthread_mutex_lock(&s->clock);
+    int evicted = c->evicted, full = !evicted && s->nauthed >= s->conf.max_conns;
+    if (!evicted && !full) {
+        c->authed = 1;
+        s->npending--;
+        s->nauthed++;
+    }
+    pthread_mutex_unlock(&s->clock);
+    if (evicted) return handshake_failed(c, DT_ERR_NETWORK, "HELLO", 0, 0);
+    if (full)
+        return refuse(c, 0, "this PS has %d connections already (its limit); try again later",
+                      s->conf.max_conns);
     return dt__ps_send_frame(c->fd, DT__PS_OK, atomic_load(&s->step), NULL, 0);
 }
 
@@ -842,7 +895,15 @@ static void *conn_main(void *arg) {
     for (;;) {
         uint8_t hb[DT__PS_HDR];
         size_t got;
-        if (dt__ps_read(&c->rd, hb, sizeof hb, &got) != 0) {
+        if (!hello) {
+            /* the handshake reads straight from the socket, all of it before one deadline
+             * however slowly the bytes come (the buffered reader takes over after it) */
+            dt_err e = dt__sock_read_full(c->fd, hb, sizeof hb, c->hello_deadline, &got);
+            if (e) {
+                handshake_failed(c, e, "frame header", got, sizeof hb);
+                break;
+            }
+        } else if (dt__ps_read(&c->rd, hb, sizeof hb, &got) != 0) {
             if (got > 0 || (errno && errno != ECONNRESET && errno != EBADF && errno != EINVAL))
                 slog(s, "%s: truncated frame header (%zu of %d bytes)%s%s; closing the connection",
                      c->who, got, DT__PS_HDR, errno ? ": " : "", errno ? strerror(errno) : "");
@@ -870,6 +931,15 @@ static void *conn_main(void *arg) {
     }
     shutdown(c->fd, SHUT_RDWR);
     if (s->conf.sync) sync_leave(c);
+    pthread_mutex_lock(&s->clock);
+    if (!c->evicted) {
+        if (c->authed)
+            s->nauthed--;
+        else
+            s->npending--;
+    }
+    c->left = 1;
+    pthread_mutex_unlock(&s->clock);
     atomic_store(&c->done, 1);
     return NULL;
 }
@@ -909,6 +979,21 @@ static void reap(dt_ps_server *s, int all) {
         pthread_join(c->thread, NULL);
         conn_free(c);
     }
+}
+
+/* Under clock, at the cap of connections waiting for their HELLO: close the oldest of them
+ * (its read side: its thread sees the end, says why and goes), so that a flood of idle or
+ * slow clients cannot keep a real one from its handshake. */
+static void evict_oldest_locked(dt_ps_server *s) {
+    conn *oldest = NULL; /* the list is newest first: the last one waiting */
+    for (conn *o = s->conns; o; o = o->next)
+        if (!o->authed && !o->evicted && !o->left) oldest = o;
+    if (!oldest) return;
+    oldest->evicted = 1;
+    s->npending--;
+    shutdown(oldest->fd, SHUT_RD);
+    slog(s, "%d connections wait for their HELLO (the limit); closed the oldest, from %s",
+         s->conf.max_pending, oldest->peer);
 }
 
 static void *accept_main(void *arg) {
@@ -956,7 +1041,13 @@ static void *accept_main(void *arg) {
         }
         dt__sock_addr_text(&sa, c->peer, sizeof c->peer);
         snprintf(c->who, sizeof c->who, "%s", c->peer);
+        c->hello_deadline = dt__now_ms() + s->conf.hello_timeout_ms;
         pthread_mutex_lock(&s->clock);
+        while (s->npending >= s->conf.max_pending) {
+            int before = s->npending;
+            evict_oldest_locked(s);
+            if (s->npending == before) break; /* cannot happen: the count is the list's */
+        }
         if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
             pthread_mutex_unlock(&s->clock);
             slog(s, "cannot start a connection thread; closing %s", c->peer);
@@ -965,6 +1056,7 @@ static void *accept_main(void *arg) {
         }
         c->next = s->conns;
         s->conns = c;
+        s->npending++;
         pthread_mutex_unlock(&s->clock);
     }
     return NULL;
@@ -999,6 +1091,9 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
     s->lfd = -1;
     if (!s->conf.max_frame) s->conf.max_frame = DT_PS_DEFAULT_MAX_FRAME;
     if (s->conf.sync_timeout_ms <= 0) s->conf.sync_timeout_ms = 5000;
+    if (s->conf.max_pending <= 0) s->conf.max_pending = DT_PS_DEFAULT_MAX_PENDING;
+    if (s->conf.hello_timeout_ms <= 0) s->conf.hello_timeout_ms = DT_PS_DEFAULT_HELLO_TIMEOUT_MS;
+    if (s->conf.max_conns <= 0) s->conf.max_conns = DT_PS_DEFAULT_MAX_CONNS;
     snprintf(s->name, sizeof s->name, "ps-%d", conf->index);
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
