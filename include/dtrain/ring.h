@@ -45,6 +45,10 @@ extern "C" {
 
 #define DT_RING_DEFAULT_CHUNK ((size_t)256 << 10)
 #define DT_RING_DEFAULT_TIMEOUT_MS 10000
+/* An accepted connection must have sent its whole HELLO this long after its accept, however
+ * slowly its bytes come: the previous member sends it at once; 5 s leaves room for a loaded
+ * host and bounds what a silent or trickling client holds while a ring forms. */
+#define DT_RING_DEFAULT_HELLO_TIMEOUT_MS 5000
 
 typedef struct dt_ring dt_ring;
 
@@ -56,6 +60,8 @@ typedef struct dt_ring_conf {
     int timeout_ms;            /* connect / send / receive without progress for this long
                                 * fails the call (0: DT_RING_DEFAULT_TIMEOUT_MS) */
     size_t chunk_bytes;        /* pipelining unit (0: DT_RING_DEFAULT_CHUNK) */
+    int hello_timeout_ms;      /* an accepted connection's HELLO, in all, from its accept
+                                * (0: DT_RING_DEFAULT_HELLO_TIMEOUT_MS; docs/WIRE.md) */
     FILE *log;                 /* refusals and failures are logged here (NULL: stderr) */
 } dt_ring_conf;
 

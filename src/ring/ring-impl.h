@@ -52,7 +52,8 @@ struct dt_ring {
     int rank, size;
     int prev, next; /* ranks */
     int timeout_ms;
-    size_t chunk; /* bytes, a multiple of 4 */
+    int hello_timeout_ms; /* an accepted connection's HELLO must come within it */
+    size_t chunk;         /* bytes, a multiple of 4 */
     FILE *log;
     char *token;
     dt__ring_peer *peers; /* size */

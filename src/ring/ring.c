@@ -18,7 +18,13 @@
  *        sender being the previous member); the first that matches gets OK and becomes the
  *        receiving connection; one that does not is logged as one line naming its address
  *        and the reason, answered ERROR with the same reason and closed, and the loop goes
- *        on waiting for the right one. When IN_MAX are pending, the oldest is dropped.
+ *        on waiting for the right one. When IN_MAX are pending, the oldest is dropped (after
+ *        reading what it has sent: a HELLO already complete in its socket is not lost to
+ *        a flood behind it), and one that has not sent its whole HELLO within
+ *        hello_timeout_ms of its accept is refused ("no HELLO within N ms") however slowly
+ *        its bytes come. Only one connection is ever authenticated (the previous member's);
+ *        another valid HELLO is refused as "connected already". Between dt_ring_open calls
+ *        nothing is accepted: connections wait in the listen backlog (LISTEN_BACKLOG).
  *
  * Both halves share one deadline, timeout_ms after the call. A connection that TCP
  * simultaneous open connected to itself (possible when the next member's port is in the
@@ -43,6 +49,9 @@
 #include "net/sock-impl.h"
 #include "ring/ring-impl.h"
 
+/* Accepted connections waiting for their HELLO, at most: a ring has one previous member,
+ * and a few stragglers of older generations may knock at once; 16 is room for them while a
+ * flood of idle clients holds 16 descriptors and buffers, no more. */
 #define IN_MAX 16
 #define BACKOFF_FIRST_MS 10
 #define BACKOFF_MAX_MS 500
@@ -127,6 +136,7 @@ typedef struct inconn {
     char who[64]; /* the peer's address */
     uint8_t buf[DT__PS_HDR + DT__RING_HELLO_MAX];
     size_t got, want;
+    int64_t deadline; /* dt__now_ms: its whole HELLO must have come by then */
 } inconn;
 
 static void out_close(outconn *o) {
@@ -398,8 +408,14 @@ static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin) {
         int fd = accept4(lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return; /* EAGAIN, or a connection that went away: poll again */
         if (*nin == IN_MAX) {
-            dt__ring_log(r, "%d connections wait for their HELLO; dropped the oldest, from %s",
-                         IN_MAX, in[0].who);
+            /* the oldest may have its whole HELLO in its socket already: read it first */
+            if (in_step(r, &in[0], r->prev_fd >= 0)) {
+                r->prev_fd = in[0].fd;
+                in[0].fd = -1;
+            }
+            if (in[0].fd >= 0)
+                dt__ring_log(r, "%d connections wait for their HELLO; dropped the oldest, from %s",
+                             IN_MAX, in[0].who);
             in_close(&in[0]);
             memmove(&in[0], &in[1], (IN_MAX - 1) * sizeof in[0]);
             (*nin)--;
@@ -408,6 +424,7 @@ static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin) {
         c->fd = fd;
         c->got = 0;
         c->want = DT__PS_HDR;
+        c->deadline = dt__now_ms() + r->hello_timeout_ms;
         dt__sock_addr_text(&sa, c->who, sizeof c->who);
         dt__ring_tune(fd);
     }
@@ -453,6 +470,18 @@ static dt_err handshake(dt_ring *r, int lfd) {
                              r->rank, why);
             goto end;
         }
+        /* a connection's HELLO has one deadline in all, however slowly it trickles */
+        int64_t next_expiry = deadline;
+        int m = 0;
+        for (int i = 0; i < nin; i++) {
+            if (now >= in[i].deadline)
+                in_refuse(r, &in[i], "no HELLO within %d ms (%zu of %zu bytes came)",
+                          r->hello_timeout_ms, in[i].got, in[i].want);
+            else if (in[i].deadline < next_expiry)
+                next_expiry = in[i].deadline;
+            if (in[i].fd >= 0) in[m++] = in[i];
+        }
+        nin = m;
         struct pollfd pf[2 + IN_MAX];
         int np = 0, lpos = -1, opos = -1;
         if (r->prev_fd < 0) {
@@ -469,6 +498,7 @@ static dt_err handshake(dt_ring *r, int lfd) {
             pf[np++] = (struct pollfd){.fd = in[i].fd, .events = POLLIN};
         int64_t wait = deadline - now;
         if (o->state == OUT_WAIT && o->retry_at - now < wait) wait = o->retry_at - now;
+        if (next_expiry - now < wait) wait = next_expiry - now;
         if (wait < 0) wait = 0;
         int k = poll(pf, (nfds_t)np, (int)wait);
         if (k < 0 && errno != EINTR) {
@@ -487,7 +517,7 @@ static dt_err handshake(dt_ring *r, int lfd) {
             }
         }
         /* drop the closed ones */
-        int m = 0;
+        m = 0;
         for (int i = 0; i < nin; i++)
             if (in[i].fd >= 0) in[m++] = in[i];
         nin = m;
@@ -538,6 +568,8 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
     r->prev = (conf->rank - 1 + conf->size) % conf->size;
     r->next = (conf->rank + 1) % conf->size;
     r->timeout_ms = conf->timeout_ms ? conf->timeout_ms : DT_RING_DEFAULT_TIMEOUT_MS;
+    r->hello_timeout_ms =
+        conf->hello_timeout_ms > 0 ? conf->hello_timeout_ms : DT_RING_DEFAULT_HELLO_TIMEOUT_MS;
     size_t chunk = conf->chunk_bytes ? conf->chunk_bytes : DT_RING_DEFAULT_CHUNK;
     if (chunk > DT__RING_CHUNK_MAX) chunk = DT__RING_CHUNK_MAX;
     r->chunk = chunk & ~(size_t)3;
