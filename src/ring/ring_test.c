@@ -879,7 +879,8 @@ static void test_idle_flood_does_not_lock_out(void) {
     for (int i = 0; i < FLOOD; i++)
         if (!closed_by_peer(fds[i])) DT_FAIL("idle connection %d is still open", i);
     char *lg = slurp(log);
-    DT_CHECK(strstr(lg, "16 connections wait for their HELLO; dropped the oldest, from 127.0.0.1:"));
+    DT_CHECK(
+        strstr(lg, "16 connections wait for their HELLO; dropped the oldest, from 127.0.0.1:"));
     free(lg);
     dt_ring_close(r);
     for (int i = 0; i < FLOOD; i++)
