@@ -886,6 +886,43 @@ static void test_pending_connections_bounded(void) {
     fclose(log);
 }
 
+/* A burst of real clients, more than the cap of connections waiting for their HELLO, each
+ * sending its HELLO as it connects: none is closed to make room (each has its HELLO in
+ * hand), every one is answered OK. */
+static void test_burst_of_clients_admitted(void) {
+    char lp[512];
+    FILE *log = open_log("burst.log", lp, sizeof lp);
+    model a = {0};
+    model_make(&a);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    sc.max_pending = 2;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    enum { BURST = 8 };
+    int fds[BURST];
+    for (int i = 0; i < BURST; i++) {
+        fds[i] = raw_dial(dt_ps_server_port(s));
+        raw_hello(fds[i], "secret", 0, 1);
+    }
+    for (int i = 0; i < BURST; i++) {
+        uint8_t h[DT__PS_HDR];
+        size_t got = 0;
+        while (got < sizeof h) {
+            ssize_t k = recv(fds[i], h + got, sizeof h - got, 0);
+            if (k <= 0) break;
+            got += (size_t)k;
+        }
+        dt__ps_hdr hd = {0};
+        if (got == sizeof h) dt__ps_hdr_decode(h, &hd);
+        if (hd.type != DT__PS_OK) DT_FAIL("client %d: answered %d, not OK", i, hd.type);
+    }
+    for (int i = 0; i < BURST; i++)
+        close(fds[i]);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    fclose(log);
+}
+
 /* A HELLO that trickles in a byte at a time (never idle for long) is closed at the
  * handshake's deadline, with the reason; a real client still gets in. */
 static void test_trickled_hello_closed(void) {
@@ -1215,4 +1252,4 @@ DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_
              DT_T(test_sync_rounds), DT_T(test_sync_timeout_and_leave), DT_T(test_refusals),
              DT_T(test_shm_refusals), DT_T(test_client_conf_errors), DT_T(test_save_restore),
              DT_T(test_client_survives_restart), DT_T(test_pending_connections_bounded),
-             DT_T(test_trickled_hello_closed))
+             DT_T(test_trickled_hello_closed), DT_T(test_burst_of_clients_admitted))

@@ -11,7 +11,9 @@
  * until its HELLO is verified, then "authenticated". At most max_pending are pending: the
  * accept thread, at the cap, closes the oldest pending one (shuts its read side; its thread
  * sends an ERROR saying why and ends), so a flood of idle clients cannot lock out a real one
- * that sends its HELLO at once. A pending connection's thread reads the header and the HELLO
+ * that sends its HELLO at once; one whose whole HELLO is already in hand (in its socket, or
+ * read and being checked) is passed over, so a burst of real clients is not turned away
+ * (they are verified or refused at once; the cap may be exceeded by them for that moment). A pending connection's thread reads the header and the HELLO
  * straight from the socket before one deadline (hello_timeout_ms after the accept), polling
  * before each read, so trickling bytes does not stretch it. At most max_conns are
  * authenticated; a verified HELLO beyond that is refused. Both counts live under clock with
@@ -71,6 +73,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -156,6 +159,7 @@ struct conn {
     int authed;  /* clock: its HELLO was verified (counted in nauthed, else in npending) */
     int evicted; /* clock: closed by the accept thread to make room (no longer counted) */
     int left;    /* clock: its thread has ended (no longer counted) */
+    _Atomic int hello_read; /* its thread has the whole HELLO and is checking it */
     char who[160];    /* "worker-1 (127.0.0.1:40000)" */
     dt__ps_reader rd;
     float *grad;     /* this connection's pushed tensors (nvars layout) */
@@ -774,6 +778,7 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
     size_t got;
     dt_err e = dt__sock_read_full(c->fd, buf, (size_t)h->len, c->hello_deadline, &got);
     if (e) return handshake_failed(c, e, "HELLO", got, (size_t)h->len);
+    atomic_store(&c->hello_read, 1);
     /* the shared part (net/frame-impl.h), then u32 replica_len, replica */
     dt__frame_hello hl;
     if (dt__frame_hello_parse(buf, (size_t)h->len, &hl) != DT_OK || hl.rest_len < 4)
@@ -981,19 +986,36 @@ static void reap(dt_ps_server *s, int all) {
     }
 }
 
+/* Whether a whole HELLO (header and payload) waits unread in c's socket, or c's thread has
+ * read one and is checking it: such a connection is about to be verified or refused, and
+ * closing it would turn away a real client that sent at once. */
+static int hello_in_hand(conn *c) {
+    if (atomic_load(&c->hello_read)) return 1;
+    uint8_t hb[DT__PS_HDR];
+    int queued = 0;
+    if (recv(c->fd, hb, sizeof hb, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof hb ||
+        ioctl(c->fd, FIONREAD, &queued) != 0)
+        return 0;
+    dt__ps_hdr h;
+    dt__ps_hdr_decode(hb, &h);
+    return h.len <= DT__PS_HELLO_MAX && (uint64_t)queued >= DT__PS_HDR + h.len;
+}
+
 /* Under clock, at the cap of connections waiting for their HELLO: close the oldest of them
- * (its read side: its thread sees the end, says why and goes), so that a flood of idle or
- * slow clients cannot keep a real one from its handshake. */
-static void evict_oldest_locked(dt_ps_server *s) {
+ * that has not its whole HELLO in hand (its read side: its thread sees the end, says why and
+ * goes), so that a flood of idle or slow clients cannot keep a real one from its handshake.
+ * 0 when every one has its HELLO in hand (they are verified or refused at once). */
+static int evict_oldest_locked(dt_ps_server *s) {
     conn *oldest = NULL; /* the list is newest first: the last one waiting */
     for (conn *o = s->conns; o; o = o->next)
-        if (!o->authed && !o->evicted && !o->left) oldest = o;
-    if (!oldest) return;
+        if (!o->authed && !o->evicted && !o->left && !hello_in_hand(o)) oldest = o;
+    if (!oldest) return 0;
     oldest->evicted = 1;
     s->npending--;
     shutdown(oldest->fd, SHUT_RD);
     slog(s, "%d connections wait for their HELLO (the limit); closed the oldest, from %s",
          s->conf.max_pending, oldest->peer);
+    return 1;
 }
 
 static void *accept_main(void *arg) {
@@ -1043,10 +1065,7 @@ static void *accept_main(void *arg) {
         snprintf(c->who, sizeof c->who, "%s", c->peer);
         c->hello_deadline = dt__now_ms() + s->conf.hello_timeout_ms;
         pthread_mutex_lock(&s->clock);
-        while (s->npending >= s->conf.max_pending) {
-            int before = s->npending;
-            evict_oldest_locked(s);
-            if (s->npending == before) break; /* cannot happen: the count is the list's */
+        while (s->npending >= s->conf.max_pending && evict_oldest_locked(s)) {
         }
         if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
             pthread_mutex_unlock(&s->clock);
