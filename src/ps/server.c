@@ -9,8 +9,9 @@
  *
  * Bounds before the token is checked (docs/WIRE.md, "Limits"): a connection is "pending"
  * until its HELLO is verified, then "authenticated". At most max_pending are pending: the
- * accept thread, at the cap, closes the oldest pending one (shuts its read side; its thread
- * sends an ERROR saying why and ends), so a flood of idle clients cannot lock out a real one
+ * accept thread, at the cap, closes the oldest pending one (shuts its read side: its thread
+ * reads what had come, and unless that was its whole HELLO, sends an ERROR saying why and
+ * ends), so a flood of idle clients cannot lock out a real one
  * that sends its HELLO at once; one whose whole HELLO is already in hand (in its socket, or
  * read and being checked) is passed over, so a burst of real clients is not turned away
  * (they are verified or refused at once; the cap may be exceeded by them for that moment). A pending connection's thread reads the header and the HELLO
@@ -156,8 +157,9 @@ struct conn {
     char peer[64];    /* "127.0.0.1:40000" */
     char replica[64]; /* from HELLO; written under clock */
     int64_t hello_deadline; /* dt__now_ms: the HELLO must be verified by then */
-    int authed;  /* clock: its HELLO was verified (counted in nauthed, else in npending) */
-    int evicted; /* clock: closed by the accept thread to make room (no longer counted) */
+    int authed;  /* clock: its HELLO was verified (counted in nauthed) */
+    int evicted; /* clock: its read side shut by the accept thread to make room (no longer
+                    counted in npending; what it had sent is still read) */
     int left;    /* clock: its thread has ended (no longer counted) */
     _Atomic int hello_read; /* its thread has the whole HELLO and is checking it */
     char who[160];    /* "worker-1 (127.0.0.1:40000)" */
@@ -806,16 +808,16 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
             c, 0, "HELLO: the client expects ps-%" PRIu32 " of %" PRIu32 ", this is ps-%d of %d",
             index, nps, s->conf.index, s->conf.nps);
     /* verified: from the connections waiting for their HELLO to the authenticated ones, if
-     * there is room (and the accept thread has not closed it in the meantime) */
+     * there is room. One the accept thread closed to make room meanwhile (no longer counted
+     * as waiting) still counts: its whole HELLO had come before its read side was shut. */
     pthread_mutex_lock(&s->clock);
-    int evicted = c->evicted, full = !evicted && s->nauthed >= s->conf.max_conns;
-    if (!evicted && !full) {
+    int full = s->nauthed >= s->conf.max_conns;
+    if (!full) {
         c->authed = 1;
-        s->npending--;
+        if (!c->evicted) s->npending--;
         s->nauthed++;
     }
     pthread_mutex_unlock(&s->clock);
-    if (evicted) return handshake_failed(c, DT_ERR_NETWORK, "HELLO", 0, 0);
     if (full)
         return refuse(c, 0, "this PS has %d connections already (its limit); try again later",
                       s->conf.max_conns);
@@ -937,12 +939,10 @@ static void *conn_main(void *arg) {
     shutdown(c->fd, SHUT_RDWR);
     if (s->conf.sync) sync_leave(c);
     pthread_mutex_lock(&s->clock);
-    if (!c->evicted) {
-        if (c->authed)
-            s->nauthed--;
-        else
-            s->npending--;
-    }
+    if (c->authed)
+        s->nauthed--;
+    else if (!c->evicted)
+        s->npending--;
     c->left = 1;
     pthread_mutex_unlock(&s->clock);
     atomic_store(&c->done, 1);
