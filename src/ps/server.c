@@ -1002,8 +1002,9 @@ static int hello_in_hand(conn *c) {
 }
 
 /* Under clock, at the cap of connections waiting for their HELLO: close the oldest of them
- * that has not its whole HELLO in hand (its read side: its thread sees the end, says why and
- * goes), so that a flood of idle or slow clients cannot keep a real one from its handshake.
+ * that has not its whole HELLO in hand (its read side: its thread reads what had come, then
+ * sees the end, says why and goes), so that a flood of idle or slow clients cannot keep a
+ * real one from its handshake.
  * 0 when every one has its HELLO in hand (they are verified or refused at once). */
 static int evict_oldest_locked(dt_ps_server *s) {
     conn *oldest = NULL; /* the list is newest first: the last one waiting */
