@@ -44,6 +44,18 @@ extern "C" {
 /* Frames larger than this are refused unless configured otherwise (64 MiB). */
 #define DT_PS_DEFAULT_MAX_FRAME ((int64_t)64 << 20)
 
+/* Connections that have not yet sent a valid HELLO, at most (the oldest is closed to admit
+ * a new one): a job's replicas send HELLO as they connect, so 16 covers a burst of
+ * reconnections, while a flood of idle clients holds 16 threads and descriptors, no more. */
+#define DT_PS_DEFAULT_MAX_PENDING 16
+/* From connect to a verified HELLO, in all (however slowly the bytes come): a client sends
+ * its HELLO at once; 10 s leaves room for a loaded host and bounds what a silent one holds. */
+#define DT_PS_DEFAULT_HELLO_TIMEOUT_MS 10000
+/* Authenticated connections, at most (more are refused): one per worker, chief and evaluator
+ * (and briefly a reconnecting one's old connection); 256 is far above any job's, and bounds
+ * the threads and per-connection buffers a token holder can make the PS keep. */
+#define DT_PS_DEFAULT_MAX_CONNS 256
+
 /* owner[i] in [0, nps) for each of the n variables of numel[i] floats: variables in order of
  * decreasing size (ties: lower index first) each go to the PS holding the fewest bytes so
  * far (ties: the lowest index). The same inputs give the same owners in every process. */
@@ -65,6 +77,12 @@ typedef struct dt_ps_server_conf {
     int keep;                    /* checkpoints kept (<= 0: all) */
     int no_shm;                  /* 1: decline clients' shared-memory segments (tensors
                                     then come over TCP) */
+    int max_pending;             /* connections without a verified HELLO (0: default
+                                    DT_PS_DEFAULT_MAX_PENDING); at it the oldest is closed */
+    int64_t hello_timeout_ms;    /* connect -> HELLO verified, in all (0: default
+                                    DT_PS_DEFAULT_HELLO_TIMEOUT_MS) */
+    int max_conns;               /* authenticated connections (0: default
+                                    DT_PS_DEFAULT_MAX_CONNS); more are refused */
     FILE *log;                   /* refusals and events (stderr when NULL) */
 } dt_ps_server_conf;
 
@@ -112,7 +130,10 @@ typedef struct dt_ps_client dt_ps_client;
 
 /* A client over the model's variables params[0..n) (not owned; they must outlive it). Pulls
  * write params[i]->value; pushes send params[i]->grad. Connects lazily; on a transport error
- * or a PS restart it reconnects with backoff for up to retry_ms, then fails (DT_ERR_IO). */
+ * or a PS restart it reconnects with backoff for up to retry_ms, then fails with
+ * DT_ERR_NETWORK (no connection) or DT_ERR_TIMEOUT (a PS that stopped answering). A PS that
+ * refuses (ERROR: a wrong token, a shape it does not have) fails it with DT_ERR_STATE and the
+ * PS's reason; a reply the protocol does not allow with DT_ERR_PROTOCOL. Neither is retried. */
 dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf,
                          dt_param *const *params, int n);
 void dt_ps_client_close(dt_ps_client *c);

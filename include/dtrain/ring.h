@@ -14,7 +14,10 @@
  * by one member and its final value sent round unchanged. A failure (a peer closed, a frame
  * that is not the one expected, no progress for timeout_ms, dt_ring_abort) fails the call;
  * the ring is then unusable and must be closed: the caller abandons the step and forms a new
- * ring (a new generation) through the master.
+ * ring (a new generation) through the master. The code tells why: DT_ERR_NETWORK (a peer
+ * closed or reset its connection), DT_ERR_TIMEOUT (no progress for timeout_ms; for
+ * dt_ring_open, no ring within it), DT_ERR_PROTOCOL (a frame the protocol does not allow),
+ * DT_ERR_STATE (aborted, or a call on a ring that already failed).
  *
  * A ring of size 1 has no connections; its all-reduce and broadcast return at once.
  *
@@ -42,6 +45,10 @@ extern "C" {
 
 #define DT_RING_DEFAULT_CHUNK ((size_t)256 << 10)
 #define DT_RING_DEFAULT_TIMEOUT_MS 10000
+/* An accepted connection must have sent its whole HELLO this long after its accept, however
+ * slowly its bytes come: the previous member sends it at once; 5 s leaves room for a loaded
+ * host and bounds what a silent or trickling client holds while a ring forms. */
+#define DT_RING_DEFAULT_HELLO_TIMEOUT_MS 5000
 
 typedef struct dt_ring dt_ring;
 
@@ -53,6 +60,8 @@ typedef struct dt_ring_conf {
     int timeout_ms;            /* connect / send / receive without progress for this long
                                 * fails the call (0: DT_RING_DEFAULT_TIMEOUT_MS) */
     size_t chunk_bytes;        /* pipelining unit (0: DT_RING_DEFAULT_CHUNK) */
+    int hello_timeout_ms;      /* an accepted connection's HELLO, in all, from its accept
+                                * (0: DT_RING_DEFAULT_HELLO_TIMEOUT_MS; docs/WIRE.md) */
     FILE *log;                 /* refusals and failures are logged here (NULL: stderr) */
 } dt_ring_conf;
 

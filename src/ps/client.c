@@ -19,7 +19,9 @@
  * operation is redone on the failed links only, after reconnecting with backoff (50 ms
  * doubling to 1 s) for up to retry_ms since the first failure, and a line is logged when
  * the reconnection succeeds. A PS that answers ERROR (a refusal: wrong token, bad shape...)
- * fails the operation with DT_ERR_STATE and the PS's text; it is not retried. A request
+ * fails the operation with DT_ERR_STATE and the PS's text; it is not retried, nor is a reply
+ * the protocol does not allow (DT_ERR_PROTOCOL); giving up on a transport failure is
+ * DT_ERR_NETWORK (DT_ERR_TIMEOUT for a PS that stopped answering). A request
  * answered with NOT_INITIALIZED is sent again (10 ms doubling to 500 ms) until the PS has
  * values; a client with conf.offer_init (the chief's) first gives the PS its own with INIT.
  *
@@ -47,8 +49,10 @@
 #include <unistd.h>
 
 #include "core/assert-impl.h"
+#include "core/clock-impl.h"
 #include "core/shm-impl.h"
 #include "dtrain/ps.h"
+#include "net/sock-impl.h"
 #include "ps/wire-impl.h"
 
 #define READ_BUF (64 << 10)
@@ -67,6 +71,7 @@ typedef struct pslink {
     int index;
     char addr[256];
     char host[256], port[32];
+    int portno;
     int fd;
     dt__ps_reader rd;
     int *vars; /* client param indices this PS owns, in partition order */
@@ -90,7 +95,8 @@ typedef struct pslink {
     size_t *lay;      /* per variable: float offset in the segment's areas (PS layout) */
     size_t lay_total; /* floats in one area */
     int shm_on;
-    int shm_off; /* never again on this link: the segment could not be made, or declined */
+    int shm_off;      /* never again on this link: the segment could not be made, or declined */
+    dt_err fail_code; /* the last transport failure's: DT_ERR_NETWORK or DT_ERR_TIMEOUT */
 } pslink;
 
 struct dt_ps_client {
@@ -114,13 +120,6 @@ static void clog_(dt_ps_client *c, const char *fmt, ...) {
     va_end(ap);
 }
 
-static void sleep_ms(int64_t ms) {
-    if (ms <= 0) return;
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 static void link_close(pslink *l) {
     if (l->fd >= 0) close(l->fd);
     l->fd = -1;
@@ -129,12 +128,19 @@ static void link_close(pslink *l) {
 
 /* ---- connecting ---- */
 
-/* Transport-level failure: -1 with a message recorded (DT_ERR_IO). Refusal: a dt_err. */
+/* Transport-level failure (worth retrying): a message recorded with DT_ERR_NETWORK, or
+ * DT_ERR_TIMEOUT when the PS did not answer in time; l->fail_code gets the code. Refusal
+ * (not retried): a dt_err. */
 typedef enum { OUT_OK = 0, OUT_TRANSPORT = 1, OUT_FAIL = 2 } outcome;
 
 static outcome fail_transport(pslink *l, const char *what) {
-    dt_err_set(DT_ERR_IO, "ps-%d (%s): %s: %s", l->index, l->addr, what,
-               errno ? strerror(errno) : "the connection was closed");
+    int e = errno;
+    l->fail_code =
+        e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT ? DT_ERR_TIMEOUT : DT_ERR_NETWORK;
+    dt_err_set(l->fail_code, "ps-%d (%s): %s: %s", l->index, l->addr, what,
+               e == EAGAIN || e == EWOULDBLOCK ? "no answer in time"
+               : e                             ? strerror(e)
+                                               : "the connection was closed");
     link_close(l);
     return OUT_TRANSPORT;
 }
@@ -144,9 +150,7 @@ static outcome read_error(dt_ps_client *c, pslink *l, uint64_t len, dt_err *err)
     char text[DT__PS_TEXT_MAX + 1];
     size_t n = len < DT__PS_TEXT_MAX ? (size_t)len : DT__PS_TEXT_MAX;
     if (dt__ps_read(&l->rd, text, n, NULL) != 0) n = 0;
-    text[n] = '\0';
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)text[i] < 0x20) text[i] = ' ';
+    dt__frame_text_clean(text, n);
     *err = dt_err_set(DT_ERR_STATE, "ps-%d (%s) refused: %s", l->index, l->addr,
                       n ? text : "(no reason given)");
     link_close(l);
@@ -159,15 +163,15 @@ static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) 
     uint8_t b[DT__PS_HDR];
     if (dt__ps_read(&l->rd, b, sizeof b, NULL) != 0) return fail_transport(l, "reading a reply");
     dt__ps_hdr_decode(b, h);
-    if (h->magic != DT__PS_MAGIC || h->version != DT__PS_VERSION) {
-        *err = dt_err_set(DT_ERR_FORMAT,
+    if (dt__frame_check(h)) {
+        *err = dt_err_set(DT_ERR_PROTOCOL,
                           "ps-%d (%s): not a dtrain PS reply (magic 0x%08" PRIx32 ", version %u)",
                           l->index, l->addr, h->magic, h->version);
         link_close(l);
         return OUT_FAIL;
     }
     if (h->len > (uint64_t)c->conf.max_frame) {
-        *err = dt_err_set(DT_ERR_FORMAT,
+        *err = dt_err_set(DT_ERR_PROTOCOL,
                           "ps-%d (%s): a %s reply of %" PRIu64 " bytes exceeds max_frame %" PRId64,
                           l->index, l->addr, dt__ps_type_name(h->type), h->len, c->conf.max_frame);
         link_close(l);
@@ -175,20 +179,6 @@ static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) 
     }
     if (h->type == DT__PS_ERROR) return read_error(c, l, h->len, err);
     return OUT_OK;
-}
-
-/* While no PS listens on a local port in the ephemeral range, a connect to it can be given
- * that very port as its own and "succeed" by TCP simultaneous open: the socket talks to
- * itself, and holds the port the restarted PS needs. Such a connection counts as refused. */
-static int connected_to_itself(int fd) {
-    struct sockaddr_storage a, b;
-    socklen_t la = sizeof a, lb = sizeof b;
-    if (getsockname(fd, (struct sockaddr *)&a, &la) != 0 ||
-        getpeername(fd, (struct sockaddr *)&b, &lb) != 0)
-        return 0;
-    if (la != lb || memcmp(&a, &b, la) != 0) return 0;
-    errno = ECONNREFUSED;
-    return 1;
 }
 
 /* Offer the PS this link's shared-memory segment (made at the first connect). OUT_OK with
@@ -230,49 +220,31 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
         char text[DT__PS_TEXT_MAX + 1];
         if (dt__ps_read(&l->rd, text, (size_t)h.len, NULL) != 0)
             return fail_transport(l, "reading SHM_DECLINED");
-        text[h.len] = '\0';
-        for (uint64_t i = 0; i < h.len; i++)
-            if ((unsigned char)text[i] < 0x20) text[i] = ' ';
+        dt__frame_text_clean(text, (size_t)h.len);
         clog_(c, "ps-%d (%s) declined shared memory (%s); tensors go over TCP", l->index, l->addr,
               text);
         l->shm_off = 1;
         dt__shm_free(&l->shm);
         return OUT_OK;
     }
-    *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): SHM_ATTACH answered with %s (%" PRIu64 " bytes)",
-                      l->index, l->addr, dt__ps_type_name(h.type), h.len);
+    *err =
+        dt_err_set(DT_ERR_PROTOCOL, "ps-%d (%s): SHM_ATTACH answered with %s (%" PRIu64 " bytes)",
+                   l->index, l->addr, dt__ps_type_name(h.type), h.len);
     link_close(l);
     return OUT_FAIL;
 }
 
-static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int rc = getaddrinfo(l->host, l->port, &hints, &ai);
-    if (rc != 0) {
-        errno = 0;
-        dt_err_set(DT_ERR_IO, "ps-%d (%s): cannot resolve: %s", l->index, l->addr,
-                   gai_strerror(rc));
-        return OUT_TRANSPORT; /* a name may appear once the PS's pod exists */
-    }
+/* Connect within timeout_ms (a connection that TCP simultaneous open made to itself, while
+ * no PS listens on a port in the ephemeral range, counts as refused: net/sock-impl.h), greet
+ * with HELLO, offer shared memory. */
+static outcome link_connect(dt_ps_client *c, pslink *l, int64_t timeout_ms, dt_err *err) {
     int fd = -1;
-    int saved = 0;
-    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            saved = errno;
-            continue;
-        }
-        dt__ps_tune_socket(fd);
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 || connected_to_itself(fd)) {
-            saved = errno;
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) {
-        errno = saved;
-        dt_err_set(DT_ERR_IO, "ps-%d (%s): cannot connect: %s", l->index, l->addr, strerror(saved));
+    dt_err e = dt__sock_connect(l->host, l->portno,
+                                timeout_ms > INT32_MAX ? INT32_MAX : (int)timeout_ms, &fd);
+    if (e) {
+        l->fail_code = e == DT_ERR_TIMEOUT ? DT_ERR_TIMEOUT : DT_ERR_NETWORK;
+        dt_err_wrap(l->fail_code, "ps-%d (%s)", l->index, l->addr);
+        /* a name may appear once the PS's pod exists: a transport failure too */
         return OUT_TRANSPORT;
     }
     /* A PS that stops answering (stopped, its host gone without a reset) fails the read
@@ -282,23 +254,21 @@ static outcome link_connect(dt_ps_client *c, pslink *l, dt_err *err) {
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     l->fd = fd;
     dt__ps_reader_reset(&l->rd, fd);
-    /* HELLO: u32 index, u32 nps, u32 token_len, token, u32 replica_len, replica */
-    size_t tl = strlen(c->token), rl = strlen(c->replica);
-    uint8_t head[12], rlen[4];
-    dt__put32(head, (uint32_t)l->index);
-    dt__put32(head + 4, (uint32_t)c->nps);
-    dt__put32(head + 8, (uint32_t)tl);
+    /* HELLO: the shared part (u32 index, u32 nps, u32 token_len, token: net/frame-impl.h),
+     * then u32 replica_len, replica */
+    size_t rl = strlen(c->replica);
+    uint8_t head[DT__FRAME_HELLO_MIN + DT__FRAME_TOKEN_MAX], rlen[4];
+    size_t hl = dt__frame_hello_put(head, (uint32_t)l->index, (uint32_t)c->nps, c->token);
     dt__put32(rlen, (uint32_t)rl);
     uint8_t hdr[DT__PS_HDR];
-    dt__ps_hdr_encode(hdr, DT__PS_HELLO, 0, 16 + tl + rl);
-    struct iovec iov[5] = {
-        {hdr, sizeof hdr}, {head, 12}, {c->token, tl}, {rlen, 4}, {c->replica, rl}};
-    if (dt__ps_writev_all(fd, iov, 5) != 0) return fail_transport(l, "sending HELLO");
+    dt__ps_hdr_encode(hdr, DT__PS_HELLO, 0, hl + 4 + rl);
+    struct iovec iov[4] = {{hdr, sizeof hdr}, {head, hl}, {rlen, 4}, {c->replica, rl}};
+    if (dt__ps_writev_all(fd, iov, 4) != 0) return fail_transport(l, "sending HELLO");
     dt__ps_hdr h;
     outcome o = read_hdr(c, l, &h, err);
     if (o) return o;
     if (h.type != DT__PS_OK || h.len != 0) {
-        *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): HELLO answered with %s", l->index, l->addr,
+        *err = dt_err_set(DT_ERR_PROTOCOL, "ps-%d (%s): HELLO answered with %s", l->index, l->addr,
                           dt__ps_type_name(h.type));
         link_close(l);
         return OUT_FAIL;
@@ -314,20 +284,22 @@ static dt_err link_ensure(dt_ps_client *c, pslink *l, int64_t since, int reconne
     for (;;) {
         dt_err err = DT_OK;
         attempts++;
-        outcome o = link_connect(c, l, &err);
+        int64_t left = since + c->conf.retry_ms - dt__now_ms();
+        outcome o = link_connect(c, l, left > 1 ? left : 1, &err);
         if (o == OUT_OK) {
             if (reconnect || attempts > 1)
                 clog_(c, "%s ps-%d (%s) after %" PRId64 " ms (%d attempts)",
                       reconnect ? "reconnected to" : "connected to", l->index, l->addr,
-                      dt__ps_now_ms() - since, attempts);
+                      dt__now_ms() - since, attempts);
             return DT_OK;
         }
         if (o == OUT_FAIL) return err;
-        int64_t left = since + c->conf.retry_ms - dt__ps_now_ms();
+        left = since + c->conf.retry_ms - dt__now_ms();
         if (left <= 0)
-            return dt_err_wrap(DT_ERR_IO, "gave up after %" PRId64 " ms and %d attempts",
-                               dt__ps_now_ms() - since, attempts);
-        sleep_ms(delay < left ? delay : left);
+            return dt_err_wrap(l->fail_code ? l->fail_code : DT_ERR_NETWORK,
+                               "gave up after %" PRId64 " ms and %d attempts", dt__now_ms() - since,
+                               attempts);
+        dt__sleep_ms((double)delay < left ? delay : left);
         delay = delay * 2 > 1000 ? 1000 : delay * 2;
     }
 }
@@ -367,7 +339,7 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
 /* A VALUES payload straight into the params' values. */
 static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_err *err) {
     if (h->len != l->list_bytes) {
-        *err = dt_err_set(DT_ERR_FORMAT,
+        *err = dt_err_set(DT_ERR_PROTOCOL,
                           "ps-%d (%s): VALUES of %" PRIu64 " bytes, expected %" PRIu64
                           " (does the PS serve the same model?)",
                           l->index, l->addr, h->len, l->list_bytes);
@@ -381,7 +353,7 @@ static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_e
         if (dt__ps_read(&l->rd, l->scratch, l->meta_len[k], NULL) != 0)
             return fail_transport(l, "reading VALUES");
         if (memcmp(l->scratch, l->meta + l->meta_off[k], l->meta_len[k]) != 0) {
-            *err = dt_err_set(DT_ERR_FORMAT,
+            *err = dt_err_set(DT_ERR_PROTOCOL,
                               "ps-%d (%s): VALUES: tensor %d does not describe %s as expected",
                               l->index, l->addr, k, p->name);
             link_close(l);
@@ -393,7 +365,7 @@ static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_e
     }
     return OUT_OK;
 mismatch:
-    *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): VALUES: tensor count differs from %d", l->index,
+    *err = dt_err_set(DT_ERR_PROTOCOL, "ps-%d (%s): VALUES: tensor count differs from %d", l->index,
                       l->addr, l->nvars);
     link_close(l);
     return OUT_FAIL;
@@ -407,8 +379,8 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
         /* A PS without values (started, or restarted without a checkpoint): the chief's
          * client gives it its own; the others wait for someone to, then ask again. */
         if (type == DT__PS_INIT) {
-            *err = dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): INIT answered NOT_INITIALIZED", l->index,
-                              l->addr);
+            *err = dt_err_set(DT_ERR_PROTOCOL, "ps-%d (%s): INIT answered NOT_INITIALIZED",
+                              l->index, l->addr);
             link_close(l);
             return OUT_FAIL;
         }
@@ -419,7 +391,7 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
     if (want == DT__PS_VALUES && l->shm_on) want = DT__PS_SHM_VALUES;
     if (h.type != want || (want != DT__PS_VALUES && h.len != 0)) {
         *err =
-            dt_err_set(DT_ERR_FORMAT, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
+            dt_err_set(DT_ERR_PROTOCOL, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
                        l->index, l->addr, dt__ps_type_name(type), dt__ps_type_name(h.type), h.len);
         link_close(l);
         return OUT_FAIL;
@@ -450,7 +422,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
     int waited_logged = 0;
     for (;;) {
         /* connect and send */
-        int64_t now = dt__ps_now_ms();
+        int64_t now = dt__now_ms();
         for (int i = 0; i < c->nps; i++) {
             pslink *l = &c->links[i];
             if (l->state == LINK_WAIT && now >= l->wait_until) l->state = LINK_PENDING;
@@ -469,14 +441,15 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
                 if (o == OUT_OK && l->step)
                     clog_(c, "ps-%d (%s) had no values: gave it this replica's", l->index, l->addr);
                 l->state = o == OUT_OK ? LINK_PENDING : LINK_RETRY;
-                if (o != OUT_OK && fail_since < 0) fail_since = dt__ps_now_ms();
+                if (o != OUT_OK && fail_since < 0) fail_since = dt__now_ms();
                 if (o != OUT_OK) continue;
             }
             if (l->state != LINK_PENDING && l->state != LINK_RETRY) continue;
             int again = l->state == LINK_RETRY;
             dt_err err = DT_OK;
             if (again && now - fail_since > c->conf.retry_ms)
-                err = dt_err_wrap(DT_ERR_IO, "gave up after %" PRId64 " ms", now - fail_since);
+                err = dt_err_wrap(l->fail_code ? l->fail_code : DT_ERR_NETWORK,
+                                  "gave up after %" PRId64 " ms", now - fail_since);
             else
                 err = link_ensure(c, l, again ? fail_since : now, again);
             if (err) {
@@ -490,7 +463,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
             l->state = LINK_PENDING;
             if (send_request(c, l, type) != OUT_OK) {
                 l->state = LINK_RETRY;
-                if (fail_since < 0) fail_since = dt__ps_now_ms();
+                if (fail_since < 0) fail_since = dt__now_ms();
                 continue;
             }
             l->sent = 1;
@@ -504,7 +477,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
             outcome o = read_reply(c, l, type, &err);
             if (o == OUT_TRANSPORT) {
                 l->state = LINK_RETRY;
-                if (fail_since < 0) fail_since = dt__ps_now_ms();
+                if (fail_since < 0) fail_since = dt__now_ms();
             } else if (o == OUT_FAIL) {
                 if (!first) {
                     first = err;
@@ -516,7 +489,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
                     clog_(c, "ps-%d (%s) has no values yet; waiting", l->index, l->addr);
                     waited_logged = 1;
                 }
-                l->wait_until = dt__ps_now_ms() + wait_delay;
+                l->wait_until = dt__now_ms() + wait_delay;
             } else if (type == DT__PS_INIT && acks) {
                 *acks += l->step != 0;
             }
@@ -530,7 +503,7 @@ static dt_err run(dt_ps_client *c, int type, int64_t *step, int *acks) {
         if (!retry && !wait) break;
         if (first && !retry) break; /* a refusal is known: do not wait on another PS */
         if (!retry && wait) {
-            sleep_ms(wait_delay);
+            dt__sleep_ms((double)wait_delay);
             wait_delay = wait_delay * 2 > 500 ? 500 : wait_delay * 2;
         }
     }
@@ -587,6 +560,11 @@ static dt_err split_addr(pslink *l, const char *addr) {
     memcpy(l->host, h, hl);
     l->host[hl] = '\0';
     snprintf(l->port, sizeof l->port, "%s", colon + 1);
+    long pn = strtol(l->port, NULL, 10);
+    if (pn < 1 || pn > 65535)
+        return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\": port is out of range",
+                          l->index, addr);
+    l->portno = (int)pn;
     return DT_OK;
 }
 
@@ -624,7 +602,7 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
     c->conf.addrs = NULL; /* not kept */
     c->conf.token = c->token;
     c->conf.replica = c->replica;
-    if (strlen(c->token) > 1024 || strlen(c->replica) > 1024) {
+    if (strlen(c->token) > DT__FRAME_TOKEN_MAX || strlen(c->replica) > 1024) {
         err =
             dt_err_set(DT_ERR_ARG, "ps client: token and replica name must be at most 1024 bytes");
         goto fail;

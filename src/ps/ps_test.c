@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -820,6 +821,150 @@ static size_t build_attach(uint8_t *out, uint64_t pid, uint64_t fd, uint64_t siz
  * not check out is declined and the connection goes on over TCP; descriptions that do not
  * match the partition, a wrong size and lane frames out of turn are refused; the values
  * stay untouched throughout. */
+/* ---- bounds before the token is checked ---- */
+
+/* A flood of idle connections, three times the cap of connections waiting for their HELLO:
+ * the PS closes the oldest (saying why), and a real client still gets in; authenticated
+ * connections have their own cap. */
+static void test_pending_connections_bounded(void) {
+    char lp[512];
+    FILE *log = open_log("pending.log", lp, sizeof lp);
+    model a = {0}, b = {0};
+    model_make(&a);
+    model_make(&b);
+    fill_values(&a, 3);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    sc.max_pending = 4;
+    sc.hello_timeout_ms = 120000; /* the cap, not the deadline, must close them */
+    sc.max_conns = 2;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    int port = dt_ps_server_port(s);
+    enum { FLOOD = 12 };
+    int fds[FLOOD];
+    for (int i = 0; i < FLOOD; i++)
+        fds[i] = raw_dial(port);
+    /* accepted in the order they connected: the first FLOOD - 4 make room for the others */
+    char text[1100];
+    for (int i = 0; i < FLOOD - 4; i++) {
+        if (raw_until_closed(fds[i], text, sizeof text) != DT__PS_ERROR)
+            DT_FAIL("idle connection %d: not closed with an ERROR", i);
+        if (!strstr(text, "4 connections were waiting for their HELLO and this was the oldest"))
+            DT_FAIL("idle connection %d: \"%s\"", i, text);
+    }
+    DT_CHECK(log_has(lp, "4 connections wait for their HELLO (the limit); closed the oldest, "
+                         "from 127.0.0.1:"));
+    /* a real client connects behind them and gets its answers */
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    dt_ps_client *c1 = NULL, *c2 = NULL, *c3 = NULL;
+    DT_CHECK_OK(dt_ps_client_open(&c1, &cc, a.p, a.n));
+    DT_CHECK_OK(dt_ps_client_init(c1, NULL));
+    int64_t step = -1;
+    DT_CHECK_OK(dt_ps_client_pull(c1, &step));
+    DT_CHECK(step == 0);
+    /* the oldest idle one left made room for it */
+    DT_CHECK(raw_until_closed(fds[FLOOD - 4], text, sizeof text) == DT__PS_ERROR);
+    /* two authenticated connections at most: a third token holder is refused */
+    cc.replica = "worker-1";
+    DT_CHECK_OK(dt_ps_client_open(&c2, &cc, b.p, b.n));
+    DT_CHECK_OK(dt_ps_client_pull(c2, NULL));
+    DT_CHECK(same_values(&a, &b));
+    cc.replica = "worker-2";
+    DT_CHECK_OK(dt_ps_client_open(&c3, &cc, b.p, b.n));
+    DT_CHECK_ERR(dt_ps_client_pull(c3, NULL), DT_ERR_STATE,
+                 "this PS has 2 connections already (its limit)");
+    dt_ps_client_close(c3);
+    dt_ps_client_close(c2);
+    dt_ps_client_close(c1);
+    for (int i = 0; i < FLOOD; i++)
+        close(fds[i]);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    model_free(&b);
+    fclose(log);
+}
+
+/* A burst of real clients, more than the cap of connections waiting for their HELLO, each
+ * sending its HELLO as it connects: none is closed to make room (each has its HELLO in
+ * hand), every one is answered OK. */
+static void test_burst_of_clients_admitted(void) {
+    char lp[512];
+    FILE *log = open_log("burst.log", lp, sizeof lp);
+    model a = {0};
+    model_make(&a);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    sc.max_pending = 2;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    enum { BURST = 8 };
+    int fds[BURST];
+    for (int i = 0; i < BURST; i++) {
+        fds[i] = raw_dial(dt_ps_server_port(s));
+        raw_hello(fds[i], "secret", 0, 1);
+    }
+    for (int i = 0; i < BURST; i++) {
+        uint8_t h[DT__PS_HDR];
+        size_t got = 0;
+        while (got < sizeof h) {
+            ssize_t k = recv(fds[i], h + got, sizeof h - got, 0);
+            if (k <= 0) break;
+            got += (size_t)k;
+        }
+        dt__ps_hdr hd = {0};
+        if (got == sizeof h) dt__ps_hdr_decode(h, &hd);
+        if (hd.type != DT__PS_OK) DT_FAIL("client %d: answered %d, not OK", i, hd.type);
+    }
+    for (int i = 0; i < BURST; i++)
+        close(fds[i]);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    fclose(log);
+}
+
+/* A HELLO that trickles in a byte at a time (never idle for long) is closed at the
+ * handshake's deadline, with the reason; a real client still gets in. */
+static void test_trickled_hello_closed(void) {
+    char lp[512];
+    FILE *log = open_log("trickle.log", lp, sizeof lp);
+    model a = {0};
+    model_make(&a);
+    fill_values(&a, 5);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    sc.hello_timeout_ms = 300;
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    int fd = raw_dial(dt_ps_server_port(s));
+    uint8_t hdr[DT__PS_HDR];
+    dt__ps_hdr_encode(hdr, DT__PS_HELLO, 0, DT__PS_HELLO_MAX);
+    raw_send(fd, hdr, sizeof hdr);
+    /* a byte of the payload each time 20 ms pass without an answer: it would take 80 s */
+    size_t sent = 0;
+    for (; sent < DT__PS_HELLO_MAX; sent++) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 20) > 0) break; /* the PS answered (or closed) */
+        if (send(fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+    }
+    DT_CHECK(sent < DT__PS_HELLO_MAX);
+    char text[1100];
+    DT_CHECK(raw_until_closed(fd, text, sizeof text) == DT__PS_ERROR);
+    if (!strstr(text, "no HELLO within 300 ms")) DT_FAIL("ERROR text \"%s\"", text);
+    DT_CHECK(log_has(lp, "no HELLO within 300 ms"));
+    close(fd);
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    dt_ps_client *c = NULL;
+    DT_CHECK_OK(dt_ps_client_open(&c, &cc, a.p, a.n));
+    DT_CHECK_OK(dt_ps_client_init(c, NULL));
+    DT_CHECK_OK(dt_ps_client_pull(c, NULL));
+    dt_ps_client_close(c);
+    dt_ps_server_stop(s);
+    model_free(&a);
+    fclose(log);
+}
+
 static void test_shm_refusals(void) {
     char lp[512];
     FILE *log = open_log("shm.log", lp, sizeof lp);
@@ -961,7 +1106,7 @@ static void test_client_conf_errors(void) {
     char lp[512];
     cc.log = open_log("noserver.log", lp, sizeof lp);
     DT_CHECK_OK(dt_ps_client_open(&c, &cc, a.p, a.n));
-    DT_CHECK_ERR(dt_ps_client_pull(c, NULL), DT_ERR_IO, "cannot connect");
+    DT_CHECK_ERR(dt_ps_client_pull(c, NULL), DT_ERR_NETWORK, "cannot connect");
     dt_ps_client_close(c);
     fclose(cc.log);
     dt_ps_server *s = NULL;
@@ -1106,4 +1251,5 @@ DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_
              DT_T(test_more_ps_than_variables), DT_T(test_pull_waits_for_init),
              DT_T(test_sync_rounds), DT_T(test_sync_timeout_and_leave), DT_T(test_refusals),
              DT_T(test_shm_refusals), DT_T(test_client_conf_errors), DT_T(test_save_restore),
-             DT_T(test_client_survives_restart))
+             DT_T(test_client_survives_restart), DT_T(test_pending_connections_bounded),
+             DT_T(test_trickled_hello_closed), DT_T(test_burst_of_clients_admitted))

@@ -7,6 +7,19 @@
  * workers; a blocking thread per peer keeps the frame parsing straight-line code). The
  * accept thread also joins connection threads that have finished.
  *
+ * Bounds before the token is checked (docs/WIRE.md, "Limits"): a connection is "pending"
+ * until its HELLO is verified, then "authenticated". At most max_pending are pending: the
+ * accept thread, at the cap, closes the oldest pending one (shuts its read side: its thread
+ * reads what had come, and unless that was its whole HELLO, sends an ERROR saying why and
+ * ends), so a flood of idle clients cannot lock out a real one
+ * that sends its HELLO at once; one whose whole HELLO is already in hand (in its socket, or
+ * read and being checked) is passed over, so a burst of real clients is not turned away
+ * (they are verified or refused at once; the cap may be exceeded by them for that moment). A pending connection's thread reads the header and the HELLO
+ * straight from the socket before one deadline (hello_timeout_ms after the accept), polling
+ * before each read, so trickling bytes does not stretch it. At most max_conns are
+ * authenticated; a verified HELLO beyond that is refused. Both counts live under clock with
+ * the connection list; a connection is counted in exactly one until its thread ends.
+ *
  * State and locks:
  *   vlock (rwlock)  the values, the optimizer (its slots and step count) and `initialized`.
  *                   Writers: INIT, an optimizer step. Readers: copying VALUES into the
@@ -52,30 +65,32 @@
  * version, step, partition, nps; then deletes all but the newest `keep`. Start restores
  * from the newest file after checking every tensor's name and shape.
  */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/assert-impl.h"
+#include "core/clock-impl.h"
 #include "core/shm-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
+#include "net/sock-impl.h"
 #include "ps/ps-impl.h"
 #include "ps/wire-impl.h"
 
 #define READ_BUF (64 << 10)
+#define LISTEN_BACKLOG 64
 #define SEND_TIMEOUT_S 60
 #define DRAIN_MS 1000
 #define CKPT_FORMAT "dtrain-ps"
@@ -126,6 +141,8 @@ struct dt_ps_server {
     pthread_mutex_t clock;
     conn *conns; /* clock */
     int stopping;
+    int npending; /* clock: connections counted that have not yet sent a valid HELLO */
+    int nauthed;  /* clock: connections counted that have */
 
     pthread_mutex_t save_lock;
     pthread_mutex_t loglock;
@@ -139,6 +156,12 @@ struct conn {
     conn *next;
     char peer[64];    /* "127.0.0.1:40000" */
     char replica[64]; /* from HELLO; written under clock */
+    int64_t hello_deadline; /* dt__now_ms: the HELLO must be verified by then */
+    int authed;  /* clock: its HELLO was verified (counted in nauthed) */
+    int evicted; /* clock: its read side shut by the accept thread to make room (no longer
+                    counted in npending; what it had sent is still read) */
+    int left;    /* clock: its thread has ended (no longer counted) */
+    _Atomic int hello_read; /* its thread has the whole HELLO and is checking it */
     char who[160];    /* "worker-1 (127.0.0.1:40000)" */
     dt__ps_reader rd;
     float *grad;     /* this connection's pushed tensors (nvars layout) */
@@ -190,13 +213,13 @@ static int refuse(conn *c, uint64_t left, const char *fmt, ...) {
     if (left > 0) {
         struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
         setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        int64_t until = dt__ps_now_ms() + DRAIN_MS;
+        int64_t until = dt__now_ms() + DRAIN_MS;
         uint8_t sink[16384];
         /* the reader's buffer may hold part of it */
         size_t have = c->rd.end - c->rd.pos;
         left -= have < left ? have : left;
         c->rd.pos = c->rd.end;
-        while (left > 0 && dt__ps_now_ms() < until) {
+        while (left > 0 && dt__now_ms() < until) {
             ssize_t k = recv(c->fd, sink, left < sizeof sink ? left : sizeof sink, 0);
             if (k < 0 && errno == EINTR) continue;
             if (k <= 0) break;
@@ -418,7 +441,7 @@ static int64_t sync_push(conn *c, const float *g) {
     }
     if (s->contributors == 0) {
         memcpy(s->sum, g, s->total * sizeof(float));
-        s->round_started = dt__ps_now_ms();
+        s->round_started = dt__now_ms();
     } else {
         for (size_t j = 0; j < s->total; j++)
             s->sum[j] += g[j];
@@ -429,19 +452,14 @@ static int64_t sync_push(conn *c, const float *g) {
     if (s->contributors >= s->nactive) sync_apply(s, NULL);
     while (s->round == mine && !s->sync_stop) {
         int64_t deadline = s->round_started + s->conf.sync_timeout_ms;
-        int64_t now = dt__ps_now_ms();
+        int64_t now = dt__now_ms();
         if (now >= deadline) {
             char why[64];
             snprintf(why, sizeof why, "timed out after %" PRId64 " ms", s->conf.sync_timeout_ms);
             sync_apply(s, why);
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t wait = deadline - now;
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        struct timespec ts = dt__mono_after_ms(deadline - now);
         pthread_cond_timedwait(&s->scv, &s->slock, &ts);
     }
     int64_t step = s->round > mine ? s->round_step : -1;
@@ -725,6 +743,32 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
 
 /* ---- one connection ---- */
 
+/* The handshake's reads failed with e after `got` of `want` bytes of `what`: closed to make
+ * room (the accept thread logged it), past the HELLO deadline, or a connection that went
+ * away. Returns -1 for the caller's loop. */
+static int handshake_failed(conn *c, dt_err e, const char *what, size_t got, size_t want) {
+    dt_ps_server *s = c->s;
+    pthread_mutex_lock(&s->clock);
+    int evicted = c->evicted;
+    pthread_mutex_unlock(&s->clock);
+    if (evicted) {
+        /* its read side is shut: only the reason is left to say */
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "closed: %d connections were waiting for their HELLO and this was the oldest",
+                 s->conf.max_pending);
+        dt__ps_send_frame(c->fd, DT__PS_ERROR, 0, msg, strlen(msg));
+        return -1;
+    }
+    if (e == DT_ERR_TIMEOUT)
+        return refuse(c, 0, "no HELLO within %" PRId64 " ms (%zu of %zu bytes of its %s came)",
+                      s->conf.hello_timeout_ms, got, want, what);
+    if (got > 0 || (errno && errno != ECONNRESET && errno != EBADF && errno != EINVAL))
+        slog(s, "%s: truncated %s (%zu of %zu bytes)%s%s; closing the connection", c->who, what,
+             got, want, errno ? ": " : "", errno ? strerror(errno) : "");
+    return -1;
+}
+
 static int handle_hello(conn *c, const dt__ps_hdr *h) {
     dt_ps_server *s = c->s;
     if (h->type != DT__PS_HELLO)
@@ -734,20 +778,20 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
         return refuse(c, 0, "HELLO of %" PRIu64 " bytes (16 to %d)", h->len, DT__PS_HELLO_MAX);
     uint8_t buf[DT__PS_HELLO_MAX];
     size_t got;
-    if (dt__ps_read(&c->rd, buf, h->len, &got) != 0) {
-        slog(s, "%s: truncated HELLO (%zu of %" PRIu64 " bytes); closing the connection", c->who,
-             got, h->len);
-        return -1;
-    }
-    uint32_t index = dt__get32(buf), nps = dt__get32(buf + 4);
-    uint32_t tl = dt__get32(buf + 8);
-    if ((uint64_t)tl + 16 > h->len)
-        return refuse(c, 0, "HELLO: token length %" PRIu32 " exceeds the frame", tl);
-    uint32_t rl = dt__get32(buf + 12 + tl);
-    if ((uint64_t)tl + rl + 16 != h->len)
+    dt_err e = dt__sock_read_full(c->fd, buf, (size_t)h->len, c->hello_deadline, &got);
+    if (e) return handshake_failed(c, e, "HELLO", got, (size_t)h->len);
+    atomic_store(&c->hello_read, 1);
+    /* the shared part (net/frame-impl.h), then u32 replica_len, replica */
+    dt__frame_hello hl;
+    if (dt__frame_hello_parse(buf, (size_t)h->len, &hl) != DT_OK || hl.rest_len < 4)
+        return refuse(c, 0, "HELLO: token length %" PRIu32 " exceeds the frame",
+                      dt__get32(buf + 8));
+    uint32_t index = hl.a, nps = hl.b, tl = hl.token_len;
+    uint32_t rl = dt__get32(hl.rest);
+    if ((uint64_t)rl + 4 != hl.rest_len)
         return refuse(c, 0, "HELLO: lengths %" PRIu32 " + %" PRIu32 " do not add up to the frame",
                       tl, rl);
-    const char *rep = (const char *)buf + 16 + tl;
+    const char *rep = (const char *)hl.rest + 4;
     size_t rn = rl < sizeof c->replica - 1 ? rl : sizeof c->replica - 1;
     pthread_mutex_lock(&s->clock); /* replica_joined reads other connections' names */
     for (size_t i = 0; i < rn; i++)
@@ -758,16 +802,25 @@ static int handle_hello(conn *c, const dt__ps_hdr *h) {
     if (h->version != DT__PS_VERSION)
         return refuse(c, 0, "protocol version %u is not supported (this PS speaks %d)", h->version,
                       DT__PS_VERSION);
-    size_t want = strlen(s->token);
-    /* compare without an early exit */
-    unsigned diff = (unsigned)(tl != want);
-    for (size_t i = 0; i < tl && i < want; i++)
-        diff |= (unsigned)(buf[12 + i] ^ (uint8_t)s->token[i]);
-    if (diff) return refuse(c, 0, "HELLO: wrong token");
+    if (!dt__frame_hello_token_ok(&hl, s->token)) return refuse(c, 0, "HELLO: wrong token");
     if ((int)index != s->conf.index || (int)nps != s->conf.nps)
         return refuse(
             c, 0, "HELLO: the client expects ps-%" PRIu32 " of %" PRIu32 ", this is ps-%d of %d",
             index, nps, s->conf.index, s->conf.nps);
+    /* verified: from the connections waiting for their HELLO to the authenticated ones, if
+     * there is room. One the accept thread closed to make room meanwhile (no longer counted
+     * as waiting) still counts: its whole HELLO had come before its read side was shut. */
+    pthread_mutex_lock(&s->clock);
+    int full = s->nauthed >= s->conf.max_conns;
+    if (!full) {
+        c->authed = 1;
+        if (!c->evicted) s->npending--;
+        s->nauthed++;
+    }
+    pthread_mutex_unlock(&s->clock);
+    if (full)
+        return refuse(c, 0, "this PS has %d connections already (its limit); try again later",
+                      s->conf.max_conns);
     return dt__ps_send_frame(c->fd, DT__PS_OK, atomic_load(&s->step), NULL, 0);
 }
 
@@ -849,7 +902,15 @@ static void *conn_main(void *arg) {
     for (;;) {
         uint8_t hb[DT__PS_HDR];
         size_t got;
-        if (dt__ps_read(&c->rd, hb, sizeof hb, &got) != 0) {
+        if (!hello) {
+            /* the handshake reads straight from the socket, all of it before one deadline
+             * however slowly the bytes come (the buffered reader takes over after it) */
+            dt_err e = dt__sock_read_full(c->fd, hb, sizeof hb, c->hello_deadline, &got);
+            if (e) {
+                handshake_failed(c, e, "frame header", got, sizeof hb);
+                break;
+            }
+        } else if (dt__ps_read(&c->rd, hb, sizeof hb, &got) != 0) {
             if (got > 0 || (errno && errno != ECONNRESET && errno != EBADF && errno != EINVAL))
                 slog(s, "%s: truncated frame header (%zu of %d bytes)%s%s; closing the connection",
                      c->who, got, DT__PS_HDR, errno ? ": " : "", errno ? strerror(errno) : "");
@@ -877,6 +938,13 @@ static void *conn_main(void *arg) {
     }
     shutdown(c->fd, SHUT_RDWR);
     if (s->conf.sync) sync_leave(c);
+    pthread_mutex_lock(&s->clock);
+    if (c->authed)
+        s->nauthed--;
+    else if (!c->evicted)
+        s->npending--;
+    c->left = 1;
+    pthread_mutex_unlock(&s->clock);
     atomic_store(&c->done, 1);
     return NULL;
 }
@@ -916,6 +984,39 @@ static void reap(dt_ps_server *s, int all) {
         pthread_join(c->thread, NULL);
         conn_free(c);
     }
+}
+
+/* Whether a whole HELLO (header and payload) waits unread in c's socket, or c's thread has
+ * read one and is checking it: such a connection is about to be verified or refused, and
+ * closing it would turn away a real client that sent at once. */
+static int hello_in_hand(conn *c) {
+    if (atomic_load(&c->hello_read)) return 1;
+    uint8_t hb[DT__PS_HDR];
+    int queued = 0;
+    if (recv(c->fd, hb, sizeof hb, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof hb ||
+        ioctl(c->fd, FIONREAD, &queued) != 0)
+        return 0;
+    dt__ps_hdr h;
+    dt__ps_hdr_decode(hb, &h);
+    return h.len <= DT__PS_HELLO_MAX && (uint64_t)queued >= DT__PS_HDR + h.len;
+}
+
+/* Under clock, at the cap of connections waiting for their HELLO: close the oldest of them
+ * that has not its whole HELLO in hand (its read side: its thread reads what had come, then
+ * sees the end, says why and goes), so that a flood of idle or slow clients cannot keep a
+ * real one from its handshake.
+ * 0 when every one has its HELLO in hand (they are verified or refused at once). */
+static int evict_oldest_locked(dt_ps_server *s) {
+    conn *oldest = NULL; /* the list is newest first: the last one waiting */
+    for (conn *o = s->conns; o; o = o->next)
+        if (!o->authed && !o->evicted && !o->left && !hello_in_hand(o)) oldest = o;
+    if (!oldest) return 0;
+    oldest->evicted = 1;
+    s->npending--;
+    shutdown(oldest->fd, SHUT_RD);
+    slog(s, "%d connections wait for their HELLO (the limit); closed the oldest, from %s",
+         s->conf.max_pending, oldest->peer);
+    return 1;
 }
 
 static void *accept_main(void *arg) {
@@ -961,12 +1062,12 @@ static void *accept_main(void *arg) {
                 close(fd);
             continue;
         }
-        char host[INET6_ADDRSTRLEN] = "?", port[16] = "?";
-        getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, port, sizeof port,
-                    NI_NUMERICHOST | NI_NUMERICSERV);
-        snprintf(c->peer, sizeof c->peer, "%s:%s", host, port);
+        dt__sock_addr_text(&sa, c->peer, sizeof c->peer);
         snprintf(c->who, sizeof c->who, "%s", c->peer);
+        c->hello_deadline = dt__now_ms() + s->conf.hello_timeout_ms;
         pthread_mutex_lock(&s->clock);
+        while (s->npending >= s->conf.max_pending && evict_oldest_locked(s)) {
+        }
         if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
             pthread_mutex_unlock(&s->clock);
             slog(s, "cannot start a connection thread; closing %s", c->peer);
@@ -975,6 +1076,7 @@ static void *accept_main(void *arg) {
         }
         c->next = s->conns;
         s->conns = c;
+        s->npending++;
         pthread_mutex_unlock(&s->clock);
     }
     return NULL;
@@ -983,36 +1085,8 @@ static void *accept_main(void *arg) {
 /* ---- life cycle ---- */
 
 static dt_err listen_on(dt_ps_server *s) {
-    char port[16];
-    snprintf(port, sizeof port, "%d", s->conf.port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    const char *host = s->host && *s->host ? s->host : NULL;
-    int rc = getaddrinfo(host, port, &hints, &ai);
-    if (rc != 0)
-        return dt_err_set(DT_ERR_ARG, "%s: cannot resolve listen address %s:%s: %s", s->name,
-                          host ? host : "*", port, gai_strerror(rc));
-    dt_err err = DT_OK;
-    int fd = -1;
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) break;
-        err = dt_err_set(DT_ERR_IO, "%s: cannot listen on %s:%s: %s", s->name, host ? host : "*",
-                         port, strerror(errno));
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) return err ? err : dt_err_set(DT_ERR_IO, "%s: no usable listen address", s->name);
-    struct sockaddr_storage sa;
-    socklen_t sl = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    s->port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
-                                       : ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    s->lfd = fd;
-    return DT_OK;
+    dt_err e = dt__sock_listen(s->host, s->conf.port, LISTEN_BACKLOG, &s->lfd, &s->port);
+    return e ? dt_err_wrap(e, "%s", s->name) : DT_OK;
 }
 
 static char *dup_or_null(const char *str, int *fail) {
@@ -1037,6 +1111,9 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
     s->lfd = -1;
     if (!s->conf.max_frame) s->conf.max_frame = DT_PS_DEFAULT_MAX_FRAME;
     if (s->conf.sync_timeout_ms <= 0) s->conf.sync_timeout_ms = 5000;
+    if (s->conf.max_pending <= 0) s->conf.max_pending = DT_PS_DEFAULT_MAX_PENDING;
+    if (s->conf.hello_timeout_ms <= 0) s->conf.hello_timeout_ms = DT_PS_DEFAULT_HELLO_TIMEOUT_MS;
+    if (s->conf.max_conns <= 0) s->conf.max_conns = DT_PS_DEFAULT_MAX_CONNS;
     snprintf(s->name, sizeof s->name, "ps-%d", conf->index);
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);

@@ -1,9 +1,11 @@
 /*
- * wire-impl.h - the parameter-server protocol's framing (docs/WIRE.md), shared by
+ * wire-impl.h - the parameter-server protocol's frames (docs/WIRE.md), shared by
  * src/ps/server.c and src/ps/client.c.
  *
- * A frame is a 24-byte header, then `len` payload bytes. Header fields, little-endian:
+ * A frame is the data plane's shared framing (net/frame-impl.h): a 24-byte header
  *   u32 magic "DTPS"   u16 version   u16 type   i64 arg   u64 len
+ * then `len` payload bytes. HELLO's payload is the shared HELLO (u32 index, u32 nps, u32
+ * token_len, token), then u32 replica_len, replica.
  * A tensor list (INIT, PUSH, PUSH_PULL, VALUES) is u32 count, then per tensor
  *   u16 name_len  u16 ndim  u64 dim[ndim]  name bytes  numel * 4 bytes of float32.
  */
@@ -15,17 +17,18 @@
 #include <sys/uio.h>
 
 #include "dtrain/tensor.h"
+#include "net/frame-impl.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the PS wire format sends float32 data as is: a little-endian host is required"
 #endif
 
-#define DT__PS_MAGIC 0x53505444u /* "DTPS" as little-endian bytes */
-#define DT__PS_VERSION 1
-#define DT__PS_HDR 24
-#define DT__PS_NAME_MAX 63    /* dt_param.name holds 63 characters */
-#define DT__PS_HELLO_MAX 4096 /* HELLO payloads longer than this are refused */
-#define DT__PS_TEXT_MAX 1024  /* ERROR texts are cut to this */
+#define DT__PS_MAGIC DT__FRAME_MAGIC
+#define DT__PS_VERSION DT__FRAME_VERSION
+#define DT__PS_HDR DT__FRAME_HDR
+#define DT__PS_NAME_MAX 63                   /* dt_param.name holds 63 characters */
+#define DT__PS_HELLO_MAX DT__FRAME_HELLO_MAX /* HELLO payloads longer than this are refused */
+#define DT__PS_TEXT_MAX DT__FRAME_TEXT_MAX   /* ERROR texts are cut to this */
 
 typedef enum dt__ps_type {
     DT__PS_HELLO = 1,
@@ -58,43 +61,14 @@ static inline size_t dt__ps_shm_floats(int64_t numel) {
     return ((size_t)numel + 15) / 16 * 16;
 }
 
-typedef struct dt__ps_hdr {
-    uint32_t magic;
-    uint16_t version, type;
-    int64_t arg;
-    uint64_t len;
-} dt__ps_hdr;
-
-static inline void dt__put16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
+/* The header and its coding are the data plane's shared framing (net/frame-impl.h). */
+typedef dt__frame_hdr dt__ps_hdr;
+static inline void dt__ps_hdr_encode(uint8_t out[DT__PS_HDR], int type, int64_t arg, uint64_t len) {
+    dt__frame_encode(out, type, arg, len);
 }
-static inline void dt__put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+static inline void dt__ps_hdr_decode(const uint8_t in[DT__PS_HDR], dt__ps_hdr *h) {
+    dt__frame_decode(in, h);
 }
-static inline void dt__put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t dt__get16(const uint8_t *p) {
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t dt__get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-static inline uint64_t dt__get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-void dt__ps_hdr_encode(uint8_t out[DT__PS_HDR], int type, int64_t arg, uint64_t len);
-void dt__ps_hdr_decode(const uint8_t in[DT__PS_HDR], dt__ps_hdr *h);
 const char *dt__ps_type_name(int type);
 
 /* Bytes of one tensor's description (name_len .. name, without the data). */
@@ -118,15 +92,13 @@ void dt__ps_reader_reset(dt__ps_reader *r, int fd);
  * *got (may be NULL) gets the bytes read before the failure. */
 int dt__ps_read(dt__ps_reader *r, void *dst, size_t n, size_t *got);
 
-/* Write every byte of iov[0..n) (iov is modified). 0: done; -1: errno set. No SIGPIPE. */
+/* Write every byte of iov[0..n) (iov is modified; net/sock-impl.h's dt__sock_writev_all
+ * without a deadline: the socket's SO_SNDTIMEO bounds it). 0: done; -1: errno set. */
 int dt__ps_writev_all(int fd, struct iovec *iov, int n);
 /* One frame with a small payload (may be NULL when len is 0). */
 int dt__ps_send_frame(int fd, int type, int64_t arg, const void *payload, size_t len);
 
-/* Socket helpers: large buffers, TCP_NODELAY. */
+/* Socket options for a PS connection: large buffers, TCP_NODELAY (net/sock-impl.h). */
 void dt__ps_tune_socket(int fd);
-
-/* Monotonic milliseconds. */
-int64_t dt__ps_now_ms(void);
 
 #endif

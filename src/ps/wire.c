@@ -1,5 +1,6 @@
 /*
- * wire.c - framing for the parameter-server protocol (docs/WIRE.md; layout in wire-impl.h).
+ * wire.c - framing for the parameter-server protocol (docs/WIRE.md; layout in wire-impl.h; the
+ * header itself is net/frame-impl.h's, shared with the ring).
  *
  * Design: headers and tensor descriptions are encoded byte by byte (explicit little-endian,
  * no struct punning); tensor data is float32 sent as is (the host is little-endian, checked
@@ -10,32 +11,12 @@
  * tensor data, once the buffer is drained, is read straight into its destination.
  */
 #include <errno.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "net/sock-impl.h"
 #include "ps/wire-impl.h"
-
-void dt__ps_hdr_encode(uint8_t out[DT__PS_HDR], int type, int64_t arg, uint64_t len) {
-    dt__put32(out, DT__PS_MAGIC);
-    dt__put16(out + 4, DT__PS_VERSION);
-    dt__put16(out + 6, (uint16_t)type);
-    dt__put64(out + 8, (uint64_t)arg);
-    dt__put64(out + 16, len);
-}
-
-void dt__ps_hdr_decode(const uint8_t in[DT__PS_HDR], dt__ps_hdr *h) {
-    h->magic = dt__get32(in);
-    h->version = dt__get16(in + 4);
-    h->type = dt__get16(in + 6);
-    h->arg = (int64_t)dt__get64(in + 8);
-    h->len = dt__get64(in + 16);
-}
 
 const char *dt__ps_type_name(int type) {
     static const char *const names[] = {
@@ -145,31 +126,7 @@ fail:
 /* ---- writing ---- */
 
 int dt__ps_writev_all(int fd, struct iovec *iov, int n) {
-    while (n > 0) {
-        /* skip empty entries */
-        if (iov->iov_len == 0) {
-            iov++;
-            n--;
-            continue;
-        }
-        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)(n < IOV_MAX ? n : IOV_MAX)};
-        ssize_t k = sendmsg(fd, &m, MSG_NOSIGNAL);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        size_t left = (size_t)k;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0 && left) {
-            iov->iov_base = (uint8_t *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
+    return dt__sock_writev_all(fd, iov, n, -1) == DT_OK ? 0 : -1;
 }
 
 int dt__ps_send_frame(int fd, int type, int64_t arg, const void *payload, size_t len) {
@@ -180,16 +137,6 @@ int dt__ps_send_frame(int fd, int type, int64_t arg, const void *payload, size_t
 }
 
 void dt__ps_tune_socket(int fd) {
-    /* 4 MiB: Linux's usual net.core.wmem_max/rmem_max (larger requests are cut to it and
-     * the kernel doubles the value for its bookkeeping) */
-    int one = 1, bytes = 4 << 20;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-}
-
-int64_t dt__ps_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    dt__sock_nodelay(fd);
+    dt__sock_buffers(fd);
 }

@@ -47,7 +47,9 @@
  * sockets down at once, so that the neighbours fail promptly too instead of waiting out
  * their timeouts, mark the ring broken and record the peer to blame: the previous member
  * for receiving, the next for sending; for a timeout the next when a send was blocked on a
- * full socket buffer (the next member is not reading), otherwise the previous.
+ * full socket buffer (the next member is not reading), otherwise the previous. The code
+ * says which: DT_ERR_NETWORK (closed, reset), DT_ERR_TIMEOUT (no progress), DT_ERR_PROTOCOL
+ * (a frame that is not the one expected), DT_ERR_STATE (aborted, or the ring already broken).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,6 +62,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/clock-impl.h"
 #include "ring/ring-impl.h"
 
 #define SEND_IOV 64 /* iovecs per sendmsg: 32 frames */
@@ -300,9 +303,8 @@ static dt_err check_hdr(engine *e) {
     dt__ps_hdr h;
     dt__ps_hdr_decode(e->rhdr, &h);
     uint64_t seq = r->recv_seq + e->ri;
-    if (h.magic != DT__PS_MAGIC || h.version != DT__PS_VERSION || h.type != DT__RING_DATA ||
-        h.arg != (int64_t)seq || h.len != it->len)
-        return fail(e, DT_ERR_FORMAT, r->prev,
+    if (dt__frame_check(&h) || h.type != DT__RING_DATA || h.arg != (int64_t)seq || h.len != it->len)
+        return fail(e, DT_ERR_PROTOCOL, r->prev,
                     "step %d%s: from rank %d (%s): a frame with magic 0x%08" PRIx32
                     ", version %u, type %u, sequence %" PRId64 ", %" PRIu64
                     " bytes where DATA sequence %" PRIu64 " of %zu bytes was expected",
@@ -368,7 +370,7 @@ static int recv_some(engine *e, size_t *got) {
 static dt_err run(dt_ring *r, plan *pl) {
     engine e = {.r = r, .pl = pl};
     int can_send = 1, can_recv = 1, moved = 1;
-    int64_t last = dt__ps_now_ms();
+    int64_t last = dt__now_ms();
     while (e.si < pl->nsend || e.ri < pl->nrecv) {
         if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) goto aborted;
         int progress = 0;
@@ -377,7 +379,7 @@ static dt_err run(dt_ring *r, plan *pl) {
             int rc = send_some(&e, &k);
             if (rc < 0) {
                 const item *it = &pl->send[e.si];
-                return fail(&e, DT_ERR_IO, r->next, "step %d%s: sending to rank %d (%s): %s",
+                return fail(&e, DT_ERR_NETWORK, r->next, "step %d%s: sending to rank %d (%s): %s",
                             it->step, phase(pl, it->step), r->next, r->peers[r->next].addr,
                             errno == EPIPE ? "the connection is closed" : strerror(errno));
             }
@@ -387,11 +389,12 @@ static dt_err run(dt_ring *r, plan *pl) {
         if (can_recv && e.ri < pl->nrecv) {
             size_t k = 0;
             int rc = recv_some(&e, &k);
-            if (rc == -2) return DT_ERR_FORMAT;
+            if (rc == -2) return DT_ERR_PROTOCOL;
             if (rc < 0) {
                 const item *it = &pl->recv[e.ri];
-                return fail(&e, DT_ERR_IO, r->prev, "step %d%s: receiving from rank %d (%s): %s",
-                            it->step, phase(pl, it->step), r->prev, r->peers[r->prev].addr,
+                return fail(&e, DT_ERR_NETWORK, r->prev,
+                            "step %d%s: receiving from rank %d (%s): %s", it->step,
+                            phase(pl, it->step), r->prev, r->peers[r->prev].addr,
                             errno ? strerror(errno) : "the peer closed the connection");
             }
             if (rc == 0) can_recv = 0;
@@ -402,7 +405,7 @@ static dt_err run(dt_ring *r, plan *pl) {
         if (e.si >= pl->nsend && e.ri >= pl->nrecv) break;
 
         /* nothing moved: wait */
-        int64_t now = dt__ps_now_ms();
+        int64_t now = dt__now_ms();
         if (moved) last = now;
         moved = 0;
         int want_out = e.si < pl->nsend && send_ready(&e, e.si);
@@ -410,16 +413,16 @@ static dt_err run(dt_ring *r, plan *pl) {
         if (now - last >= r->timeout_ms) {
             if (want_out) {
                 const item *it = &pl->send[e.si];
-                return fail(&e, DT_ERR_IO, r->next,
+                return fail(&e, DT_ERR_TIMEOUT, r->next,
                             "step %d%s: no progress for %d ms sending to rank %d (%s): it does "
                             "not read",
                             it->step, phase(pl, it->step), r->timeout_ms, r->next,
                             r->peers[r->next].addr);
             }
             const item *it = &pl->recv[e.ri < pl->nrecv ? e.ri : pl->nrecv - 1];
-            return fail(&e, DT_ERR_IO, r->prev, "step %d%s: no data from rank %d (%s) for %d ms",
-                        it->step, phase(pl, it->step), r->prev, r->peers[r->prev].addr,
-                        r->timeout_ms);
+            return fail(&e, DT_ERR_TIMEOUT, r->prev,
+                        "step %d%s: no data from rank %d (%s) for %d ms", it->step,
+                        phase(pl, it->step), r->prev, r->peers[r->prev].addr, r->timeout_ms);
         }
         struct pollfd pf[3];
         int np = 0, ip = -1, op = -1;
@@ -435,15 +438,17 @@ static dt_err run(dt_ring *r, plan *pl) {
                                        .events = (short)(POLLRDHUP | (want_out ? POLLOUT : 0))};
         }
         int k = poll(pf, (nfds_t)np, (int)(r->timeout_ms - (now - last)));
-        if (k < 0 && errno != EINTR) return fail(&e, DT_ERR_IO, -1, "poll: %s", strerror(errno));
+        if (k < 0 && errno != EINTR)
+            return fail(&e, DT_ERR_NETWORK, -1, "poll: %s", strerror(errno));
         if (k <= 0) continue;
         if (pf[0].revents) goto aborted;
         if (ip >= 0 && pf[ip].revents) can_recv = 1;
         if (op >= 0 && pf[op].revents) {
             if (pf[op].revents & (POLLRDHUP | POLLIN | POLLHUP | POLLERR)) {
                 const item *it = &pl->send[e.si];
-                return fail(&e, DT_ERR_IO, r->next, "step %d%s: rank %d (%s) closed the connection",
-                            it->step, phase(pl, it->step), r->next, r->peers[r->next].addr);
+                return fail(&e, DT_ERR_NETWORK, r->next,
+                            "step %d%s: rank %d (%s) closed the connection", it->step,
+                            phase(pl, it->step), r->next, r->peers[r->next].addr);
             }
             can_send = 1;
         }

@@ -3,8 +3,9 @@
  * dt_ring object shared by ring.c (life cycle, handshake) and collective.c (the transfer
  * engine, all-reduce, broadcast), and tunables the tests and the benchmark look at.
  *
- * Frames use the parameter-server framing (ps/wire-impl.h: 24-byte header "DTPS", version,
- * type, i64 arg, u64 len, little-endian) with their own types, above the PS's:
+ * Frames use the data plane's shared framing (net/frame-impl.h, as the parameter server's:
+ * 24-byte header "DTPS", version, type, i64 arg, u64 len, little-endian) with their own
+ * types, above the PS's:
  *   RING_HELLO  connector -> acceptor  arg generation; payload u32 rank, u32 size,
  *                                      u32 token_len, token
  *   RING_OK     acceptor -> connector  arg generation; no payload
@@ -32,11 +33,12 @@ typedef enum dt__ring_type {
     DT__RING_DATA = 35,
 } dt__ring_type;
 
-#define DT__RING_HELLO_MIN 12         /* rank, size, token_len */
-#define DT__RING_HELLO_MAX 4096       /* payloads longer than this are refused */
-#define DT__RING_TOKEN_MAX 1024       /* dt_ring_open refuses longer tokens */
-#define DT__RING_TEXT_MAX 1024        /* ERROR texts are cut to this */
-#define DT__RING_CHUNK_MAX (1u << 30) /* chunk_bytes above this are cut to it */
+/* the HELLO's shared part (net/frame-impl.h): rank, size, token_len, token */
+#define DT__RING_HELLO_MIN DT__FRAME_HELLO_MIN
+#define DT__RING_HELLO_MAX DT__FRAME_HELLO_MAX /* payloads longer than this are refused */
+#define DT__RING_TOKEN_MAX DT__FRAME_TOKEN_MAX /* dt_ring_open refuses longer tokens */
+#define DT__RING_TEXT_MAX DT__FRAME_TEXT_MAX   /* ERROR texts are cut to this */
+#define DT__RING_CHUNK_MAX (1u << 30)          /* chunk_bytes above this are cut to it */
 
 /* A "host:port" split for getaddrinfo. */
 typedef struct dt__ring_peer {
@@ -50,7 +52,8 @@ struct dt_ring {
     int rank, size;
     int prev, next; /* ranks */
     int timeout_ms;
-    size_t chunk; /* bytes, a multiple of 4 */
+    int hello_timeout_ms; /* an accepted connection's HELLO must come within it */
+    size_t chunk;         /* bytes, a multiple of 4 */
     FILE *log;
     char *token;
     dt__ring_peer *peers; /* size */

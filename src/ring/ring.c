@@ -18,7 +18,13 @@
  *        sender being the previous member); the first that matches gets OK and becomes the
  *        receiving connection; one that does not is logged as one line naming its address
  *        and the reason, answered ERROR with the same reason and closed, and the loop goes
- *        on waiting for the right one. When IN_MAX are pending, the oldest is dropped.
+ *        on waiting for the right one. When IN_MAX are pending, the oldest is dropped (after
+ *        reading what it has sent: a HELLO already complete in its socket is not lost to
+ *        a flood behind it), and one that has not sent its whole HELLO within
+ *        hello_timeout_ms of its accept is refused ("no HELLO within N ms") however slowly
+ *        its bytes come. Only one connection is ever authenticated (the previous member's);
+ *        another valid HELLO is refused as "connected already". Between dt_ring_open calls
+ *        nothing is accepted: connections wait in the listen backlog (LISTEN_BACKLOG).
  *
  * Both halves share one deadline, timeout_ms after the call. A connection that TCP
  * simultaneous open connected to itself (possible when the next member's port is in the
@@ -27,13 +33,10 @@
  * After the handshake both sockets stay non-blocking for collective.c. dt_ring_abort only
  * touches the atomic flag and the eventfd, so it is safe from any thread while a call runs.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -42,12 +45,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/clock-impl.h"
+#include "net/sock-impl.h"
 #include "ring/ring-impl.h"
 
+/* Accepted connections waiting for their HELLO, at most: a ring has one previous member,
+ * and a few stragglers of older generations may knock at once; 16 is room for them while a
+ * flood of idle clients holds 16 descriptors and buffers, no more. */
 #define IN_MAX 16
 #define BACKOFF_FIRST_MS 10
 #define BACKOFF_MAX_MS 500
-#define SOCK_BUF_BYTES (4 << 20)
+#define LISTEN_BACKLOG 64
 
 size_t dt__ring_small_bytes = 16 << 10;
 
@@ -88,89 +96,21 @@ dt_err dt__ring_peer_parse(dt__ring_peer *p, const char *addr, const char *what)
 }
 
 void dt__ring_tune(int fd) {
-    /* 4 MiB: Linux's usual net.core.wmem_max/rmem_max (the kernel doubles it for its own
-     * bookkeeping); loopback and LAN rings measured fastest with it (docs/PERFORMANCE.md) */
-    int one = 1, bytes = SOCK_BUF_BYTES;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
-static void sockaddr_text(const struct sockaddr_storage *sa, char *out, size_t cap) {
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (sa->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-        port = ntohs(a->sin_port);
-        snprintf(out, cap, "%s:%d", host, port);
-    } else if (sa->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-        port = ntohs(a->sin6_port);
-        snprintf(out, cap, "[%s]:%d", host, port);
-    } else {
-        snprintf(out, cap, "an unknown address");
-    }
-}
-
-/* Token comparison that does not stop at the first difference. */
-static int token_equal(const uint8_t *a, size_t al, const char *b) {
-    size_t bl = strlen(b);
-    unsigned diff = al != bl;
-    size_t n = al > bl ? al : bl;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t x = i < al ? a[i] : 0, y = i < bl ? (uint8_t)b[i] : 0;
-        diff |= (unsigned)(x ^ y);
-    }
-    return diff == 0;
+    /* the data plane's buffer size (net/sock-impl.h): loopback and LAN rings measured
+     * fastest with it (docs/PERFORMANCE.md) */
+    dt__sock_nodelay(fd);
+    dt__sock_buffers(fd);
+    dt__sock_nonblock(fd, 1);
 }
 
 /* ---- listening ---- */
 
 dt_err dt_ring_listen(const char *host, int port, int *fd, int *bound_port) {
     *fd = -1;
-    if (port < 0 || port > 65535)
-        return dt_err_set(DT_ERR_ARG, "ring: listen port %d is out of range", port);
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    const char *h = host && *host ? host : NULL;
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    int rc = getaddrinfo(h, ps, &hints, &ai);
-    if (rc != 0)
-        return dt_err_set(DT_ERR_ARG, "ring: cannot resolve listen address %s:%s: %s", h ? h : "*",
-                          ps, gai_strerror(rc));
-    dt_err err = DT_OK;
-    int s = -1;
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (s < 0) continue;
-        int one = 1;
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        /* accepted sockets inherit the buffer sizes; the receive window's scale is fixed
-         * at the handshake, so they must be set before listen */
-        dt__ring_tune(s);
-        if (bind(s, a->ai_addr, a->ai_addrlen) == 0 && listen(s, 64) == 0) break;
-        err = dt_err_set(DT_ERR_IO, "ring: cannot listen on %s:%s: %s", h ? h : "*", ps,
-                         strerror(errno));
-        close(s);
-        s = -1;
-    }
-    freeaddrinfo(ai);
-    if (s < 0) return err ? err : dt_err_set(DT_ERR_IO, "ring: no usable listen address");
-    struct sockaddr_storage sa;
-    socklen_t sl = sizeof sa;
-    if (getsockname(s, (struct sockaddr *)&sa, &sl) != 0) {
-        err = dt_err_set(DT_ERR_IO, "ring: getsockname: %s", strerror(errno));
-        close(s);
-        return err;
-    }
-    if (bound_port)
-        *bound_port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
-                                               : ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    *fd = s;
+    /* net/sock-impl.h sets the buffer sizes before listen: accepted sockets inherit them */
+    dt_err e = dt__sock_listen(host, port, LISTEN_BACKLOG, fd, bound_port);
+    if (e) return dt_err_wrap(e, "ring");
+    dt__ring_tune(*fd);
     return DT_OK;
 }
 
@@ -196,6 +136,7 @@ typedef struct inconn {
     char who[64]; /* the peer's address */
     uint8_t buf[DT__PS_HDR + DT__RING_HELLO_MAX];
     size_t got, want;
+    int64_t deadline; /* dt__now_ms: its whole HELLO must have come by then */
 } inconn;
 
 static void out_close(outconn *o) {
@@ -225,17 +166,8 @@ static void out_fail(dt_ring *r, outconn *o, int64_t now, const char *fmt, ...) 
     o->backoff = o->backoff * 2 < BACKOFF_MAX_MS ? o->backoff * 2 : BACKOFF_MAX_MS;
 }
 
-static int connected_to_itself(int fd) {
-    struct sockaddr_storage a, b;
-    socklen_t la = sizeof a, lb = sizeof b;
-    if (getsockname(fd, (struct sockaddr *)&a, &la) != 0 ||
-        getpeername(fd, (struct sockaddr *)&b, &lb) != 0)
-        return 0;
-    return la == lb && memcmp(&a, &b, la) == 0;
-}
-
 static void out_connected(dt_ring *r, outconn *o, int64_t now) {
-    if (connected_to_itself(o->fd)) {
+    if (dt__sock_self_connected(o->fd)) {
         out_fail(r, o, now, "connection refused (connected to itself)");
         return;
     }
@@ -320,7 +252,7 @@ static void out_step(dt_ring *r, outconn *o, short revents, int64_t now) {
             if (o->got < o->want) continue;
             dt__ps_hdr h;
             dt__ps_hdr_decode(o->reply, &h);
-            if (h.magic != DT__PS_MAGIC || h.version != DT__PS_VERSION) {
+            if (dt__frame_check(&h)) {
                 out_fail(r, o, now,
                          "answered HELLO with something else than a dtrain frame (magic "
                          "0x%08" PRIx32 ", version %u)",
@@ -371,13 +303,11 @@ static void in_refuse(dt_ring *r, inconn *c, const char *fmt, ...) {
     va_end(ap);
     dt__ring_log(r, "refused a connection from %s: %s", c->who, why);
     char text[DT__RING_TEXT_MAX];
-    int tl = snprintf(text, sizeof text, "rank %d (%s): %s", r->rank, r->peers[r->rank].addr, why);
-    if (tl < 0) tl = 0;
-    if ((size_t)tl >= sizeof text) tl = (int)sizeof text - 1;
-    uint8_t fr[DT__PS_HDR + DT__RING_TEXT_MAX];
-    dt__ps_hdr_encode(fr, DT__RING_ERROR, 0, (uint64_t)tl);
-    memcpy(fr + DT__PS_HDR, text, (size_t)tl);
-    (void)!send(c->fd, fr, DT__PS_HDR + (size_t)tl, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (snprintf(text, sizeof text, "rank %d (%s): %s", r->rank, r->peers[r->rank].addr, why) < 0)
+        text[0] = '\0';
+    uint8_t fr[DT__FRAME_HDR + DT__FRAME_TEXT_MAX];
+    size_t fl = dt__frame_error(fr, DT__RING_ERROR, text);
+    (void)!send(c->fd, fr, fl, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(c->fd, SHUT_WR);
     /* discard what already came (a few KiB at most), so that the close sends a FIN, not a
      * reset that could destroy the ERROR before the peer reads it */
@@ -405,7 +335,7 @@ static int in_step(dt_ring *r, inconn *c, int have_prev) {
         dt__ps_hdr h;
         dt__ps_hdr_decode(c->buf, &h);
         if (c->want == DT__PS_HDR) {
-            if (h.magic != DT__PS_MAGIC || h.version != DT__PS_VERSION) {
+            if (dt__frame_check(&h)) {
                 in_refuse(r, c, "not a dtrain frame (magic 0x%08" PRIx32 ", version %u)", h.magic,
                           h.version);
                 return 0;
@@ -423,15 +353,17 @@ static int in_step(dt_ring *r, inconn *c, int have_prev) {
             c->want += (size_t)h.len;
             continue;
         }
-        const uint8_t *p = c->buf + DT__PS_HDR;
-        uint32_t rank = dt__get32(p), size = dt__get32(p + 4), tl = dt__get32(p + 8);
-        if ((uint64_t)tl + DT__RING_HELLO_MIN != h.len) {
+        /* the shared HELLO (net/frame-impl.h); nothing follows the token */
+        dt__frame_hello hl;
+        if (dt__frame_hello_parse(c->buf + DT__PS_HDR, (size_t)h.len, &hl) != DT_OK ||
+            hl.rest_len != 0) {
             in_refuse(r, c,
                       "a HELLO whose token length %" PRIu32 " does not fit its %" PRIu64 " bytes",
-                      tl, h.len);
+                      dt__get32(c->buf + DT__PS_HDR + 8), h.len);
             return 0;
         }
-        if (!token_equal(p + 12, tl, r->token)) {
+        uint32_t rank = hl.a, size = hl.b;
+        if (!dt__frame_hello_token_ok(&hl, r->token)) {
             in_refuse(r, c, "wrong token");
             return 0;
         }
@@ -476,8 +408,14 @@ static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin) {
         int fd = accept4(lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return; /* EAGAIN, or a connection that went away: poll again */
         if (*nin == IN_MAX) {
-            dt__ring_log(r, "%d connections wait for their HELLO; dropped the oldest, from %s",
-                         IN_MAX, in[0].who);
+            /* the oldest may have its whole HELLO in its socket already: read it first */
+            if (in_step(r, &in[0], r->prev_fd >= 0)) {
+                r->prev_fd = in[0].fd;
+                in[0].fd = -1;
+            }
+            if (in[0].fd >= 0)
+                dt__ring_log(r, "%d connections wait for their HELLO; dropped the oldest, from %s",
+                             IN_MAX, in[0].who);
             in_close(&in[0]);
             memmove(&in[0], &in[1], (IN_MAX - 1) * sizeof in[0]);
             (*nin)--;
@@ -486,7 +424,8 @@ static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin) {
         c->fd = fd;
         c->got = 0;
         c->want = DT__PS_HDR;
-        sockaddr_text(&sa, c->who, sizeof c->who);
+        c->deadline = dt__now_ms() + r->hello_timeout_ms;
+        dt__sock_addr_text(&sa, c->who, sizeof c->who);
         dt__ring_tune(fd);
     }
 }
@@ -503,18 +442,15 @@ static dt_err handshake(dt_ring *r, int lfd) {
     o->fd = -1;
     o->backoff = BACKOFF_FIRST_MS;
     snprintf(o->last, sizeof o->last, "no attempt yet");
-    size_t tl = strlen(r->token);
-    dt__ps_hdr_encode(o->hello, DT__RING_HELLO, r->generation, DT__RING_HELLO_MIN + tl);
-    dt__put32(o->hello + DT__PS_HDR, (uint32_t)r->rank);
-    dt__put32(o->hello + DT__PS_HDR + 4, (uint32_t)r->size);
-    dt__put32(o->hello + DT__PS_HDR + 8, (uint32_t)tl);
-    memcpy(o->hello + DT__PS_HDR + DT__RING_HELLO_MIN, r->token, tl);
-    o->hello_len = DT__PS_HDR + DT__RING_HELLO_MIN + tl;
+    size_t pl =
+        dt__frame_hello_put(o->hello + DT__PS_HDR, (uint32_t)r->rank, (uint32_t)r->size, r->token);
+    dt__ps_hdr_encode(o->hello, DT__RING_HELLO, r->generation, pl);
+    o->hello_len = DT__PS_HDR + pl;
 
-    int64_t start = dt__ps_now_ms(), deadline = start + r->timeout_ms;
+    int64_t start = dt__now_ms(), deadline = start + r->timeout_ms;
     o->retry_at = start;
     for (;;) {
-        int64_t now = dt__ps_now_ms();
+        int64_t now = dt__now_ms();
         if (o->state == OUT_WAIT && now >= o->retry_at) {
             out_start(r, o, now);
             out_step(r, o, 0, now); /* an immediate connect goes on to HELLO */
@@ -530,10 +466,22 @@ static dt_err handshake(dt_ring *r, int lfd) {
                          "could not join rank %d (%s) within %d ms (%d attempts): %s", r->next,
                          r->peers[r->next].addr, r->timeout_ms, o->attempts, o->last);
             dt__ring_log(r, "%s", why);
-            err = dt_err_set(DT_ERR_IO, "ring gen %" PRId64 " rank %d: %s", r->generation, r->rank,
-                             why);
+            err = dt_err_set(DT_ERR_TIMEOUT, "ring gen %" PRId64 " rank %d: %s", r->generation,
+                             r->rank, why);
             goto end;
         }
+        /* a connection's HELLO has one deadline in all, however slowly it trickles */
+        int64_t next_expiry = deadline;
+        int m = 0;
+        for (int i = 0; i < nin; i++) {
+            if (now >= in[i].deadline)
+                in_refuse(r, &in[i], "no HELLO within %d ms (%zu of %zu bytes came)",
+                          r->hello_timeout_ms, in[i].got, in[i].want);
+            else if (in[i].deadline < next_expiry)
+                next_expiry = in[i].deadline;
+            if (in[i].fd >= 0) in[m++] = in[i];
+        }
+        nin = m;
         struct pollfd pf[2 + IN_MAX];
         int np = 0, lpos = -1, opos = -1;
         if (r->prev_fd < 0) {
@@ -550,15 +498,16 @@ static dt_err handshake(dt_ring *r, int lfd) {
             pf[np++] = (struct pollfd){.fd = in[i].fd, .events = POLLIN};
         int64_t wait = deadline - now;
         if (o->state == OUT_WAIT && o->retry_at - now < wait) wait = o->retry_at - now;
+        if (next_expiry - now < wait) wait = next_expiry - now;
         if (wait < 0) wait = 0;
         int k = poll(pf, (nfds_t)np, (int)wait);
         if (k < 0 && errno != EINTR) {
-            err = dt_err_set(DT_ERR_IO, "ring gen %" PRId64 " rank %d: poll: %s", r->generation,
-                             r->rank, strerror(errno));
+            err = dt_err_set(DT_ERR_NETWORK, "ring gen %" PRId64 " rank %d: poll: %s",
+                             r->generation, r->rank, strerror(errno));
             goto end;
         }
         if (k <= 0) continue;
-        now = dt__ps_now_ms();
+        now = dt__now_ms();
         if (opos >= 0 && pf[opos].revents) out_step(r, o, pf[opos].revents, now);
         for (int i = 0; i < nin; i++) {
             if (!pf[ipos + i].revents) continue;
@@ -568,7 +517,7 @@ static dt_err handshake(dt_ring *r, int lfd) {
             }
         }
         /* drop the closed ones */
-        int m = 0;
+        m = 0;
         for (int i = 0; i < nin; i++)
             if (in[i].fd >= 0) in[m++] = in[i];
         nin = m;
@@ -619,6 +568,8 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
     r->prev = (conf->rank - 1 + conf->size) % conf->size;
     r->next = (conf->rank + 1) % conf->size;
     r->timeout_ms = conf->timeout_ms ? conf->timeout_ms : DT_RING_DEFAULT_TIMEOUT_MS;
+    r->hello_timeout_ms =
+        conf->hello_timeout_ms > 0 ? conf->hello_timeout_ms : DT_RING_DEFAULT_HELLO_TIMEOUT_MS;
     size_t chunk = conf->chunk_bytes ? conf->chunk_bytes : DT_RING_DEFAULT_CHUNK;
     if (chunk > DT__RING_CHUNK_MAX) chunk = DT__RING_CHUNK_MAX;
     r->chunk = chunk & ~(size_t)3;

@@ -69,6 +69,7 @@ struct member {
     int64_t gen;
     const char *token;
     int timeout_ms;
+    int hello_ms; /* conf.hello_timeout_ms (0: the default) */
     size_t chunk;
     FILE *log;
     member_fn fn;
@@ -96,6 +97,7 @@ static void *member_main(void *p) {
                       .peers = m->g->peers,
                       .timeout_ms = m->timeout_ms ? m->timeout_ms : 20000,
                       .chunk_bytes = m->chunk,
+                      .hello_timeout_ms = m->hello_ms,
                       .log = m->log};
     dt_ring *r = NULL;
     m->open_err = dt_ring_open(&r, m->g->lfd[m->rank], &c);
@@ -503,7 +505,7 @@ static void test_generation_mismatch_times_out(void) {
     ms[0].gen = 2;
     DT_CHECK(run_members(ms, 2) == 0);
     for (int i = 0; i < 2; i++) {
-        DT_CHECK(ms[i].open_err == DT_ERR_IO);
+        DT_CHECK(ms[i].open_err == DT_ERR_TIMEOUT);
         DT_CHECK(strstr(ms[i].msg, "within 400 ms") != NULL);
     }
     char *lg = slurp(log);
@@ -562,7 +564,7 @@ static void leave_fn(member *m, dt_ring *r) {
 }
 
 /* A member that closes its connections while the others all-reduce: they fail promptly
- * (their timeout is far beyond the join bound) with DT_ERR_IO, and blame it. */
+ * (their timeout is far beyond the join bound) with DT_ERR_NETWORK, and blame it. */
 static void test_peer_closes_midway(void) {
     for (int size = 2; size <= 3; size++) {
         group g;
@@ -579,7 +581,7 @@ static void test_peer_closes_midway(void) {
         for (int i = 0; i < size; i++) {
             if (i == 1) continue;
             DT_CHECK(ms[i].open_err == DT_OK);
-            if (ms[i].err != DT_ERR_IO)
+            if (ms[i].err != DT_ERR_NETWORK)
                 DT_FAIL("size %d rank %d: %s: %s", size, i, dt_strerror(ms[i].err), ms[i].msg);
             DT_CHECK(ms[i].ok); /* later calls: DT_ERR_STATE */
             DT_CHECK(strstr(ms[i].msg, "allreduce") != NULL);
@@ -642,8 +644,9 @@ static void test_silent_peer_times_out(void) {
     ms[0].timeout_ms = 3000;
     ms[1].fn = silent_fn;
     DT_CHECK(run_members(ms, 3) == 0);
+    /* rank 2 times out; rank 0 sees rank 2 close its connections */
     for (int i = 0; i < 3; i += 2) {
-        if (ms[i].err != DT_ERR_IO)
+        if (ms[i].err != (i == 2 ? DT_ERR_TIMEOUT : DT_ERR_NETWORK))
             DT_FAIL("rank %d: %s: %s", i, dt_strerror(ms[i].err), ms[i].msg);
     }
     /* rank 2 waited for rank 1's data */
@@ -720,7 +723,7 @@ static void test_new_generation_after_failure(void) {
         ms[i].log = log;
     ms[2].fn = leave_fn;
     DT_CHECK(run_members(ms, 3) == 0);
-    DT_CHECK(ms[0].err == DT_ERR_IO && ms[1].err == DT_ERR_IO);
+    DT_CHECK(ms[0].err == DT_ERR_NETWORK && ms[1].err == DT_ERR_NETWORK);
     /* a straggler of generation 1 knocks while generation 2 forms */
     int old = dial(g.addr[0]);
     DT_CHECK(send_hello(old, 1, 2, 3, "tok") == 0);
@@ -831,6 +834,109 @@ static dt_err with_fake_frame(const void *frame, size_t len, int close_after, ch
     return e;
 }
 
+/* ---- bounds before the token is checked ---- */
+
+/* Whether the peer closed fd (end of stream or reset) rather than the read timing out. */
+static int closed_by_peer(int fd) {
+    uint8_t b[256];
+    for (;;) {
+        ssize_t k = recv(fd, b, sizeof b, 0);
+        if (k == 0 || (k < 0 && errno == ECONNRESET)) return 1;
+        if (k < 0 && errno != EINTR) return 0;
+    }
+}
+
+/* The previous member's HELLO waits in the backlog ahead of a flood of idle connections,
+ * three times what a member holds while it forms a ring: the member reads it before it drops
+ * anything, the ring forms, and every idle connection is closed. */
+static void test_idle_flood_does_not_lock_out(void) {
+    static fake f;
+    memset(&f, 0, sizeof f);
+    DT_CHECK(group_listen(&f.g, 2) == 0);
+    FILE *log = tmpfile();
+    pthread_t acc;
+    pthread_create(&acc, NULL, accept_hello, &f);
+    f.to_real = dial(f.g.addr[1]);
+    DT_CHECK(send_hello(f.to_real, 1, 0, 2, "tok") == 0);
+    enum { FLOOD = 48 }; /* within the listen backlog */
+    int fds[FLOOD];
+    for (int i = 0; i < FLOOD; i++)
+        fds[i] = dial(f.g.addr[1]);
+    dt_ring_conf c = {.token = "tok",
+                      .generation = 1,
+                      .rank = 1,
+                      .size = 2,
+                      .peers = f.g.peers,
+                      .timeout_ms = 10000,
+                      .log = log};
+    dt_ring *r = NULL;
+    dt_err e = dt_ring_open(&r, f.g.lfd[1], &c);
+    pthread_join(acc, NULL);
+    if (e) fprintf(stderr, "open: %s\n", dt_errmsg());
+    DT_CHECK(e == DT_OK);
+    char text[64];
+    DT_CHECK(read_answer(f.to_real, text, sizeof text) == DT__RING_OK);
+    for (int i = 0; i < FLOOD; i++)
+        if (!closed_by_peer(fds[i])) DT_FAIL("idle connection %d is still open", i);
+    char *lg = slurp(log);
+    DT_CHECK(
+        strstr(lg, "16 connections wait for their HELLO; dropped the oldest, from 127.0.0.1:"));
+    free(lg);
+    dt_ring_close(r);
+    for (int i = 0; i < FLOOD; i++)
+        close(fds[i]);
+    close(f.to_real);
+    if (f.from_real >= 0) close(f.from_real);
+    fclose(log);
+    group_close(&f.g);
+}
+
+/* A HELLO that trickles in a byte at a time (never idle for long) is refused at its
+ * deadline, with the reason; the real previous member then forms the ring. */
+static void test_trickled_hello_closed(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    FILE *log = tmpfile();
+    member ms[MAXM];
+    members_init(ms, &g, simple_allreduce_fn, NULL);
+    for (int i = 0; i < 2; i++)
+        ms[i].log = log;
+    ms[1].hello_ms = 300;
+    pthread_create(&ms[1].th, NULL, member_main, &ms[1]); /* rank 0 comes later */
+    int fd = dial(g.addr[1]);
+    uint8_t h[DT__PS_HDR];
+    dt__ps_hdr_encode(h, DT__RING_HELLO, 1, DT__RING_HELLO_MAX);
+    DT_CHECK(write_all(fd, h, sizeof h) == 0);
+    /* a byte of the payload each time 20 ms pass without an answer: it would take 80 s */
+    size_t sent = 0;
+    for (; sent < DT__RING_HELLO_MAX; sent++) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 20) > 0) break; /* answered (or closed) */
+        if (send(fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+    }
+    DT_CHECK(sent < DT__RING_HELLO_MAX);
+    char text[DT__RING_TEXT_MAX + 1];
+    DT_CHECK(read_answer(fd, text, sizeof text) == DT__RING_ERROR);
+    if (!strstr(text, "no HELLO within 300 ms")) DT_FAIL("ERROR text \"%s\"", text);
+    close(fd);
+    pthread_create(&ms[0].th, NULL, member_main, &ms[0]);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += JOIN_BOUND_S;
+    for (int i = 0; i < 2; i++)
+        if (pthread_timedjoin_np(ms[i].th, NULL, &dl) != 0) abort(); /* a hang */
+    for (int i = 0; i < 2; i++) {
+        if (!ms[i].ok) fprintf(stderr, "rank %d: %s\n", i, ms[i].msg);
+        DT_CHECK(ms[i].open_err == DT_OK && ms[i].ok);
+    }
+    char *lg = slurp(log);
+    DT_CHECK(strstr(lg, "ring gen 1 rank 1: refused a connection from 127.0.0.1:"));
+    DT_CHECK(strstr(lg, "no HELLO within 300 ms"));
+    free(lg);
+    fclose(log);
+    group_close(&g);
+}
+
 static void test_bad_data_frames(void) {
     /* rank 1 of 2, n = 1000 < small threshold: it expects DATA sequence 0 of 4000 bytes */
     struct {
@@ -854,7 +960,7 @@ static void test_bad_data_frames(void) {
         char msg[1024];
         int peer = -2;
         dt_err e = with_fake_frame(fr, sizeof fr, 0, msg, sizeof msg, &peer);
-        if (e != DT_ERR_FORMAT) DT_FAIL("case %zu: %s: %s", i, dt_strerror(e), msg);
+        if (e != DT_ERR_PROTOCOL) DT_FAIL("case %zu: %s: %s", i, dt_strerror(e), msg);
         if (!strstr(msg, cases[i].want))
             DT_FAIL("case %zu: \"%s\" lacks \"%s\"", i, msg, cases[i].want);
         DT_CHECK(strstr(msg, "from rank 0 (127.0.0.1:") != NULL);
@@ -865,7 +971,7 @@ static void test_bad_data_frames(void) {
     dt__ps_hdr_encode(fr, DT__RING_DATA, 0, 4000);
     char msg[1024];
     int peer = -2;
-    DT_CHECK(with_fake_frame(fr, sizeof fr, 1, msg, sizeof msg, &peer) == DT_ERR_IO);
+    DT_CHECK(with_fake_frame(fr, sizeof fr, 1, msg, sizeof msg, &peer) == DT_ERR_NETWORK);
     DT_CHECK(strstr(msg, "receiving from rank 0") != NULL);
     DT_CHECK(strstr(msg, "closed the connection") != NULL);
     DT_CHECK(peer == 0);
@@ -950,7 +1056,7 @@ static void test_killed_member_fails_the_others(void) {
     /* a timeout far beyond the bound: only the prompt detection can end the calls */
     with_processes(3, 1, SIGKILL, 1000 * 1000, codes, peers, msgs);
     for (int q = 0; q < 3; q += 2) {
-        if (codes[q] != DT_ERR_IO) DT_FAIL("rank %d: code %d: %s", q, codes[q], msgs[q]);
+        if (codes[q] != DT_ERR_NETWORK) DT_FAIL("rank %d: code %d: %s", q, codes[q], msgs[q]);
         DT_CHECK(strstr(msgs[q], "allreduce") != NULL);
     }
     DT_CHECK(peers[2] == 1 || peers[2] == 0);
@@ -960,7 +1066,7 @@ static void test_stopped_member_times_out(void) {
     int codes[MAXM], peers[MAXM];
     char msgs[MAXM][1100];
     with_processes(2, 1, SIGSTOP, 500, codes, peers, msgs);
-    if (codes[0] != DT_ERR_IO) DT_FAIL("rank 0: code %d: %s", codes[0], msgs[0]);
+    if (codes[0] != DT_ERR_TIMEOUT) DT_FAIL("rank 0: code %d: %s", codes[0], msgs[0]);
     DT_CHECK(peers[0] == 1);
     DT_CHECK(strstr(msgs[0], "500 ms") != NULL);
 }
@@ -1033,4 +1139,5 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_silent_peer_times_out), DT_T(test_abort_unblocks),
              DT_T(test_new_generation_after_failure), DT_T(test_bad_data_frames),
              DT_T(test_killed_member_fails_the_others), DT_T(test_stopped_member_times_out),
-             DT_T(test_bad_arguments))
+             DT_T(test_bad_arguments), DT_T(test_idle_flood_does_not_lock_out),
+             DT_T(test_trickled_hello_closed))

@@ -66,7 +66,7 @@ dt_err dt__role_ps(dt__role *r) {
      * try for a few seconds before failing. */
     for (int attempt = 0;; attempt++) {
         e = dt_ps_server_start(&server, &conf, params, np);
-        if (e != DT_ERR_IO || attempt == BIND_ATTEMPTS) break;
+        if (e != DT_ERR_NETWORK || attempt == BIND_ATTEMPTS) break; /* address in use */
         usleep(BIND_RETRY_US);
     }
     if (e) goto end;

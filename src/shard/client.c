@@ -203,11 +203,7 @@ static void *heartbeat_main(void *arg) {
     dt_shard_client *c = arg;
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        long long ns = (long long)until.tv_nsec + (long long)c->heartbeat_ms * 1000000LL;
-        until.tv_sec += (time_t)(ns / 1000000000LL);
-        until.tv_nsec = (long)(ns % 1000000000LL);
+        struct timespec until = dt__mono_after_ms(c->heartbeat_ms);
         while (!c->stop && pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT) {
         }
         if (c->stop) break;
