@@ -363,7 +363,7 @@ expect_code "report with a wrong lease: 409" 409 'late report refused' POST $D/t
 expect_code "unknown replica: 400" 400 "has no replica 'worker-9'" POST $D/training/fetch '{"replica":"worker-9"}'
 expect_code "malformed JSON: 400" 400 '"error"' POST $D/training/report '{"replica":"worker-0",'
 expect_code "epoch not an integer: 400" 400 'epoch: expected an integer' POST $D/training/report '{"replica":"worker-0","epoch":"x","id":0,"lease":1}'
-expect_code "fetch: an unknown field 400" 400 'replica_id: unknown field (the body is {replica, request, report})' POST $D/training/fetch '{"replica":"worker-0","replica_id":1}'
+expect_code "fetch: an unknown field 400" 400 'replica_id: unknown field (the body is {replica, request, report, reports, count})' POST $D/training/fetch '{"replica":"worker-0","replica_id":1}'
 expect_code "fetch: an unknown field of its report 400" 400 'report.leese: unknown field' POST $D/training/fetch '{"replica":"worker-0","report":{"epoch":0,"id":0,"lease":1,"ok":true,"leese":2}}'
 expect_code "report: an unknown field 400" 400 'okay: unknown field (the body is {replica, epoch, id, lease, ok, message})' POST $D/training/report '{"replica":"worker-0","epoch":0,"id":0,"lease":1,"ok":true,"okay":false}'
 big=$($PY -c 'print("{\"accuracy\": 0.5, \"blob\": \"" + "x" * 20000 + "\"}")')

@@ -27,7 +27,8 @@
  *
  * Failures: a request that cannot reach the master (connection refused or reset, timeout:
  * a master killed and resumed on the same port) is retried with backoff, 50 ms doubling to
- * 2 s, for at most opts.retry_ms in all; after that it is DT_ERR_IO naming the URL. An
+ * 2 s, for at most opts.retry_ms in all; after that it is DT_ERR_NETWORK (DT_ERR_TIMEOUT
+ * when the last try got no answer in time) naming the URL. An
  * answer of the master is never retried: it maps to DT_ERR_ARG (400, 401: a malformed
  * request, a wrong token, an unknown replica), DT_ERR_NOTFOUND (404: an unknown dataset or
  * job), DT_ERR_STATE (409: a late report refused, a dataset that failed, a registration
@@ -75,8 +76,8 @@ typedef struct dt_shard_client_opts {
  * thread. opts may be NULL (everything from the environment, default intervals); the
  * strings are copied. DT_ERR_ARG naming the variable when a NULL field's environment
  * variable is unset or empty ("DTRAIN_MASTER is not set: ..."), or when the master refuses
- * the token; DT_ERR_NOTFOUND when the job has no such replica; DT_ERR_IO when the master
- * cannot be reached within retry_ms. The caller closes *out with dt_shard_client_close. */
+ * the token; DT_ERR_NOTFOUND when the job has no such replica; DT_ERR_NETWORK or
+ * DT_ERR_TIMEOUT when the master cannot be reached within retry_ms. The caller closes *out with dt_shard_client_close. */
 dt_err dt_shard_client_open(dt_shard_client **out, const dt_shard_client_opts *opts);
 
 /* Stop the heartbeat thread (waits for a heartbeat in flight, at most a few seconds when

@@ -280,8 +280,10 @@ dt_err dt__http_client_request(dt__http_client *c, const char *method, const cha
         if (c->too_big || rc == CURLE_FILESIZE_EXCEEDED)
             return dt_err_set(DT_ERR_IO, "%s: response larger than %zu MiB", c->url,
                               DT__HTTP_CLIENT_MAX_RESP >> 20);
-        return dt_err_set(DT_ERR_IO, "%s: %s", c->url,
-                          c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+        /* the request did not get an answer: worth retrying (no connection, reset, no
+         * answer in time), unlike an answer that says no */
+        return dt_err_set(rc == CURLE_OPERATION_TIMEDOUT ? DT_ERR_TIMEOUT : DT_ERR_NETWORK,
+                          "%s: %s", c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
     }
     long code = 0;
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);

@@ -75,6 +75,7 @@
 #include <microhttpd.h>
 
 #include "core/clock-impl.h"
+#include "net/token-impl.h"
 #include "dtrain/metrics.h"
 
 #define DEFAULT_MAX_BODY ((size_t)1 << 20)
@@ -543,12 +544,7 @@ static int token_ok(const dt__http_server *s, const char *auth) {
     size_t n = strlen(t);
     while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t'))
         n--;
-    /* every byte of the candidate is compared whatever the outcome; only its length (which
-     * the client knows) can show in the timing */
-    unsigned diff = n != s->token_len;
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)t[i] ^ (unsigned char)s->token[i % s->token_len];
-    return diff == 0;
+    return dt__token_eq(t, n, s->token, s->token_len);
 }
 
 static void refuse(http_call *c, int status, const char *fmt, ...)

@@ -42,7 +42,7 @@ int dt__server_proxy(const dt__sjob *j, const char *method, const char *path, co
         free(out);
         dt_err_clear();
         if (!dt__server_master(j, url, sizeof url, tok, sizeof tok)) return 0; /* it went away */
-        int timeout = strstr(why, "timed out") != NULL;
+        int timeout = e == DT_ERR_TIMEOUT;
         if (timeout)
             dt__http_resp_error(resp, 504, "job %s: its master (%s) did not answer within %d s",
                                 j->name, url, DT__MASTER_TIMEOUT_MS / 1000);

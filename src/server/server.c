@@ -241,7 +241,7 @@ static int master_post(const dt__sjob *j, const char *what, char *msg, size_t ca
     if (!e) e = dt__http_client_request(c, "POST", route, "", 0, &status, &body, NULL);
     dt__http_client_free(c);
     if (e) {
-        status = strstr(dt_errmsg(), "timed out") ? 504 : 502;
+        status = e == DT_ERR_TIMEOUT ? 504 : 502;
         if (status == 504)
             snprintf(msg, cap, "job %s: its master (%s) did not answer within %d s", j->name, url,
                      DT__MASTER_TIMEOUT_MS / 1000);

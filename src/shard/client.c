@@ -13,7 +13,7 @@
  * waits long for a hung master.
  *
  * Every request of the caller goes through call(): a transport failure (no connection,
- * reset, timeout; dt__http_client_request's DT_ERR_IO) is retried after 50 ms, doubling to
+ * reset, timeout; dt__http_client_request's DT_ERR_NETWORK or DT_ERR_TIMEOUT) is retried after 50 ms, doubling to
  * 2 s, until retry_ms have passed since the first try - long enough for a master that was
  * killed to be resumed on the same port (libcurl reconnects by itself). So is a 503, for as
  * long as it comes (the master cannot write its journal, a full disk: it records nothing
@@ -144,9 +144,10 @@ static dt_err call_r(dt_shard_client *c, const char *what, const char *method, c
          * same request is answered as the first would have been once it can. Retried for
          * as long as it says so: it is alive (a master that gives up ends the job). */
         int busy = !err && status == 503;
-        if (err != DT_ERR_IO && !busy) break;
+        int lost = err == DT_ERR_NETWORK || err == DT_ERR_TIMEOUT;
+        if (!lost && !busy) break;
         if (!retry) {
-            if (busy) err = dt_err_set(DT_ERR_IO, "%s: the master is busy (503)", what);
+            if (busy) err = dt_err_set(DT_ERR_NETWORK, "%s: the master is busy (503)", what);
             break;
         }
         double left = (double)c->retry_ms - (dt__mono_ms() - t0);
@@ -157,8 +158,9 @@ static dt_err call_r(dt_shard_client *c, const char *what, const char *method, c
             left = RETRY_MAX_MS;
         }
         if (left <= 0) {
-            err = dt_err_wrap(DT_ERR_IO, "%s: no answer from the master (retried for %.1f s)",
-                              what, (dt__mono_ms() - t0) / 1000.0);
+            err = dt_err_wrap(busy ? DT_ERR_NETWORK : err,
+                              "%s: no answer from the master (retried for %.1f s)", what,
+                              (dt__mono_ms() - t0) / 1000.0);
             break;
         }
         dt__sleep_ms(delay < left ? delay : left);
@@ -166,7 +168,7 @@ static dt_err call_r(dt_shard_client *c, const char *what, const char *method, c
     }
     free(text);
     if (err) {
-        if (err != DT_ERR_IO) err = dt_err_wrap(err, "%s", what);
+        if (err != DT_ERR_NETWORK && err != DT_ERR_TIMEOUT) err = dt_err_wrap(err, "%s", what);
         return err;
     }
     if (status != 200) {

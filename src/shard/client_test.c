@@ -279,7 +279,7 @@ static void test_unreachable(void) {
     snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
     dt_shard_client *c;
     dt_shard_client_opts o = {.url = url, .token = "t", .replica = "worker-0", .retry_ms = 300};
-    DT_CHECK_ERR(dt_shard_client_open(&c, &o), DT_ERR_IO, "no answer from the master");
+    DT_CHECK_ERR(dt_shard_client_open(&c, &o), DT_ERR_NETWORK, "no answer from the master");
     DT_CHECK(strstr(dt_errmsg(), url) != NULL);
 }
 
