@@ -296,7 +296,8 @@ const char *dt__journal_why(const dt__journal *j); /* the last write's failure *
 dt_err dt__journal_sync(dt__journal *j);
 /* Read every event of the journal at path; calls fn(ctx, event) per line in order. A torn
  * last line (a master killed while writing) is ignored; a malformed line elsewhere is
- * DT_ERR_FORMAT naming the line. */
-dt_err dt__journal_replay(const char *path, void (*fn)(void *ctx, json_t *event), void *ctx);
+ * DT_ERR_FORMAT naming the line. An error fn returns ends the replay, its message prefixed
+ * with "PATH:LINE: ". (The master's replay of the events: replay-impl.h.) */
+dt_err dt__journal_replay(const char *path, dt_err (*fn)(void *ctx, json_t *event), void *ctx);
 
 #endif
