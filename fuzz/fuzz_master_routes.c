@@ -10,16 +10,17 @@
  * child processes (as rendezvous_test.c makes one): an all-reduce TrainJob `rz` of two
  * workers, both running, with a real journal, shard ledger and rendezvous, made anew for
  * each input in a scratch job dir (with a log for worker-0). Everything the routes do to it
- * is real, but the scale itself: dt__master_scale needs the master's loop (ports, processes),
- * so inputs that scale run against a finished job, where the route checks its body and the
- * scale is refused (409) before the loop is touched.
+ * is real, but the scale itself: dt__master_scale acts through the master's loop (ports,
+ * processes), so this master (has_loop 0) has the route check the body, and the scale is
+ * refused (409) before anything else is touched.
  *
  * Input: a flags byte, then requests separated by lines "%%":
  *   flags & 1   the journal cannot be written (/dev/full): changes are answered 503
  *   flags & 2   the job has finished (Succeeded)
  *   a request   "METHOD TARGET\n" then its body (TARGET: path and query); a first line that
  *               starts with '!' is sent without the token. Bytes of the first line outside
- *               '!'..'~' become '_' (the request line stays HTTP; the path is the fuzzer's).
+ *               '!'..'~' become '_', but the first space (the request line stays HTTP; the
+ *               method and the target are the fuzzer's).
  * A 500 answer is a finding (the routes answer 500 only when memory runs out). With
  * DT_FUZZ_TRACE set, each request's status is printed (to write seeds).
  */
@@ -199,6 +200,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *sp = strchr(line, ' ');
         if (sp && sp != line && sp[1] == '/') {
             *sp = 0;
+            for (char *c = sp + 1; *c; c++)
+                if (*c == ' ') *c = '_'; /* one request line: METHOD TARGET HTTP/1.1 */
             char head[1400];
             int hn = snprintf(head, sizeof head,
                               "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"

@@ -124,6 +124,9 @@ typedef struct dt__master {
     size_t status_cache_len;
     uint64_t status_cache_version;
     struct dt__series *series; /* the dashboard's curves (series.c); NULL until a point */
+    /* 1: this is the loop's master (dt_master_run), which a scale acts through; 0: a master
+     * state without its loop (the routes' fuzz harness), which refuses to scale (409). */
+    int has_loop;
 } dt__master;
 
 /* Note a change of the job's state (status.json and the status cache are out of date). */

@@ -977,10 +977,12 @@ static void remove_worker(loop *L, int i) {
 
 dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) {
     *added = *removed = NULL;
-    /* (before the loop is touched: the routes' fuzz harness has a master without one) */
     if (m->st.finished || m->stop_requested)
         return dt_err_set(DT_ERR_STATE, "job '%s' has finished (%s): it cannot be scaled",
                           m->job->name, dt__job_state_phase(&m->st));
+    if (!m->has_loop) /* before the loop is touched: the routes' fuzz harness has none */
+        return dt_err_set(DT_ERR_STATE, "job '%s' cannot be scaled: its master runs no event loop",
+                          m->job->name);
     loop *L = (loop *)m; /* m is the loop's first member */
     dt_err e;
     if ((e = scale_check(L, n))) return e;
@@ -1669,6 +1671,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if (!L) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     L->epfd = L->sigfd = L->lock_fd = -1;
     dt__master *m = &L->m;
+    m->has_loop = 1;
     L->jobv = *job; /* shallow: shares the caller's strings, never freed as a spec */
     m->job = &L->jobv;
     m->opts = *opts_in;
