@@ -14,24 +14,14 @@
  * processes), so this master (has_loop 0) has the route check the body, and the scale is
  * refused (409) before anything else is touched.
  *
- * Input: a flags byte, then requests separated by lines "%%":
+ * Input: a flags byte, then requests as fuzz-http-impl.h reads them ("METHOD TARGET\n" and
+ * a body, separated by lines "%%"; a 500 answer is a finding):
  *   flags & 1   the journal cannot be written (/dev/full): changes are answered 503
  *   flags & 2   the job has finished (Succeeded)
- *   a request   "METHOD TARGET\n" then its body (TARGET: path and query); a first line that
- *               starts with '!' is sent without the token. Bytes of the first line outside
- *               '!'..'~' become '_', but the first space (the request line stays HTTP; the
- *               method and the target are the fuzzer's).
- * A 500 answer is a finding (the routes answer 500 only when memory runs out). With
- * DT_FUZZ_TRACE set, each request's status is printed (to write seeds).
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "fuzz-impl.h"
+#include "fuzz-http-impl.h"
 #include "master/master-impl.h"
 
 static const char spec[] =
@@ -126,97 +116,11 @@ static void master_end(void) {
     m.rdzv = NULL;
 }
 
-/* One request on a connection of its own; the answer's status. */
-static int request(const char *head, size_t head_len, const uint8_t *body, size_t body_len) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)dt__http_server_port(server)),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS)) {
-        perror("fuzz_master_routes: connect");
-        abort();
-    }
-    size_t off = 0, total = head_len + body_len;
-    int shut = 0, status = 0;
-    char first[16];
-    size_t nfirst = 0;
-    for (;;) {
-        while (off < total) {
-            const void *p = off < head_len ? (const void *)(head + off) : body + (off - head_len);
-            size_t n = off < head_len ? head_len - off : total - off;
-            ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w > 0) {
-                off += (size_t)w;
-            } else {
-                if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOTCONN)) break;
-                off = total; /* the server closed early (it refused): the rest is not sent */
-            }
-        }
-        if (off == total && !shut) {
-            shutdown(fd, SHUT_WR);
-            shut = 1;
-        }
-        struct pollfd p[2] = {{.fd = dt__http_server_fd(server), .events = POLLIN},
-                              {.fd = fd, .events = POLLIN}};
-        int t = dt__http_server_timeout_ms(server);
-        poll(p, 2, t < 0 || t > 50 ? 50 : t);
-        dt__http_server_run(server);
-        char buf[4096];
-        ssize_t n;
-        while ((n = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
-            size_t k = (size_t)n < sizeof first - nfirst ? (size_t)n : sizeof first - nfirst;
-            memcpy(first + nfirst, buf, k);
-            nfirst += k;
-        }
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) break;
-    }
-    close(fd);
-    if (nfirst >= 12 && !memcmp(first, "HTTP/1.", 7)) status = atoi(first + 9);
-    return status;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!server) setup();
     if (size < 1) return 0;
     master_begin(data[0]);
-    const uint8_t *p = data + 1, *end = data + size;
-    for (int k = 0; p < end && k < 16; k++) {
-        const uint8_t *rec_end = end;
-        for (const uint8_t *q = p; q + 3 <= end; q++)
-            if ((q == p || q[-1] == '\n') && !memcmp(q, "%%\n", 3)) {
-                rec_end = q;
-                break;
-            }
-        const uint8_t *nl = memchr(p, '\n', (size_t)(rec_end - p));
-        const uint8_t *line_end = nl ? nl : rec_end, *body = nl ? nl + 1 : rec_end;
-        size_t body_len = (size_t)(rec_end - body);
-        if (body_len && body[body_len - 1] == '\n') body_len--; /* the separator's line */
-        int auth = !(line_end > p && *p == '!');
-        char line[1024];
-        size_t n = 0;
-        for (const uint8_t *q = p + !auth; q < line_end && n < 512; q++)
-            line[n++] = *q >= '!' && *q <= '~' ? (char)*q : (*q == ' ' ? ' ' : '_');
-        line[n] = 0;
-        char *sp = strchr(line, ' ');
-        if (sp && sp != line && sp[1] == '/') {
-            *sp = 0;
-            for (char *c = sp + 1; *c; c++)
-                if (*c == ' ') *c = '_'; /* one request line: METHOD TARGET HTTP/1.1 */
-            char head[1400];
-            int hn = snprintf(head, sizeof head,
-                              "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                              "%s%s%sContent-Length: %zu\r\n\r\n",
-                              line, sp + 1, auth ? "Authorization: Bearer " : "",
-                              auth ? m.token : "", auth ? "\r\n" : "", body_len);
-            int status = request(head, (size_t)hn, body, body_len);
-            if (getenv("DT_FUZZ_TRACE")) fprintf(stderr, "%d %s %s\n", status, line, sp + 1);
-            if (status == 500) {
-                fprintf(stderr, "fuzz_master_routes: %s %s answered 500\n", line, sp + 1);
-                abort();
-            }
-        }
-        p = rec_end + (rec_end < end ? 3 : 0);
-    }
+    dt__fuzz_http_requests(server, m.token, data + 1, size - 1);
     master_end();
     dt_err_clear();
     return 0;
