@@ -353,6 +353,13 @@ touch "$STATE/go"
 expect_exit 0 "torn: second resume" -- "$DTRAIN" run --resume runs/torn &&
     pass "torn: resumed twice, job succeeded" || fail "torn: $(tail -3 "$TMP/err")"
 
+# ---- a journal line no master wrote: the resume refuses it, naming the line and the field ----
+cp -r runs/torn runs/badj
+sed -i '0,/"ev":"launch"/s/"attempt":1,/"attempt":"1",/' runs/badj/journal.jsonl
+expect_exit 1 "bad journal: refused" -- "$DTRAIN" run --resume runs/badj &&
+    expect_err_has "bad journal: the line, the event and the field named" \
+        "badj/journal.jsonl:3: event 'launch': field 'attempt': expected an integer"
+
 # ---- a TrainJob: dtrain's built-in role trains the model in its replica ----
 cat >train1.yaml <<EOF
 apiVersion: dtrain/v1

@@ -103,6 +103,14 @@ typedef struct dt__kube_backend_opts {
 
 /* The kubernetes backend (kube_backend.c): lists the job's pods, then watches them. */
 dt_err dt__kube_backend_new(dt__backend **out, const dt__kube_backend_opts *o);
+/* The same backend without a cluster, for the parsers of the API server's answers alone
+ * (fuzz/fuzz_kube_responses.c): its pods those of list (a pod list answer, as the backend's
+ * first GET), its events those of w (dt__kube_watch_offline; owned from here, stopped with
+ * the backend). Only adopt, events, forget and free may be called: nothing else reaches the
+ * API server. */
+struct dt__kube_watch;
+dt_err dt__kube_backend_offline(dt__backend **out, const dt_job_spec *job, const json_t *list,
+                                struct dt__kube_watch *w);
 
 static inline void dt__backend_free(dt__backend *b) {
     if (b) b->ops->free(b);

@@ -76,6 +76,17 @@ int dt__kube_watch_next(dt__kube_watch *w, char *type, size_t len, json_t **obje
 /* Lists, watches, resumed streams and relists so far (for tests and the benchmark). */
 void dt__kube_watch_counts(const dt__kube_watch *w, int *lists, int *watches);
 void dt__kube_watch_stop(dt__kube_watch *w); /* NULL: no-op */
+/* A watch that runs no thread and connects nowhere, for the parsers of the API server's
+ * answers alone (fuzz/fuzz_kube_responses.c): dt__kube_watch_feed_list queues what the
+ * thread queues from a list answer (RELIST, each item ADDED, SYNCED; 0: out of memory),
+ * dt__kube_watch_feed what it queues from the bytes of a watch stream (one event a line;
+ * returns len, or less when the stream would be cut: a line over 64 MiB). After an ERROR
+ * event saying the version expired (410), dt__kube_watch_gone is 1 until the next list. */
+dt_err dt__kube_watch_offline(dt__kube_watch **out);
+int dt__kube_watch_feed_list(dt__kube_watch *w, const json_t *list);
+size_t dt__kube_watch_feed(dt__kube_watch *w, const char *data, size_t len);
+int dt__kube_watch_gone(const dt__kube_watch *w);
+const char *dt__kube_watch_version(const dt__kube_watch *w); /* the last resourceVersion */
 
 /* ---- a job in a cluster, from outside it (kube_submit.c) ---- */
 

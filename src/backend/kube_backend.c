@@ -672,6 +672,32 @@ static dt_err load_manifest(kube *b) {
     return e;
 }
 
+/* The pods of a list answer, as the API server holds them before anything is launched. */
+static void seed_pods(kube *b, const json_t *list) {
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(list, "items"), i, it) {
+        const char *n = json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+        if (n) pod_seen(b, n, it, "ADDED", NULL, NULL);
+    }
+}
+
+dt_err dt__kube_backend_offline(dt__backend **out, const dt_job_spec *job, const json_t *list,
+                                dt__kube_watch *w) {
+    kube *b = calloc(1, sizeof *b);
+    if (!b) {
+        dt__kube_watch_stop(w);
+        return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    }
+    b->base.ops = &kube_ops;
+    b->o.job = job;
+    snprintf(b->ns, sizeof b->ns, "default");
+    b->watch = w;
+    seed_pods(b, list);
+    *out = &b->base;
+    return DT_OK;
+}
+
 dt_err dt__kube_backend_new(dt__backend **out, const dt__kube_backend_opts *o) {
     kube *b = calloc(1, sizeof *b);
     if (!b) return dt_err_set(DT_ERR_NOMEM, "out of memory");
@@ -697,12 +723,7 @@ dt_err dt__kube_backend_new(dt__backend **out, const dt__kube_backend_opts *o) {
             e = dt_err_set(DT_ERR_IO, "cannot list the job's pods in namespace %s (%s): %s",
                            b->ns, dt__kube_server(b->k), dt__kube_why(resp, status, why, sizeof why));
         }
-        size_t i;
-        json_t *it;
-        json_array_foreach(e ? NULL : json_object_get(resp, "items"), i, it) {
-            const char *n = json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
-            if (n) pod_seen(b, n, it, "ADDED", NULL, NULL);
-        }
+        if (!e) seed_pods(b, resp);
         json_decref(resp);
     }
     if (!e) e = dt__kube_watch_start(&b->watch, b->k, path, sel);

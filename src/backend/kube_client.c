@@ -581,6 +581,35 @@ static void nap(dt__kube_watch *w, int ms) {
     for (int t = 0; t < ms && !w->stop; t += 50) usleep(50 * 1000);
 }
 
+/* A list answer's objects: RELIST, the objects, SYNCED, queued at once, so the reader never
+ * sees part of a list (and takes what it lacks for deleted). 0: out of memory (the list is
+ * dropped, and listed again). */
+static int queue_list(dt__kube_watch *w, const json_t *resp) {
+    w->lists++;
+    event *first = new_event("RELIST", NULL), *last = first;
+    int whole = first != NULL;
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(resp, "items"), i, it) {
+        event *ev = whole ? new_event("ADDED", json_incref(it)) : NULL;
+        if (ev) last = last->next = ev;
+        else whole = 0;
+    }
+    event *synced = whole ? new_event("SYNCED", NULL) : NULL;
+    if (!synced) { /* a part of a list would say its other objects were deleted */
+        for (event *ev = first, *next; ev; ev = next) {
+            next = ev->next;
+            json_decref(ev->object);
+            free(ev);
+        }
+        return 0;
+    }
+    last->next = synced;
+    enqueue(w, first, synced);
+    take_rv(w, resp);
+    return 1;
+}
+
 static int do_list(dt__kube_watch *w) {
     char path[2048], sel[1024];
     snprintf(path, sizeof path, "%s%s%s", w->path, w->selector[0] ? "?labelSelector=" : "",
@@ -592,32 +621,9 @@ static int do_list(dt__kube_watch *w) {
         json_decref(resp);
         return 0;
     }
-    w->lists++;
-    /* RELIST, the objects, SYNCED: queued at once, so the reader never sees part of a list
-     * (and takes what it lacks for deleted). */
-    event *first = new_event("RELIST", NULL), *last = first;
-    size_t i;
-    json_t *it;
-    json_array_foreach(json_object_get(resp, "items"), i, it) {
-        event *ev = new_event("ADDED", json_incref(it));
-        if (ev && last) last = last->next = ev;
-    }
-    event *synced = new_event("SYNCED", NULL);
-    if (synced && last) last = last->next = synced;
-    if (first && synced) {
-        enqueue(w, first, last);
-    } else { /* out of memory: the list is dropped, and listed again */
-        for (event *ev = first, *next; ev; ev = next) {
-            next = ev->next;
-            json_decref(ev->object);
-            free(ev);
-        }
-        json_decref(resp);
-        return 0;
-    }
-    take_rv(w, resp);
+    int ok = queue_list(w, resp);
     json_decref(resp);
-    return 1;
+    return ok;
 }
 
 /* One watch stream, until it ends; the HTTP status it had (0: none). */
@@ -731,6 +737,32 @@ void dt__kube_watch_counts(const dt__kube_watch *w, int *lists, int *watches) {
     *lists = w->lists;
     *watches = w->watches;
 }
+
+dt_err dt__kube_watch_offline(dt__kube_watch **out) {
+    dt__kube_watch *w = calloc(1, sizeof *w);
+    if (!w) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&w->mu, NULL);
+    w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->efd < 0) {
+        dt__kube_watch_stop(w);
+        return dt_err_set(DT_ERR_IO, "eventfd: %s", strerror(errno));
+    }
+    *out = w;
+    return DT_OK;
+}
+
+int dt__kube_watch_feed_list(dt__kube_watch *w, const json_t *list) {
+    w->gone = 0;
+    return queue_list(w, list);
+}
+
+size_t dt__kube_watch_feed(dt__kube_watch *w, const char *data, size_t len) {
+    return on_stream((char *)data, 1, len, w);
+}
+
+int dt__kube_watch_gone(const dt__kube_watch *w) { return w->gone; }
+
+const char *dt__kube_watch_version(const dt__kube_watch *w) { return w->rv; }
 
 void dt__kube_watch_stop(dt__kube_watch *w) {
     if (!w) return;

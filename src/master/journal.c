@@ -177,7 +177,7 @@ dt_err dt__journal_sync(dt__journal *j) {
     return DT_OK;
 }
 
-dt_err dt__journal_replay(const char *path, void (*fn)(void *ctx, json_t *event), void *ctx) {
+dt_err dt__journal_replay(const char *path, dt_err (*fn)(void *ctx, json_t *event), void *ctx) {
     char *data;
     size_t len;
     dt_err e = dt__read_file(path, &data, &len);
@@ -198,8 +198,12 @@ dt_err dt__journal_replay(const char *path, void (*fn)(void *ctx, json_t *event)
                 return dt_err_set(DT_ERR_FORMAT, "%s:%d: malformed journal line: %s", path,
                                   lineno, ev ? "not an object" : jerr.text);
             }
-            fn(ctx, ev);
+            e = fn(ctx, ev);
             json_decref(ev);
+            if (e) {
+                free(data);
+                return dt_err_wrap(e, "%s:%d", path, lineno);
+            }
         }
         p = nl + 1;
     }

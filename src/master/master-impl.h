@@ -128,6 +128,9 @@ typedef struct dt__master {
     size_t status_cache_len;
     uint64_t status_cache_version;
     struct dt__series *series; /* the dashboard's curves (series.c); NULL until a point */
+    /* 1: this is the loop's master (dt_master_run), which a scale acts through; 0: a master
+     * state without its loop (the routes' fuzz harness), which refuses to scale (409). */
+    int has_loop;
 } dt__master;
 
 /* Note a change of the job's state (status.json and the status cache are out of date). */
@@ -306,7 +309,8 @@ const char *dt__journal_why(const dt__journal *j); /* the last write's failure *
 dt_err dt__journal_sync(dt__journal *j);
 /* Read every event of the journal at path; calls fn(ctx, event) per line in order. A torn
  * last line (a master killed while writing) is ignored; a malformed line elsewhere is
- * DT_ERR_FORMAT naming the line. */
-dt_err dt__journal_replay(const char *path, void (*fn)(void *ctx, json_t *event), void *ctx);
+ * DT_ERR_FORMAT naming the line. An error fn returns ends the replay, its message prefixed
+ * with "PATH:LINE: ". (The master's replay of the events: replay-impl.h.) */
+dt_err dt__journal_replay(const char *path, dt_err (*fn)(void *ctx, json_t *event), void *ctx);
 
 #endif

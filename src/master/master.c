@@ -47,6 +47,7 @@
 #include "dtrain/train.h"
 #include "master/master-impl.h"
 #include "master/registry-impl.h"
+#include "master/replay-impl.h"
 #include "net/http-impl.h"
 
 extern char **environ;
@@ -998,55 +999,29 @@ static dt_err scale_check(const loop *L, int n) {
 }
 
 /* Worker r is scaled away: a running one is stopped (SIGTERM, then SIGKILL) and leaves the
- * table when it has ended (exited); any other one leaves at once. */
-static void remove_worker(loop *L, int i, int live) {
+ * table when it has ended (exited); any other one leaves at once. (Replayed: replay.c.) */
+static void remove_worker(loop *L, int i) {
     dt__replica *r = &L->m.st.replicas[i];
     if (r->state == DT__REPLICA_RUNNING) {
         r->removing = 1;
-        if (live) stop_one(L, r);
+        stop_one(L, r);
         return;
     }
-    if (live) dt__ledger_release(L->m.ledger, r->name, "scaled away", mono());
+    dt__ledger_release(L->m.ledger, r->name, "scaled away", mono());
     if (L->ports) dt__ports_release(L->ports, r->port);
     dt__job_state_remove(&L->m.st, i);
 }
 
-static int worker_index(const char *name) {
-    if (!name || strncmp(name, "worker-", 7)) return -1;
-    char *end;
-    long v = strtol(name + 7, &end, 10);
-    return *end || end == name + 7 || v < 0 || v >= DT__MAX_REPLICAS ? -1 : (int)v;
-}
-
-/* Replay of a "scale" event: the same changes, without acting on processes. */
-static void replay_scale(loop *L, json_t *ev) {
-    json_int_t n = json_integer_value(json_object_get(ev, "workers"));
-    if (n < 0 || n > DT__MAX_REPLICAS) return;
-    size_t k;
-    json_t *v;
-    json_array_foreach(json_object_get(ev, "removed"), k, v) {
-        dt__replica *r = dt__job_state_find(&L->m.st, json_string_value(v) ? json_string_value(v) : "");
-        if (r) remove_worker(L, (int)(r - L->m.st.replicas), 0);
-    }
-    json_t *ports = json_object_get(ev, "ports");
-    json_array_foreach(json_object_get(ev, "added"), k, v) {
-        const char *name = json_string_value(v);
-        int index = worker_index(name);
-        dt__replica *r = NULL;
-        if (index < 0 || dt__job_state_find(&L->m.st, name)) continue;
-        if (dt__job_state_add(&L->m.st, DT_REPLICA_TYPE_WORKER, index, &r)) continue;
-        r->port = (int)json_integer_value(json_object_get(ports, name));
-    }
-    set_worker_count(L, (int)n);
-}
-
 dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) {
-    loop *L = (loop *)m; /* m is the loop's first member */
-    dt_err e;
     *added = *removed = NULL;
     if (m->st.finished || m->stop_requested)
         return dt_err_set(DT_ERR_STATE, "job '%s' has finished (%s): it cannot be scaled",
-                          L->jobv.name, dt__job_state_phase(&m->st));
+                          m->job->name, dt__job_state_phase(&m->st));
+    if (!m->has_loop) /* before the loop is touched: the routes' fuzz harness has none */
+        return dt_err_set(DT_ERR_STATE, "job '%s' cannot be scaled: its master runs no event loop",
+                          m->job->name);
+    loop *L = (loop *)m; /* m is the loop's first member */
+    dt_err e;
     if ((e = scale_check(L, n))) return e;
     int cur = worker_count(L);
     for (int k = cur; k < n; k++) {
@@ -1087,7 +1062,7 @@ dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) 
     for (int i = m->st.nreplicas - 1; i >= 0; i--) {
         const dt__replica *r = &m->st.replicas[i];
         if (r->type == DT_REPLICA_TYPE_WORKER && r->index >= n && !r->removing)
-            remove_worker(L, i, 1);
+            remove_worker(L, i);
     }
     /* Every new worker is in the table (with its port) before the first is launched: each
      * one's TF_CONFIG lists them all. */
@@ -1119,113 +1094,6 @@ dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) 
     *added = add;
     *removed = rem;
     return DT_OK;
-}
-
-/* Journal replay: rebuild the state the previous master had. */
-typedef struct replay_ctx {
-    loop *L;
-    int started;
-    int http_port;
-    dt_err err;
-} replay_ctx;
-
-static void replay_event(void *vctx, json_t *ev) {
-    replay_ctx *c = vctx;
-    loop *L = c->L;
-    const char *kind = json_string_value(json_object_get(ev, "ev"));
-    double t = json_number_value(json_object_get(ev, "time"));
-    if (!kind) return;
-    if (!strncmp(kind, "shard.", 6)) {
-        if (!c->err && (c->err = dt__ledger_replay(L->m.ledger, ev)))
-            dt_err_wrap(c->err, "replaying the shard ledger");
-        return;
-    }
-    if (!strncmp(kind, "rdzv.", 5)) {
-        dt__rdzv_replay(L->m.rdzv, ev);
-        return;
-    }
-    if (!strcmp(kind, "continue")) { /* a stopped job continued, on new ports */
-        dt__job_state_reopen(&L->m.st, json_string_value(json_object_get(ev, "reason")),
-                             json_string_value(json_object_get(ev, "message")), t);
-        json_int_t hp = json_integer_value(json_object_get(ev, "httpPort"));
-        if (hp > 0 && hp < 65536) c->http_port = (int)hp;
-        json_t *ports = json_object_get(ev, "ports");
-        for (int i = 0; i < L->m.st.nreplicas; i++) {
-            json_int_t p = json_integer_value(json_object_get(ports, L->m.st.replicas[i].name));
-            if (p > 0 && p < 65536) L->m.st.replicas[i].port = (int)p;
-        }
-        return;
-    }
-    if (!strcmp(kind, "start")) {
-        c->started = 1;
-        L->m.st.start_time = t;
-        const char *tok = json_string_value(json_object_get(ev, "token"));
-        const char *cwd = json_string_value(json_object_get(ev, "cwd"));
-        const char *spec = json_string_value(json_object_get(ev, "spec"));
-        if (tok) snprintf(L->m.token, sizeof L->m.token, "%s", tok);
-        if (cwd) snprintf(L->cwd, sizeof L->cwd, "%s", cwd);
-        if (spec) snprintf(L->spec_src, sizeof L->spec_src, "%s", spec);
-        c->http_port = (int)json_integer_value(json_object_get(ev, "httpPort"));
-        json_int_t hb = json_integer_value(json_object_get(ev, "heartbeatTimeoutMs"));
-        if (L->m.opts.heartbeat_timeout_ms <= 0 && hb > 0 && hb <= 86400000)
-            L->m.opts.heartbeat_timeout_ms = (int)hb;
-        json_int_t lt = json_integer_value(json_object_get(ev, "leaseTimeoutMs"));
-        if (L->m.opts.lease_timeout_ms <= 0 && lt > 0 && lt <= 86400000)
-            L->m.opts.lease_timeout_ms = (int)lt;
-        json_t *ports = json_object_get(ev, "ports");
-        for (int i = 0; i < L->m.st.nreplicas; i++)
-            L->m.st.replicas[i].port =
-                (int)json_integer_value(json_object_get(ports, L->m.st.replicas[i].name));
-        return;
-    }
-    const char *name = json_string_value(json_object_get(ev, "replica"));
-    dt__replica *r = name ? dt__job_state_find(&L->m.st, name) : NULL;
-    if (!strcmp(kind, "launch") && r) {
-        r->attempt = (int)json_integer_value(json_object_get(ev, "attempt"));
-        r->restarts = r->attempt - 1;
-        r->pid = (pid_t)json_integer_value(json_object_get(ev, "pid"));
-        json_decref(r->facts);
-        r->facts = json_deep_copy(ev); /* what the backend journaled, to adopt it */
-        r->state = DT__REPLICA_RUNNING;
-        r->start_time = t;
-        r->end_time = 0;
-    } else if (!strcmp(kind, "scale")) {
-        replay_scale(L, ev);
-
-    } else if (!strcmp(kind, "exit") && r &&
-               !strcmp(json_string_value(json_object_get(ev, "state")) ?
-                           json_string_value(json_object_get(ev, "state")) : "", "Removed")) {
-        dt__job_state_remove(&L->m.st, (int)(r - L->m.st.replicas)); /* scaled away, ended */
-    } else if (!strcmp(kind, "exit") && r) {
-        r->exit_code = (int)json_integer_value(json_object_get(ev, "code"));
-        r->end_time = t;
-        r->pid = 0;
-        const char *s = json_string_value(json_object_get(ev, "state"));
-        for (int k = DT__REPLICA_PENDING; s && k <= DT__REPLICA_STOPPED; k++)
-            if (!strcmp(s, dt__replica_state_name((dt__replica_state)k)))
-                r->state = (dt__replica_state)k;
-        if (r->state == DT__REPLICA_RESTARTING) r->restart_at = 0;
-    } else if (!strcmp(kind, "report") && r) {
-        json_decref(r->report);
-        r->report = json_incref(json_object_get(ev, "report"));
-    } else if (!strcmp(kind, "condition") || !strcmp(kind, "finish")) {
-        const char *type = json_string_value(json_object_get(ev, "type"));
-        const char *reason = json_string_value(json_object_get(ev, "reason"));
-        const char *msg = json_string_value(json_object_get(ev, "message"));
-        if (!strcmp(kind, "finish")) {
-            const char *o = json_string_value(json_object_get(ev, "outcome"));
-            dt_job_outcome out = o && !strcmp(o, "Succeeded") ? DT_JOB_OUTCOME_SUCCEEDED
-                                 : o && !strcmp(o, "Stopped") ? DT_JOB_OUTCOME_STOPPED
-                                                              : DT_JOB_OUTCOME_FAILED;
-            L->m.st.finished = 1;
-            L->m.st.outcome = out;
-            L->m.st.completion_time = t;
-            type = out == DT_JOB_OUTCOME_SUCCEEDED ? "Succeeded" : "Failed";
-        }
-        for (int k = 0; type && k < DT__COND__COUNT; k++)
-            if (!strcmp(type, dt__cond_type_name((dt__cond_type)k)))
-                dt__job_state_condition(&L->m.st, (dt__cond_type)k, reason, msg, t);
-    }
 }
 
 static dt_err take_lock(loop *L) {
@@ -1580,11 +1448,21 @@ static dt_err prepare_fresh(loop *L, const dt_master_opts *opts_in, const char *
  * ones, for a stopped job that is continued). */
 static dt_err prepare_resumed(loop *L, const char *jpath, int *http_port) {
     dt__master *m = &L->m;
-    replay_ctx rc = {.L = L};
-    dt_err e = dt__journal_replay(jpath, replay_event, &rc);
-    if (e || (e = rc.err)) return e;
-    if (!rc.started)
+    dt__replay rp;
+    dt__replay_init(&rp, &m->st, m->ledger, m->rdzv);
+    dt_err e = dt__replay_journal(&rp, jpath);
+    if (e) return e;
+    if (!rp.started)
         return dt_err_set(DT_ERR_STATE, "%s: the journal has no start: nothing to resume", m->dir);
+    snprintf(m->token, sizeof m->token, "%s", rp.token);
+    snprintf(L->cwd, sizeof L->cwd, "%s", rp.cwd);
+    snprintf(L->spec_src, sizeof L->spec_src, "%s", rp.spec);
+    /* Given, or journaled (a resume keeps the first run's). */
+    if (m->opts.heartbeat_timeout_ms <= 0 && rp.heartbeat_timeout_ms > 0)
+        m->opts.heartbeat_timeout_ms = rp.heartbeat_timeout_ms;
+    if (m->opts.lease_timeout_ms <= 0 && rp.lease_timeout_ms > 0)
+        m->opts.lease_timeout_ms = rp.lease_timeout_ms;
+    if (rp.workers >= 0) set_worker_count(L, rp.workers);
     int running = 0;
     for (int i = 0; i < m->st.nreplicas; i++)
         running |= m->st.replicas[i].state == DT__REPLICA_RUNNING;
@@ -1595,7 +1473,7 @@ static dt_err prepare_resumed(loop *L, const char *jpath, int *http_port) {
         L->new_ports = 1;
         return alloc_ports(L, http_port);
     }
-    if (!*http_port) *http_port = rc.http_port;
+    if (!*http_port) *http_port = rp.http_port;
     return hold_ports(L, *http_port);
 }
 
@@ -1859,6 +1737,7 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if (!L) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     L->epfd = L->sigfd = L->lock_fd = -1;
     dt__master *m = &L->m;
+    m->has_loop = 1;
     L->jobv = *job; /* shallow: shares the caller's strings, never freed as a spec */
     m->job = &L->jobv;
     m->opts = *opts_in;

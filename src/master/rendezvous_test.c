@@ -334,9 +334,10 @@ static void test_lost_scaled_away(void) {
     fake_free(&f);
 }
 
-static void replay_one(void *ctx, json_t *ev) {
+static dt_err replay_one(void *ctx, json_t *ev) {
     const char *kind = json_string_value(json_object_get(ev, "ev"));
     if (kind && !strncmp(kind, "rdzv.", 5)) dt__rdzv_replay(ctx, ev);
+    return DT_OK;
 }
 
 static void test_journal(void) {

@@ -158,12 +158,18 @@ static void replay_event(void *vctx, json_t *ev) {
     }
 }
 
+/* (the server's replay keeps going past an event it cannot use: rc.err says why it stopped) */
+static dt_err replay_line(void *vctx, json_t *ev) {
+    replay_event(vctx, ev);
+    return DT_OK;
+}
+
 dt_err dt__sjournal_replay(dt__server *s) {
     char path[4200];
     snprintf(path, sizeof path, "%s/journal.jsonl", s->dir);
     if (access(path, F_OK) != 0) return DT_OK;
     replay_ctx rc = {.s = s};
-    dt_err e = dt__journal_replay(path, replay_event, &rc);
+    dt_err e = dt__journal_replay(path, replay_line, &rc);
     if (e) return e;
     if (rc.err) return rc.err;
     /* Forgotten jobs leave the table. */

@@ -144,7 +144,7 @@ void dt__server_pass(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     if (!strcmp(req->method, "GET") && a1 && !strcmp(a1, "replicas") && req->nparams == 2) {
         json_t *st = dt__sjob_dir_json(j, "status.json");
         json_t *r = json_object_get(st, "replicas");
-        dt__http_resp_json(resp, 200, json_pack("{s:O}", "replicas", r ? r : json_array()));
+        dt__http_resp_json(resp, 200, json_pack("{s:o}", "replicas", r ? json_incref(r) : json_array()));
         json_decref(st);
         return;
     }
