@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/path-impl.h"
 #include "backend/backend.h"
 #include "backend/kube-impl.h"
+#include "core/path-impl.h"
 #include "spec/yaml_doc-impl.h"
 
 #define LABEL_JOB "training.kubeflow.org/job-name"

@@ -44,8 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/path-impl.h"
 #include "backend/backend.h"
+#include "core/path-impl.h"
 
 
 #define LEFTOVER_GRACE_MS 2000

@@ -8,7 +8,6 @@
 
 #include <jansson.h>
 
-#include "core/path-impl.h"
 #include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "master/registry-impl.h"

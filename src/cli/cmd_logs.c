@@ -13,7 +13,6 @@
 
 #include <jansson.h>
 
-#include "core/path-impl.h"
 #include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "net/http-impl.h"

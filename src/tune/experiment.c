@@ -17,7 +17,6 @@
  * trialParameter (a parameter), every trialParameter's reference a parameter, and the
  * template rendered with each parameter's first value parses as a job.
  */
-#include "core/path-impl.h"
 #include "tune/tune-impl.h"
 
 #include <ctype.h>
@@ -30,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "core/path-impl.h"
 #include "dtrain/job.h"
 #include "spec/spec-impl.h"
 #include "spec/yaml_doc-impl.h"
