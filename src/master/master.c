@@ -72,9 +72,9 @@ struct loop {
     dt_job_spec jobv;
     int epfd, sigfd, lock_fd;
     sigset_t old_mask;
-    char self_exe[4096];
-    char cwd[4096];      /* where replicas run unless their spec says otherwise */
-    char spec_src[4096]; /* the spec as given (absolute), for built-in roles */
+    char self_exe[DT__PATH_MAX];
+    char cwd[DT__PATH_MAX];      /* where replicas run unless their spec says otherwise */
+    char spec_src[DT__PATH_MAX]; /* the spec as given (absolute), for built-in roles */
     /* Timers are on the monotonic clock (mono()), so that a step of the system clock moves
      * no restart, kill, lease or heartbeat deadline; wall time (dt__wall_now) goes only into
      * the journal, the status and the results. */
