@@ -121,6 +121,28 @@ wait_for sh -c "! kill -0 $mpid 2>/dev/null" || fail "g1's master (pid $mpid) di
 # once the first's master has ended, the name may be used again (the dir of the refused one too)
 expect_exit 0 "same name, the first ended: runs" -- "$DTRAIN" run gamma-quick.yaml --job-dir g2 &&
     pass "same name, the first ended: the second ran"
+# ---- a job dir whose path leaves no room for a job's files (~4090 bytes, made through
+# relative components): refused as too long, attached, detached and resumed, with nothing
+# made anywhere (a cut path would name another dir) ----
+mkdir long && cd long
+deep=""
+while [ ${#deep} -lt 3880 ]; do deep="$deep$(printf 'd%.0s' $(seq 199))/"; done
+deep="$deep$(printf 'e%.0s' $(seq $((4090 - ${#deep}))))"
+mkdir -p "$deep"
+before=$(find "$TMP" -path "$TMP/state" -prune -o -print | sort)
+for how in attached detached resumed; do
+    case $how in
+    attached) args=("$TMP/alpha.yaml" --job-dir "$deep") ;;
+    detached) args=("$TMP/alpha.yaml" --job-dir "$deep" --detach) ;;
+    resumed) args=(--resume "$deep") ;;
+    esac
+    expect_exit 2 "job dir too long, $how: refused" -- "$DTRAIN" run "${args[@]}" &&
+        expect_err_has "job dir too long, $how: says so" "path too long"
+done
+[ "$(find "$TMP" -path "$TMP/state" -prune -o -print | sort)" = "$before" ] &&
+    pass "job dir too long: nothing made anywhere" ||
+    fail "job dir too long: made $(diff <(echo "$before") <(find "$TMP" -path "$TMP/state" -prune -o -print | sort) | head -5)"
+cd "$TMP"
 # ---- two detached starts on one new dir at once: one master; the loser says why (its own
 # reason, not a line of the winner's), over several rounds since which one wins varies ----
 # (the winner's job waits for a file: a job that ended at once would leave the loser a dir

@@ -29,6 +29,19 @@ expect_exit 2 "export --format bad" -- "$DTRAIN" export job --format tflite &&
 expect_exit 0 "export onnx only" -- "$DTRAIN" export job/checkpoints/ckpt-0000000060.safetensors --out onnx-only --format onnx &&
     { [ -f onnx-only/60/model.onnx ] && [ ! -f onnx-only/60/model.safetensors ] &&
         pass "export --format onnx: only model.onnx" || fail "export --format onnx: $(ls onnx-only/60)"; }
+# An export that fails once its hidden directory is made leaves nothing behind: files capped
+# at 64 KiB (RLIMIT_FSIZE holds for root too; SIGXFSZ ignored, so write() says EFBIG) make
+# the model's write fail inside OUT/.tmp-60-PID.
+expect_exit 1 "export that fails writing" -- bash -c 'trap "" XFSZ; ulimit -f 64; exec "$@"' _ \
+    "$DTRAIN" export job --out capped &&
+    expect_err_has "export: the failed write is named" "model.safetensors: writing" &&
+    { [ -d capped ] && [ -z "$(ls -A capped)" ] && pass "export that fails: no .tmp-* left" ||
+        fail "export that fails left: $(ls -A capped 2>&1)"; }
+# An --out too long for a path is refused before anything is made.
+long=$(printf 'd%.0s' $(seq 4090))
+expect_exit 2 "export to a path too long" -- "$DTRAIN" export job --out "$long" &&
+    expect_err_has "export: a path too long is refused" "path too long" &&
+    { [ ! -e "$long" ] && pass "export to a path too long: nothing made" || fail "export made $long"; }
 
 # start_server NAME ARGS...: start dtrain serve on a free loopback port; $PORT, $PID.
 start_server() {

@@ -40,7 +40,7 @@ typedef struct dt_train_result {
     int stopped_by; /* asked to stop (SIGTERM, SIGINT, when the caller watches for them:
                        src/core/stop-impl.h): the signal; a checkpoint of the last step is
                        written and a run on the same job dir continues from it */
-    char export_dir[1100]; /* JOB_DIR/export/<step> when the run finished; "" otherwise */
+    char export_dir[4096]; /* JOB_DIR/export/<step> when the run finished; "" otherwise */
 } dt_train_result;
 
 dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts, dt_train_result *res);

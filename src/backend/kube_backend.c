@@ -28,6 +28,7 @@
 
 #include "backend/backend.h"
 #include "backend/kube-impl.h"
+#include "core/path-impl.h"
 #include "spec/yaml_doc-impl.h"
 
 #define LABEL_JOB "training.kubeflow.org/job-name"
@@ -54,8 +55,8 @@ typedef struct kube {
     dt__backend base;
     dt__kube_backend_opts o;
     char ns[64];
-    char job_dir[4096];
-    char spec_path[4096];
+    char job_dir[DT__PATH_MAX];
+    char spec_path[DT__PATH_MAX];
     json_t *manifest; /* the job's manifest as JSON (its pod templates) */
     dt__kube *k;
     dt__kube_watch *watch;
@@ -239,8 +240,8 @@ static void add_dtrain_volumes(const kube *b, json_t *spec, json_t *container) {
                                                 b->job_dir));
     }
     if (b->o.spec_configmap) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", b->spec_path);
+        char dir[DT__PATH_MAX];
+        memcpy(dir, b->spec_path, sizeof dir); /* the same size */
         char *slash = strrchr(dir, '/');
         if (slash && slash != dir) *slash = 0;
         json_array_append_new(vols, json_pack("{s:s, s:{s:s}}", "name", "dtrain-spec",
@@ -705,9 +706,14 @@ dt_err dt__kube_backend_new(dt__backend **out, const dt__kube_backend_opts *o) {
     b->o = *o;
     b->k = o->kube;
     snprintf(b->ns, sizeof b->ns, "%s", o->namespace ? o->namespace : dt__kube_namespace(o->kube));
-    snprintf(b->job_dir, sizeof b->job_dir, "%s", o->job_dir ? o->job_dir : "");
-    snprintf(b->spec_path, sizeof b->spec_path, "%s", o->spec_path ? o->spec_path : o->job->path);
-    dt_err e = load_manifest(b);
+    dt_err e;
+    if ((e = dt__path(b->job_dir, sizeof b->job_dir, "%s", o->job_dir ? o->job_dir : "")) ||
+        (e = dt__path(b->spec_path, sizeof b->spec_path, "%s",
+                      o->spec_path ? o->spec_path : o->job->path))) {
+        free(b);
+        return e;
+    }
+    e = load_manifest(b);
     char path[512], sel[256];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", b->ns);
     snprintf(sel, sizeof sel, "%s=%s,%s=dtrain", LABEL_JOB, o->job->name, LABEL_OPERATOR);

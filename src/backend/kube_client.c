@@ -22,6 +22,7 @@
 #include <curl/curl.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "net/http-impl.h"
 #include "spec/yaml_doc-impl.h"
 
@@ -33,7 +34,7 @@ struct dt__kube {
     char ns[64];
     char source[600];
     char *token;          /* inline bearer token (owned) */
-    char token_file[4096];
+    char token_file[DT__PATH_MAX];
     char *ca_pem;         /* certificate authority, PEM (owned) */
     char *cert_pem, *key_pem;
     int insecure;
@@ -96,12 +97,10 @@ static dt_err pem_of(const json_t *obj, const char *key, const char *base, const
         return DT_OK;
     }
     if (!file) return DT_OK;
-    char path[4200];
-    if (file[0] == '/')
-        snprintf(path, sizeof path, "%s", file);
-    else
-        snprintf(path, sizeof path, "%s/%s", base, file);
-    dt_err e = read_text(path, out);
+    char path[DT__PATH_MAX];
+    dt_err e = file[0] == '/' ? dt__path(path, sizeof path, "%s", file)
+                              : dt__path(path, sizeof path, "%s/%s", base, file);
+    if (!e) e = read_text(path, out);
     return e ? dt_err_wrap(e, "%s: %s", cfg, key) : DT_OK;
 }
 
@@ -135,8 +134,11 @@ static dt_err load_kubeconfig(dt__kube *k, const char *path, const char *context
         json_decref(root);
         return dt_err_set(DT_ERR_SPEC, "%s: not a kubeconfig (expected a mapping)", path);
     }
-    char base[4200];
-    snprintf(base, sizeof base, "%s", path);
+    char base[DT__PATH_MAX];
+    if ((e = dt__path(base, sizeof base, "%s", path))) {
+        json_decref(root);
+        return e;
+    }
     char *slash = strrchr(base, '/');
     if (slash) *slash = 0;
     else snprintf(base, sizeof base, ".");
@@ -175,11 +177,11 @@ static dt_err load_kubeconfig(dt__kube *k, const char *path, const char *context
     k->token = dup_or_null(json_string_value(json_object_get(user, "token")));
     const char *tf = json_string_value(json_object_get(user, "tokenFile"));
     if (tf) {
-        int n = tf[0] == '/' ? snprintf(k->token_file, sizeof k->token_file, "%s", tf)
-                             : snprintf(k->token_file, sizeof k->token_file, "%.2000s/%s", base, tf);
-        if (n >= (int)sizeof k->token_file) {
+        e = tf[0] == '/' ? dt__path(k->token_file, sizeof k->token_file, "%s", tf)
+                         : dt__path(k->token_file, sizeof k->token_file, "%s/%s", base, tf);
+        if (e) {
             json_decref(root);
-            return dt_err_set(DT_ERR_SPEC, "%s: tokenFile: path too long", path);
+            return dt_err_wrap(DT_ERR_SPEC, "%s: tokenFile", path);
         }
     }
     if (json_object_get(user, "exec") || json_object_get(user, "auth-provider")) {
@@ -230,23 +232,29 @@ static dt_err open_handle(dt__kube *k) {
 dt_err dt__kube_connect(dt__kube **out, const dt__kube_conn *c) {
     dt__kube *k = calloc(1, sizeof *k);
     if (!k) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    dt_err e;
-    char path[4200] = "";
+    dt_err e = DT_OK;
+    char path[DT__PATH_MAX] = "";
     if (!c->in_cluster) {
         if (c->kubeconfig) {
-            snprintf(path, sizeof path, "%s", c->kubeconfig);
+            e = dt__path(path, sizeof path, "%s", c->kubeconfig);
         } else if (getenv("KUBECONFIG") && *getenv("KUBECONFIG")) {
             /* kubectl merges the list; dtrain takes the first file that exists */
-            char list[4200];
-            snprintf(list, sizeof list, "%s", getenv("KUBECONFIG"));
-            for (char *save, *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save))
+            char *list = strdup(getenv("KUBECONFIG"));
+            e = list ? DT_OK : dt_err_set(DT_ERR_NOMEM, "out of memory");
+            for (char *save, *p = list ? strtok_r(list, ":", &save) : NULL; p;
+                 p = strtok_r(NULL, ":", &save))
                 if (access(p, R_OK) == 0) {
-                    snprintf(path, sizeof path, "%s", p);
+                    e = dt__path(path, sizeof path, "%s", p);
                     break;
                 }
+            free(list);
         } else if (getenv("HOME")) {
-            snprintf(path, sizeof path, "%s/.kube/config", getenv("HOME"));
-            if (access(path, R_OK) != 0) path[0] = 0;
+            if (dt__path(path, sizeof path, "%s/.kube/config", getenv("HOME"))) dt_err_clear();
+            if (path[0] && access(path, R_OK) != 0) path[0] = 0; /* none: in-cluster */
+        }
+        if (e) {
+            dt__kube_free(k);
+            return dt_err_wrap(e, "kubeconfig");
         }
     }
     e = path[0] ? load_kubeconfig(k, path, c->context) : load_in_cluster(k);

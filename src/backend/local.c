@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "core/path-impl.h"
 
 
 #define LEFTOVER_GRACE_MS 2000
@@ -195,7 +196,7 @@ typedef struct proc {
 
 typedef struct local {
     dt__backend base;
-    char dir[4096];
+    char dir[DT__PATH_MAX]; /* the job dir: it leaves DT__JOB_DIR_ROOM (the master checks) */
     int epfd;  /* the event fd: the signalfd (SIGCHLD) and the adopted supervisors' pidfds */
     int sigfd;
     proc *procs;
@@ -239,11 +240,15 @@ static void drop_pidfd(local *b, proc *p) {
     p->pidfd = -1;
 }
 
-static void path_of(const local *b, char *buf, size_t len, const char *fmt, const char *name) {
+static dt_err path_of(const local *b, char *buf, size_t len, const char *fmt, const char *name)
+    __attribute__((format(printf, 4, 0)));
+static dt_err path_of(const local *b, char *buf, size_t len, const char *fmt, const char *name) {
     char rel[128];
-    if (snprintf(rel, sizeof rel, fmt, name) >= (int)sizeof rel ||
-        snprintf(buf, len, "%s/%s", b->dir, rel) >= (int)len)
-        buf[0] = 0; /* cannot happen: names are short, the dir is PATH_MAX */
+    if (snprintf(rel, sizeof rel, fmt, name) >= (int)sizeof rel) {
+        buf[0] = 0;
+        return dt_err_set(DT_ERR_ARG, "%s: replica name too long", name);
+    }
+    return dt__path(buf, len, "%s/%s", b->dir, rel);
 }
 
 /* Is name=... one of the variables dtrain sets? Inherited copies are dropped so that a job
@@ -294,10 +299,9 @@ static char **make_envp(const dt__backend_launch *l, size_t *first_own) {
 /* Fork the supervisor; it waits for the go byte on *go_fd. */
 static dt_err start_supervisor(const char *name, const launch_args *a, const char *log_path,
                                pid_t *pid, int *go_fd) {
-    char exit_tmp[4200];
-    int n = snprintf(exit_tmp, sizeof exit_tmp, "%s.tmp", a->exit_path);
-    if (n < 0 || (size_t)n >= sizeof exit_tmp)
-        return dt_err_set(DT_ERR_ARG, "%s: exit file path too long", name);
+    char exit_tmp[DT__PATH_MAX];
+    dt_err pe = dt__path(exit_tmp, sizeof exit_tmp, "%s.tmp", a->exit_path);
+    if (pe) return dt_err_wrap(pe, "%s: its exit file", name);
     unlink(a->exit_path);
     int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd < 0)
@@ -353,9 +357,11 @@ static dt_err local_launch(dt__backend *base, const dt__backend_launch *l, json_
     local *b = (local *)base;
     if (!l->argv || !l->argv[0])
         return dt_err_set(DT_ERR_ARG, "%s: no command to run locally", l->name);
-    char log_path[4200], exit_path[4200];
-    path_of(b, log_path, sizeof log_path, "logs/%s.log", l->name);
-    path_of(b, exit_path, sizeof exit_path, "run/%s.exit", l->name);
+    char log_path[DT__PATH_MAX], exit_path[DT__PATH_MAX];
+    dt_err pe;
+    if ((pe = path_of(b, log_path, sizeof log_path, "logs/%s.log", l->name)) ||
+        (pe = path_of(b, exit_path, sizeof exit_path, "run/%s.exit", l->name)))
+        return pe;
     /* A line in the log between attempts, so restarts can be told apart. */
     FILE *lf = fopen(log_path, "a");
     if (lf) {
@@ -432,8 +438,8 @@ static void local_signal(dt__backend *base, const char *name, int sig) {
 
 /* The code a supervisor wrote to its exit file; -1 when there is none. */
 static int read_exit(const local *b, const char *name) {
-    char path[4200];
-    path_of(b, path, sizeof path, "run/%s.exit", name);
+    char path[DT__PATH_MAX];
+    if (path_of(b, path, sizeof path, "run/%s.exit", name)) return -1; /* launched: it fits */
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     int code = -1;
@@ -533,9 +539,9 @@ static void local_events(dt__backend *base, dt__backend_ended_fn ended, void *ct
 
 static void local_last_line(dt__backend *base, const char *name, char *out, size_t size) {
     local *b = (local *)base;
-    char path[4200], buf[2048];
+    char path[DT__PATH_MAX], buf[2048];
     out[0] = 0;
-    path_of(b, path, sizeof path, "logs/%s.log", name);
+    if (path_of(b, path, sizeof path, "logs/%s.log", name)) return; /* launched: it fits */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     off_t end = lseek(fd, 0, SEEK_END);
@@ -591,7 +597,11 @@ dt_err dt__local_backend_new(dt__backend **out, const char *job_dir) {
     if (!b) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     b->base.ops = &local_ops;
     b->epfd = b->sigfd = -1;
-    snprintf(b->dir, sizeof b->dir, "%s", job_dir);
+    dt_err pe = dt__path(b->dir, sizeof b->dir, "%s", job_dir);
+    if (pe) {
+        free(b);
+        return pe;
+    }
     /* Inherited SIG_IGN for SIGCHLD would make the kernel reap supervisors unseen. */
     signal(SIGCHLD, SIG_DFL);
     sigset_t mask;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/path-impl.h"
 #include "dtrain/err.h"
 
 struct dt__http_client;
@@ -73,7 +74,7 @@ typedef struct dt__cli_kube {
 int dt__cli_kube_opt(const struct dt__cli_cmd *cmd, int argc, char **argv, int *i, dt__cli_kube *ko);
 
 typedef struct dt__jobref {
-    char dir[4096];  /* "" for a job in a cluster */
+    char dir[DT__PATH_MAX]; /* "" for a job in a cluster */
     char name[64];
     char url[1200]; /* from master.json; "" when none */
     char token[80];

@@ -17,6 +17,7 @@
 
 #include "cli/cli-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
 #include "dtrain/export.h"
@@ -108,9 +109,12 @@ static int export_checkpoint(const char *ckpt, const char *spec_path, const char
         if ((e = norm_from_spec(spec, &input, &own))) goto out;
         src.norm = own;
     }
-    char dir[4400];
+    char dir[DT__PATH_MAX];
     rc = DT_EXIT_FAILED;
-    if ((e = dt_export_write(out, &src, formats, dir, sizeof dir))) goto out;
+    if ((e = dt_export_write(out, &src, formats, dir, sizeof dir))) {
+        if (e == DT_ERR_ARG) rc = DT_EXIT_USAGE; /* an --out too long for its paths */
+        goto out;
+    }
     printf("exported %s (step %lld)\n", dir, (long long)st.step);
     rc = DT_EXIT_OK;
 out:
@@ -165,25 +169,27 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "dtrain export: %s: no such job directory or checkpoint\n", arg);
         return DT_EXIT_FAILED;
     }
-    char job_dir[4096], ckpt[4200], spec_buf[4200], out_buf[4200];
+    char job_dir[DT__PATH_MAX], ckpt[DT__PATH_MAX], spec_buf[DT__PATH_MAX], out_buf[DT__PATH_MAX];
+    dt_err e;
     if (S_ISDIR(sb.st_mode)) {
-        snprintf(job_dir, sizeof job_dir, "%s", arg);
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%s/checkpoints", job_dir);
+        char dir[DT__PATH_MAX];
+        if ((e = dt__path(job_dir, sizeof job_dir, "%s", arg)) ||
+            (e = dt__path(dir, sizeof dir, "%s/checkpoints", job_dir)))
+            goto too_long;
         if (dt_checkpoint_dir_latest(dir, ckpt, sizeof ckpt)) {
             fprintf(stderr, "dtrain export: %s: no checkpoint to export\n", dir);
             return DT_EXIT_FAILED;
         }
     } else {
         /* JOB_DIR/checkpoints/ckpt-N.safetensors: the job dir is two levels up */
-        char copy[4096];
-        snprintf(ckpt, sizeof ckpt, "%s", arg);
-        snprintf(copy, sizeof copy, "%s", arg);
-        char *d = dirname(copy);
-        snprintf(job_dir, sizeof job_dir, "%s/..", d);
+        char copy[DT__PATH_MAX];
+        if ((e = dt__path(ckpt, sizeof ckpt, "%s", arg)) ||
+            (e = dt__path(copy, sizeof copy, "%s", arg)) ||
+            (e = dt__path(job_dir, sizeof job_dir, "%s/..", dirname(copy))))
+            goto too_long;
     }
     if (!spec) {
-        snprintf(spec_buf, sizeof spec_buf, "%s/spec.yaml", job_dir);
+        if ((e = dt__path(spec_buf, sizeof spec_buf, "%s/spec.yaml", job_dir))) goto too_long;
         if (access(spec_buf, R_OK) != 0) {
             fprintf(stderr, "dtrain export: %s: not found; name the model's spec with --spec\n",
                     spec_buf);
@@ -192,10 +198,13 @@ static int run(int argc, char **argv) {
         spec = spec_buf;
     }
     if (!out) {
-        snprintf(out_buf, sizeof out_buf, "%s/export", job_dir);
+        if ((e = dt__path(out_buf, sizeof out_buf, "%s/export", job_dir))) goto too_long;
         out = out_buf;
     }
     return export_checkpoint(ckpt, spec, out, formats);
+too_long:
+    fprintf(stderr, "dtrain export: %s\n", dt_errmsg());
+    return DT_EXIT_USAGE;
 }
 
 const dt__cli_cmd dt__cmd_export = {

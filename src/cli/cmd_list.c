@@ -40,9 +40,9 @@ typedef struct list_ctx {
 
 static void one(void *vctx, const char *name, const char *dir) {
     list_ctx *ctx = vctx;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/status.json", dir);
-    json_t *st = json_load_file(path, 0, NULL);
+    char path[DT__PATH_MAX];
+    json_t *st = dt__path(path, sizeof path, "%s/status.json", dir) ? NULL /* no status */
+                                                                     : json_load_file(path, 0, NULL);
     const char *phase = json_string_value(json_object_get(st, "phase"));
     long long active = 0, total = 0;
     size_t i;

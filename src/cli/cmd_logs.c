@@ -117,8 +117,11 @@ static int run(int argc, char **argv) {
     dt__jobref ref;
     if (dt__jobref_find(cmd, pos[0], &ko, &ref)) return DT_EXIT_FAILED;
     const char *replica = pos[1];
-    char path[4300];
-    snprintf(path, sizeof path, "%s/logs/%s.log", ref.dir, replica);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/logs/%s.log", ref.dir, replica)) {
+        fprintf(stderr, "dtrain logs: %s\n", dt_errmsg());
+        return DT_EXIT_USAGE;
+    }
     long long offset = 0;
     if (ref.live || ref.server) { /* a server answers a finished job's logs itself */
         dt__http_client *c = NULL;

@@ -25,6 +25,7 @@
 #include "backend/kube-impl.h"
 #include "cli/cli-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/job.h"
 #include "dtrain/master.h"
 
@@ -77,8 +78,8 @@ static int exit_for(dt_err e) {
 
 /* The job's last words, from its result.json: the exported model's figures, or what failed it. */
 static void summarize(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/result.json", dir);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/result.json", dir)) return; /* the job ran: it fits */
     json_t *r = json_load_file(path, 0, NULL);
     json_t *ev = json_object_get(r, "eval"), *f = json_object_get(r, "failure");
     if (json_is_object(ev)) {
@@ -113,13 +114,17 @@ static int report(const dt_job_spec *job, const char *dir, dt_job_outcome outcom
 /* Fork the master into the background; wait until it has launched every replica. */
 static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     /* Before master.log is made in it: a dir that cannot be this job's is left untouched. */
+    dt_err room = dt__path_room(mo->job_dir, DT__JOB_DIR_ROOM, "job dir");
+    if (room) {
+        fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
+        return exit_for(room);
+    }
+    char log_path[DT__PATH_MAX];
     if ((!mo->resume && dt_master_check_job_dir(mo->job_dir, job->name)) ||
-        dt__mkdirs(mo->job_dir)) {
+        dt__mkdirs(mo->job_dir) || dt__path(log_path, sizeof log_path, "%s/master.log", mo->job_dir)) {
         fprintf(stderr, "dtrain run: %s\n", dt_errmsg());
         return DT_EXIT_FAILED;
     }
-    char log_path[4200];
-    snprintf(log_path, sizeof log_path, "%s/master.log", mo->job_dir);
     /* What this start adds to master.log is what to show if it fails. */
     struct stat sb;
     off_t log_start = stat(log_path, &sb) == 0 ? sb.st_size : 0;
@@ -195,9 +200,9 @@ static int run_detached(const dt_job_spec *job, dt_master_opts *mo) {
     if (n == 1 && c == 'R') {
         printf("job %s started in the background; job dir %s (see 'dtrain status %s')\n",
                job->name, mo->job_dir, job->name);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/master.json", mo->job_dir);
-        json_t *mj = json_load_file(path, 0, NULL);
+        char path[DT__PATH_MAX]; /* fits: checked at the top */
+        json_t *mj = dt__path(path, sizeof path, "%s/master.json", mo->job_dir)
+                         ? NULL : json_load_file(path, 0, NULL);
         const char *url = json_string_value(json_object_get(mj, "url"));
         const char *tok = json_string_value(json_object_get(mj, "token"));
         if (url && tok) printf("dashboard %s/#token=%s\n", url, tok);
@@ -455,9 +460,9 @@ static int run(int argc, char **argv) {
     if (ko.in_cluster && !resume && job_dir && optind == argc - 1) {
         /* The master pod, made again (deleted, its node lost): its predecessor's journal
          * is on the job's volume, and the job goes on from it. */
-        char jpath[4200];
-        snprintf(jpath, sizeof jpath, "%s/journal.jsonl", job_dir);
-        if (access(jpath, F_OK) == 0) {
+        char jpath[DT__PATH_MAX];
+        if (dt__path(jpath, sizeof jpath, "%s/journal.jsonl", job_dir) == DT_OK &&
+            access(jpath, F_OK) == 0) {
             resume = job_dir;
             job_dir = NULL;
             optind++;

@@ -175,7 +175,10 @@ static int run(int argc, char **argv) {
         if (!(o.models = calloc(1, sizeof *o.models))) goto out;
         o.nmodels = 1;
         snprintf(o.models[0].name, sizeof o.models[0].name, "%s", name ? name : "default");
-        snprintf(o.models[0].base_path, sizeof o.models[0].base_path, "%s", base);
+        if (dt__path(o.models[0].base_path, sizeof o.models[0].base_path, "%s", base)) {
+            dt__cli_usage_error(&dt__cmd_serve, "--model_base_path: %s", dt_errmsg());
+            goto out;
+        }
         o.models[0].latest_n = 1;
         if (!o.models[0].name[0] || strpbrk(o.models[0].name, "/:")) {
             dt__cli_usage_error(&dt__cmd_serve, "--model_name: '%s' must not be empty or hold '/' or ':'",

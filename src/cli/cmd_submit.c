@@ -14,6 +14,7 @@
 
 #include "cli/cli-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 
 static const char usage[] =
     "Usage: dtrain submit --server URL JOB.yaml [--priority N] [--label KEY=VALUE]...\n"
@@ -123,10 +124,9 @@ static int run(int argc, char **argv) {
             fprintf(stderr, "dtrain submit: %s\n", dt_errmsg());
             goto out;
         }
-        char abs[4096];
-        if (!realpath(spec, abs)) snprintf(abs, sizeof abs, "%s", spec);
+        char abs[DT__PATH_MAX];
         body = json_pack("{s:s%, s:I, s:O, s:s}", "manifest", text, len, "priority", (json_int_t)p,
-                         "labels", labels, "path", abs);
+                         "labels", labels, "path", realpath(spec, abs) ? abs : spec);
         free(text);
         if (!body) {
             fprintf(stderr, "dtrain submit: %s: not UTF-8 text\n", spec);
@@ -141,7 +141,7 @@ static int run(int argc, char **argv) {
             dt__cli_usage_error(cmd, "--workers: 1..1024, --ps: 0..64");
             goto out;
         }
-        char cwd[4096] = "", img[4096] = "";
+        char cwd[DT__PATH_MAX] = "", img[DT__PATH_MAX] = ""; /* getcwd, realpath: whole or none */
         if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
         struct stat sb;
         if (image && stat(image, &sb) == 0 && S_ISDIR(sb.st_mode) && realpath(image, img)) image = img;

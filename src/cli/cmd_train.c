@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/cli-impl.h"
+#include "core/path-impl.h"
 #include "core/stop-impl.h"
 #include "dtrain/spec.h"
 #include "dtrain/train.h"
@@ -39,8 +40,8 @@ static const char usage[] =
     "Exit status: 0 trained, 1 failed, 2 bad arguments or malformed spec.\n";
 
 static int copy_spec(const char *from, const char *job_dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/spec.yaml", job_dir);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/spec.yaml", job_dir)) return -1;
     FILE *in = fopen(from, "rb");
     if (!in) return -1;
     FILE *out = fopen(path, "wb");

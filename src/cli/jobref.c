@@ -30,22 +30,27 @@
 int dt__jobref_resolve(const dt__cli_cmd *cmd, const char *arg, dt__jobref *out) {
     memset(out, 0, sizeof *out);
     struct stat sb;
-    char journal[4200];
+    char journal[DT__PATH_MAX], path[DT__PATH_MAX];
     if (stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        if (!realpath(arg, out->dir)) snprintf(out->dir, sizeof out->dir, "%s", arg);
+        if (!realpath(arg, out->dir) && dt__path(out->dir, sizeof out->dir, "%s", arg)) {
+            fprintf(stderr, "dtrain %s: %s\n", cmd->name, dt_errmsg());
+            return 1;
+        }
     } else if (dt__registry_lookup(arg, out->dir, sizeof out->dir) != DT_OK) {
         fprintf(stderr, "dtrain %s: %s: no such job or job directory (see 'dtrain list')\n",
                 cmd->name, arg);
         return 1;
     }
-    snprintf(journal, sizeof journal, "%s/journal.jsonl", out->dir);
+    if (dt__path(journal, sizeof journal, "%s/journal.jsonl", out->dir) ||
+        dt__path(path, sizeof path, "%s/master.json", out->dir)) {
+        fprintf(stderr, "dtrain %s: %s\n", cmd->name, dt_errmsg());
+        return 1;
+    }
     if (stat(journal, &sb) != 0) {
         fprintf(stderr, "dtrain %s: %s is not a job directory (it has no journal.jsonl)\n",
                 cmd->name, out->dir);
         return 1;
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/master.json", out->dir);
     json_t *mj = json_load_file(path, 0, NULL);
     const char *s;
     if ((s = json_string_value(json_object_get(mj, "url"))))
@@ -78,11 +83,16 @@ void dt__cli_server_token(const dt__cli_kube *ko, const char *url, const char *d
         snprintf(out, cap, "%s", t);
         return;
     }
-    char path[4200];
+    char path[DT__PATH_MAX];
     const char *home = getenv("DTRAIN_HOME");
-    if (dir) snprintf(path, sizeof path, "%s/server.json", dir);
-    else if (home && *home) snprintf(path, sizeof path, "%s/server/server.json", home);
-    else snprintf(path, sizeof path, "%s/.dtrain/server/server.json", getenv("HOME") ?: ".");
+    dt_err e = dir ? dt__path(path, sizeof path, "%s/server.json", dir)
+               : home && *home ? dt__path(path, sizeof path, "%s/server/server.json", home)
+                               : dt__path(path, sizeof path, "%s/.dtrain/server/server.json",
+                                          getenv("HOME") ?: ".");
+    if (e) { /* no token known: the server will say it wants one */
+        dt_err_clear();
+        return;
+    }
     json_t *sj = json_load_file(path, 0, NULL);
     const char *u = json_string_value(json_object_get(sj, "url"));
     const char *tok = json_string_value(json_object_get(sj, "token"));
@@ -188,8 +198,11 @@ json_t *dt__jobref_status(const dt__cli_cmd *cmd, const dt__jobref *ref) {
         /* The master went away meanwhile: fall back to the file it kept. */
     }
     if (ref->kube.on) return kube_status_without_master(cmd, ref);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/status.json", ref->dir);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/status.json", ref->dir)) {
+        fprintf(stderr, "dtrain %s: %s\n", cmd->name, dt_errmsg());
+        return NULL;
+    }
     json_error_t err;
     json_t *j = json_load_file(path, 0, &err);
     if (!j) fprintf(stderr, "dtrain %s: %s: %s\n", cmd->name, path, err.text);

@@ -139,6 +139,12 @@ static void test_path_refuses_what_does_not_fit(void) {
     DT_CHECK_ERR(dt__path(buf, sizeof buf, "%s/%s", "longer-dir", "spec.yaml"), DT_ERR_ARG,
                  "path too long (20 bytes, at most 15): longer-dir/spec...");
     DT_CHECK(buf[0] == '\0'); /* never a cut path */
+    DT_CHECK_OK(dt__path_room("/job", DT__PATH_MAX - 6, "job dir"));
+    DT_CHECK_ERR(dt__path_room("/job/x", DT__PATH_MAX - 6, "job dir"), DT_ERR_ARG,
+                 "job dir: path too long (6 bytes as an absolute path, at most 5 to leave room "
+                 "for the files made in it): /job/x");
+    DT_CHECK_ERR(dt__path_room("job/x", DT__PATH_MAX - 6, "job dir"), DT_ERR_ARG,
+                 "path too long"); /* the working directory counts */
     DT_CHECK(!strcmp(dt_strerror(DT_ERR_TIMEOUT), "timed out"));
     DT_CHECK(!strcmp(dt_strerror(DT_ERR_NETWORK), "network error"));
 }

@@ -17,11 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/path-impl.h"
+
 dt_err dt__mkdirs(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return dt_err_set(DT_ERR_ARG, "bad directory path '%s'", path);
-    memcpy(buf, path, n + 1);
+    char buf[DT__PATH_MAX];
+    if (!*path) return dt_err_set(DT_ERR_ARG, "an empty directory path");
+    dt_err e = dt__path(buf, sizeof buf, "%s", path);
+    if (e) return e;
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
@@ -38,8 +40,8 @@ dt_err dt__mkdirs(const char *path) {
 }
 
 static void fsync_dir_of(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
+    char buf[DT__PATH_MAX];
+    if (dt__path(buf, sizeof buf, "%s", path)) return; /* it was written, so it fits */
     int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
     if (fd >= 0) {
         fsync(fd); /* best effort: some file systems refuse directory fsync */
@@ -48,9 +50,9 @@ static void fsync_dir_of(const char *path) {
 }
 
 dt_err dt__write_file_atomic(const char *path, const void *data, size_t len) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
-        return dt_err_set(DT_ERR_ARG, "path too long: %s", path);
+    char tmp[DT__PATH_MAX];
+    dt_err err = dt__path(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
+    if (err) return err;
     int fd = mkstemp(tmp);
     if (fd < 0) return dt_err_set(DT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     const unsigned char *p = data;

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "export/export-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/job.h"
@@ -82,12 +83,26 @@ static dt_err write_input(const char *path, const dt_export_src *src) {
 static void remove_version(const char *dir) {
     static const char *const files[] = {"model.safetensors", "spec.yaml", "input.safetensors",
                                         "model.onnx"};
-    char f[4600];
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(f, sizeof f, "%.4400s/%s", dir, files[i]);
-        unlink(f);
-    }
+    char f[DT__PATH_MAX];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (dt__path(f, sizeof f, "%s/%s", dir, files[i]) == DT_OK) unlink(f);
     rmdir(dir);
+}
+
+/* Remove the hidden directory an export is built in: everything in it is this export's own
+ * (the version's files and the writers' temporary files beside them), so all of it goes. */
+static void remove_tmp(const char *tmp) {
+    DIR *d = opendir(tmp);
+    if (d) {
+        struct dirent *ent;
+        char f[DT__PATH_MAX];
+        while ((ent = readdir(d))) {
+            if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+            if (dt__path(f, sizeof f, "%s/%s", tmp, ent->d_name) == DT_OK) unlink(f);
+        }
+        closedir(d);
+    }
+    rmdir(tmp);
 }
 
 static void sync_dir(const char *dir) {
@@ -102,30 +117,39 @@ dt_err dt_export_write(const char *base, const dt_export_src *src, unsigned form
                        size_t dirlen) {
     if (!(formats & (DT_EXPORT_FORMAT_DTRAIN | DT_EXPORT_FORMAT_ONNX)))
         return dt_err_set(DT_ERR_ARG, "export: no format chosen (dtrain, onnx)");
-    if (strlen(base) > 4000) return dt_err_set(DT_ERR_ARG, "export: path too long: %.64s...", base);
-    char tmp[4300], file[4400];
-    snprintf(dir, dirlen, "%s/%lld", base, (long long)src->step);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%lld-%d", base, (long long)src->step, (int)getpid());
-    dt_err e = dt__mkdirs(tmp);
-    if (e) return e;
+    char tmp[DT__PATH_MAX], old[DT__PATH_MAX], file[DT__PATH_MAX];
+    long long step = (long long)src->step;
+    int pid = (int)getpid();
+    /* Every path is built before the hidden directory is made, so a path too long fails
+     * here and leaves nothing behind; the longest is a writer's temporary file in it
+     * (".input.safetensors.tmp-XXXXXX", core/file.c and ckpt/safetensors.c). */
+    dt_err e;
+    if ((e = dt__path(dir, dirlen, "%s/%lld", base, step)) ||
+        (e = dt__path(tmp, sizeof tmp, "%s/.tmp-%lld-%d", base, step, pid)) ||
+        (e = dt__path(old, sizeof old, "%s/.old-%lld-%d", base, step, pid)) ||
+        (e = dt__path(file, sizeof file, "%s/.input.safetensors.tmp-XXXXXX", tmp)))
+        return dt_err_wrap(e, "export of step %lld", step);
+    if ((e = dt__mkdirs(tmp))) return e;
     if (formats & DT_EXPORT_FORMAT_DTRAIN) {
         dt_train_state st = {.step = src->step, .epoch = src->epoch, .seed = src->seed};
         st.rng.s[0] = 1; /* a state that loads (an all-zero generator is refused) */
-        snprintf(file, sizeof file, "%s/model.safetensors", tmp);
-        if ((e = dt_checkpoint_save(file, src->model, NULL, &st))) goto fail;
-        snprintf(file, sizeof file, "%s/spec.yaml", tmp);
-        if ((e = dt__write_file_atomic(file, src->spec_text, src->spec_len))) goto fail;
-        snprintf(file, sizeof file, "%s/input.safetensors", tmp);
-        if ((e = write_input(file, src))) goto fail;
+        if ((e = dt__path(file, sizeof file, "%s/model.safetensors", tmp)) ||
+            (e = dt_checkpoint_save(file, src->model, NULL, &st)))
+            goto fail;
+        if ((e = dt__path(file, sizeof file, "%s/spec.yaml", tmp)) ||
+            (e = dt__write_file_atomic(file, src->spec_text, src->spec_len)))
+            goto fail;
+        if ((e = dt__path(file, sizeof file, "%s/input.safetensors", tmp)) ||
+            (e = write_input(file, src)))
+            goto fail;
     }
     if (formats & DT_EXPORT_FORMAT_ONNX) {
-        snprintf(file, sizeof file, "%s/model.onnx", tmp);
         char doc[200];
-        snprintf(doc, sizeof doc, "dtrain export, step %lld", (long long)src->step);
-        if ((e = dt_onnx_write(file, src->model, src->norm.n ? &src->norm : NULL, doc))) goto fail;
+        snprintf(doc, sizeof doc, "dtrain export, step %lld", step);
+        if ((e = dt__path(file, sizeof file, "%s/model.onnx", tmp)) ||
+            (e = dt_onnx_write(file, src->model, src->norm.n ? &src->norm : NULL, doc)))
+            goto fail;
     }
-    char old[4400];
-    snprintf(old, sizeof old, "%s/.old-%lld-%d", base, (long long)src->step, (int)getpid());
     int had = rename(dir, old) == 0; /* an export of the same step replaces it */
     if (rename(tmp, dir) != 0) {
         e = dt_err_set(DT_ERR_IO, "%s: cannot rename into place: %s", dir, strerror(errno));
@@ -136,7 +160,7 @@ dt_err dt_export_write(const char *base, const dt_export_src *src, unsigned form
     if (had) remove_version(old);
     return DT_OK;
 fail:
-    remove_version(tmp);
+    remove_tmp(tmp);
     return e;
 }
 
@@ -186,11 +210,11 @@ out:
 /* input.safetensors: the input shape, the normalization and the class names (a JSON list,
  * checked once the model says how many classes there are; NULL when none). */
 static dt_err load_input(dt_exported *x, const char *dir, dt_shape *shape, char **classes_json) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/input.safetensors", dir);
-    dt_safetensors *st = NULL;
-    dt_err e = dt_safetensors_read(&st, path);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/input.safetensors", dir);
     if (e) return e;
+    dt_safetensors *st = NULL;
+    if ((e = dt_safetensors_read(&st, path))) return e;
     dt_tensor ts, tb;
     const char *fmt = dt_safetensors_meta(st, "format");
     if (!fmt || strcmp(fmt, INPUT_FORMAT) != 0) {
@@ -255,16 +279,17 @@ static int64_t version_of(const char *dir) {
 
 dt_err dt_export_load(const char *dir, int64_t max_batch, dt_pool *pool, dt_exported **out) {
     *out = NULL;
-    if (strlen(dir) > 4000) return dt_err_set(DT_ERR_ARG, "path too long: %.64s...", dir);
+    /* the longest path read here: DIR/model.safetensors (input.safetensors is as long) */
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/model.safetensors", dir);
+    if (e) return dt_err_wrap(e, "loading a model version");
     dt_exported *x = calloc(1, sizeof *x);
     if (!x) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    char path[4400];
     char *text = NULL, *classes = NULL;
     size_t len = 0;
     dt_shape input;
     x->version = version_of(dir);
-    snprintf(path, sizeof path, "%s/spec.yaml", dir);
-    dt_err e = dt__read_file(path, &text, &len);
+    if (!(e = dt__path(path, sizeof path, "%s/spec.yaml", dir))) e = dt__read_file(path, &text, &len);
     if (!e) e = dt__export_parse_spec(&x->spec, text, len, path);
     free(text);
     if (e) goto fail;
@@ -280,13 +305,13 @@ dt_err dt_export_load(const char *dir, int64_t max_batch, dt_pool *pool, dt_expo
     const dt_shape *o = dt_model_output_shape(x->model);
     x->num_classes = x->spec->loss == DT_LOSS_SOFTMAX_CROSS_ENTROPY ? (int)dt_shape_numel(o) : 0;
     if (classes) {
-        snprintf(path, sizeof path, "%s/input.safetensors", dir);
+        dt__path(path, sizeof path, "%s/input.safetensors", dir); /* fits: checked above */
         e = x->num_classes > 0 ? load_classes(x, classes, path)
                                : dt_err_set(DT_ERR_FORMAT, "%s: class names for a model that "
                                             "is not a classifier", path);
         if (e) goto fail;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    dt__path(path, sizeof path, "%s/model.safetensors", dir); /* fits: checked above */
     if ((e = dt_checkpoint_load(path, x->model, NULL, NULL))) goto fail;
     free(classes);
     *out = x;

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/clock-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/metrics.h"
 #include "master/master-impl.h"
 #include "net/http-impl.h"
@@ -172,8 +173,11 @@ static void get_events(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
                             dt__http_req_query(req, "offset"));
         return;
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/journal.jsonl", m->dir);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/journal.jsonl", m->dir)) {
+        dt__http_resp_error(resp, 500, "%s", dt_errmsg());
+        return;
+    }
     json_t *events = json_array();
     long long next = offset;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -213,8 +217,11 @@ static void get_logs(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
                             LOG_CHUNK_MAX, dt__http_req_query(req, "max"));
         return;
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/logs/%s.log", m->dir, r->name);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/logs/%s.log", m->dir, r->name)) {
+        dt__http_resp_error(resp, 500, "%s", dt_errmsg());
+        return;
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     char *buf = NULL;
     ssize_t n = 0;

@@ -11,7 +11,8 @@
  *     job of the same name (an earlier start of this job that failed, or a job dir the server
  *     made for it). Whether such a dir holds a started job (its journal: resume it, not start
  *     it again) is decided by the master once it holds the dir's lock.
- * Anything else is refused, naming the dir and what is in it. Nothing is created or changed
+ * Anything else is refused, naming the dir and what is in it; so is a dir whose path leaves
+ * no room for the paths a job makes in it (DT__JOB_DIR_ROOM). Nothing is created or changed
  * here.
  */
 #include <dirent.h>
@@ -22,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/job.h"
 #include "dtrain/master.h"
 
@@ -38,10 +40,9 @@ static int is_marker(const char *name) {
 /* An empty directory (not a link to one): a mount point made ready for the job, say its
  * checkpoints/ on another disk. Holding nothing, it cannot be written over. */
 static int empty_subdir(const char *dir, const char *name) {
-    char path[4200];
+    char path[DT__PATH_MAX];
     struct stat sb;
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path ||
-        lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (dt__path(path, sizeof path, "%s/%s", dir, name) || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return 0;
     DIR *d = opendir(path);
     if (!d) return 0;
@@ -55,9 +56,9 @@ static int empty_subdir(const char *dir, const char *name) {
 
 /* The spec in a job dir names the job `name`; else why not. */
 static dt_err same_job(const char *dir, const char *name) {
-    char path[4200];
-    if (snprintf(path, sizeof path, "%s/spec.yaml", dir) >= (int)sizeof path)
-        return dt_err_set(DT_ERR_ARG, "%s: path too long", dir);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/spec.yaml", dir);
+    if (e) return e;
     char *text = NULL;
     size_t len = 0;
     if (dt__read_file(path, &text, &len) != DT_OK) {
@@ -65,7 +66,7 @@ static dt_err same_job(const char *dir, const char *name) {
         return DT_OK; /* no spec copied yet: a start that failed before it */
     }
     dt_job_spec *job = NULL;
-    dt_err e = dt_job_spec_parse(&job, text, len, path);
+    e = dt_job_spec_parse(&job, text, len, path);
     free(text);
     if (e) {
         char why[300];
@@ -86,6 +87,8 @@ static dt_err same_job(const char *dir, const char *name) {
 }
 
 dt_err dt_master_check_job_dir(const char *dir, const char *name) {
+    dt_err e = dt__path_room(dir, DT__JOB_DIR_ROOM, "job dir");
+    if (e) return e;
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT) return DT_OK; /* made by the master */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/path-impl.h"
 #include "master/master-impl.h"
 
 static const char *const state_names[] = {
@@ -228,8 +229,8 @@ void dt__replica_exit_text(int code, char *out, size_t len) {
 }
 
 json_t *dt__replica_json(const dt__replica *r, const char *job_dir) {
-    char log[4200];
-    snprintf(log, sizeof log, "%s/logs/%s.log", job_dir, r->name);
+    char log[DT__PATH_MAX]; /* fits: the master checks its job dir leaves DT__JOB_DIR_ROOM */
+    dt__path(log, sizeof log, "%s/logs/%s.log", job_dir, r->name);
     json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:i, s:i, s:i}", "name", r->name, "type",
                           dt_replica_type_name(r->type), "index", r->index, "state",
                           r->removing ? "Removing" : dt__replica_state_name(r->state), "port",
@@ -242,7 +243,7 @@ json_t *dt__replica_json(const dt__replica *r, const char *job_dir) {
     json_object_set_new(j, "exitCode", r->exit_code >= 0 ? json_integer(r->exit_code) : json_null());
     json_object_set_new(j, "startTime", time_or_null(r->start_time));
     json_object_set_new(j, "finishTime", time_or_null(r->end_time));
-    json_object_set_new(j, "log", json_string(log));
+    if (log[0]) json_object_set_new(j, "log", json_string(log));
     if (r->report) json_object_set(j, "report", r->report);
     if (r->progress) json_object_set(j, "progress", r->progress);
     char why[400];

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "master/master-impl.h"
 
 #define BACKLOG_MAX (64u << 20)
@@ -35,7 +36,7 @@
 
 struct dt__journal {
     int fd;
-    char path[4096];
+    char path[DT__PATH_MAX];
     char *backlog; /* whole lines not yet written, in order */
     size_t nbacklog, cap;
     int lost;              /* a line was dropped: the backlog overflowed */
@@ -48,7 +49,11 @@ static int flush_backlog(dt__journal *j);
 dt_err dt__journal_open(dt__journal **out, const char *path) {
     dt__journal *j = calloc(1, sizeof *j);
     if (!j) return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    snprintf(j->path, sizeof j->path, "%s", path);
+    dt_err e = dt__path(j->path, sizeof j->path, "%s", path);
+    if (e) {
+        free(j);
+        return e;
+    }
     j->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (j->fd < 0) {
         int err = errno;

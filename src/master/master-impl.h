@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "core/path-impl.h"
 #include "dtrain/job.h"
 #include "dtrain/master.h"
 #include "net/http-impl.h"
@@ -107,7 +108,7 @@ typedef struct dt__job_state {
 typedef struct dt__master {
     const dt_job_spec *job;
     dt_master_opts opts;
-    char dir[4096];     /* the job dir, absolute */
+    char dir[DT__PATH_MAX]; /* the job dir, absolute (realpath) */
     char url[128];      /* http://HOST:PORT */
     char token[64];     /* the job's secret, hex */
     dt__job_state st;

@@ -44,6 +44,7 @@
 #include "backend/kube-impl.h"
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/train.h"
 #include "master/master-impl.h"
 #include "master/registry-impl.h"
@@ -78,9 +79,9 @@ struct loop {
     dt_job_spec jobv;
     int epfd, sigfd, lock_fd;
     sigset_t old_mask;
-    char self_exe[4096];
-    char cwd[4096];      /* where replicas run unless their spec says otherwise */
-    char spec_src[4096]; /* the spec as given (absolute), for built-in roles */
+    char self_exe[DT__PATH_MAX];
+    char cwd[DT__PATH_MAX];      /* where replicas run unless their spec says otherwise */
+    char spec_src[DT__PATH_MAX]; /* the spec as given (absolute), for built-in roles */
     /* Timers are on the monotonic clock (mono()), so that a step of the system clock moves
      * no restart, kill, lease or heartbeat deadline; wall time (dt__wall_now) goes only into
      * the journal, the status and the results. */
@@ -173,21 +174,31 @@ static void sync_journal(loop *L, const char *what) {
 /* The ledger's events go to the same journal, in order with the master's own. */
 static void ledger_event(void *ctx, json_t *ev) { journal(ctx, ev); }
 
-static void path_in(const loop *L, char *buf, size_t len, const char *fmt, ...)
+/* JOB_DIR/<what fmt says>: DT_OK, or "path too long" and buf "" (core/path-impl.h). Every
+ * name the master makes in its dir fits: open_job checks the dir leaves DT__JOB_DIR_ROOM. */
+static dt_err path_in(const loop *L, char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static void path_in(const loop *L, char *buf, size_t len, const char *fmt, ...) {
-    int n = snprintf(buf, len, "%s/", L->m.dir);
+static dt_err path_in(const loop *L, char *buf, size_t len, const char *fmt, ...) {
+    char name[DT__JOB_DIR_ROOM];
     va_list ap;
     va_start(ap, fmt);
-    if (n > 0 && (size_t)n < len) vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+    int n = vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof name) {
+        buf[0] = '\0';
+        return dt_err_set(DT_ERR_ARG, "%s/%s...: path too long", L->m.dir, name);
+    }
+    return dt__path(buf, len, "%s/%s", L->m.dir, name);
 }
 
 /* ---- status.json, result.json, the table ---- */
 
 static void write_json_file(loop *L, const char *name, json_t *j) {
-    char path[4200];
-    path_in(L, path, sizeof path, "%s", name);
+    char path[DT__PATH_MAX];
+    if (path_in(L, path, sizeof path, "%s", name)) {
+        say(L, "warning: %s", dt_errmsg());
+        return;
+    }
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     if (!text) return;
     size_t n = strlen(text);
@@ -379,14 +390,14 @@ static dt_err launch(loop *L, dt__replica *r) {
                           .job_token = L->m.token};
     if ((e = dt_job_env(job, r->type, r->index, &eo, &env, &nenv))) goto end;
 
-    char replica_dir[4200], spec_abs[4200];
+    char replica_dir[DT__PATH_MAX], spec_abs[DT__PATH_MAX];
     if (rs->argv || job->kind != DT_JOB_KIND_TRAINJOB) {
         argv = rs->argv; /* NULL: the image's entrypoint (kubernetes) */
     } else if (job->strategy == DT_STRATEGY_PARAMETER_SERVER || L->ring_roles) {
         /* dtrain's built-in roles (`dtrain role`): each finds out who it is from TF_CONFIG
          * and DTRAIN_REPLICA; the job dir root holds every replica's own dir. The trainers
          * of an allreduce job form their rings through the master (rendezvous.c). */
-        snprintf(spec_abs, sizeof spec_abs, "%s", L->spec_src);
+        if ((e = dt__path(spec_abs, sizeof spec_abs, "%s", L->spec_src))) goto end;
         static char role_arg[] = "role", dir_opt[] = "--job-dir";
         argv = calloc(6, sizeof *argv);
         if (!argv) {
@@ -400,8 +411,9 @@ static dt_err launch(loop *L, dt__replica *r) {
         argv[4] = L->m.dir;
     } else {
         /* dtrain's built-in role: the single replica of a TrainJob trains the model. */
-        path_in(L, replica_dir, sizeof replica_dir, "replicas/%s", r->name);
-        snprintf(spec_abs, sizeof spec_abs, "%s", L->spec_src);
+        if ((e = path_in(L, replica_dir, sizeof replica_dir, "replicas/%s", r->name)) ||
+            (e = dt__path(spec_abs, sizeof spec_abs, "%s", L->spec_src)))
+            goto end;
         static char train_arg[] = "train", dir_opt[] = "--job-dir", quiet[] = "--no-progress";
         argv = calloc(7, sizeof *argv);
         if (!argv) {
@@ -1097,8 +1109,9 @@ dt_err dt__master_scale(dt__master *m, int n, json_t **added, json_t **removed) 
 }
 
 static dt_err take_lock(loop *L) {
-    char path[4200];
-    path_in(L, path, sizeof path, "master.lock");
+    char path[DT__PATH_MAX];
+    dt_err e = path_in(L, path, sizeof path, "master.lock");
+    if (e) return e;
     L->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (L->lock_fd < 0)
         return dt_err_set(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -1132,16 +1145,17 @@ static dt_err take_lock(loop *L) {
 }
 
 static dt_err write_master_json(loop *L) {
-    char path[4200];
-    path_in(L, path, sizeof path, "master.json");
+    char path[DT__PATH_MAX], tmp[DT__PATH_MAX];
+    dt_err e;
+    if ((e = path_in(L, path, sizeof path, "master.json")) ||
+        (e = dt__path(tmp, sizeof tmp, "%s.tmp", path)))
+        return e;
     json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "name", L->m.job->name, "url", L->m.url,
                           "pid", (int)getpid(), "token", L->m.token, "jobDir", L->m.dir);
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     if (!text) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     /* The token is the job's secret: the file is readable by its owner only. */
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     size_t n = strlen(text);
     int ok = fd >= 0 && write(fd, text, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
@@ -1159,9 +1173,8 @@ static dt_err copy_spec(loop *L, const char *from) {
     size_t len;
     dt_err e = dt__read_file(from, &data, &len);
     if (e) return e;
-    char path[4200];
-    path_in(L, path, sizeof path, "spec.yaml");
-    e = dt__write_file_atomic(path, data, len);
+    char path[DT__PATH_MAX];
+    if (!(e = path_in(L, path, sizeof path, "spec.yaml"))) e = dt__write_file_atomic(path, data, len);
     free(data);
     return e;
 }
@@ -1237,8 +1250,8 @@ static dt_err setup_signals(loop *L) {
  * bytes that are not printable ASCII become '?' (a tab a space), so the array is valid JSON
  * whatever the replica wrote. */
 static json_t *log_tail(loop *L, const char *name, int n) {
-    char path[4200];
-    path_in(L, path, sizeof path, "logs/%s.log", name);
+    char path[DT__PATH_MAX];
+    if (path_in(L, path, sizeof path, "logs/%s.log", name)) return NULL; /* fits: see path_in */
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     char buf[16384];
@@ -1276,9 +1289,9 @@ static json_t *failure_json(loop *L, const dt__condition *c) {
     if (fr) json_object_set_new(f, "exitCode", fr->exit_code >= 0 ? json_integer(fr->exit_code) : json_null());
     json_t *tail = log_tail(L, L->failed_replica, 20);
     if (tail) {
-        char log[4200];
-        path_in(L, log, sizeof log, "logs/%s.log", L->failed_replica);
-        json_object_set_new(f, "log", json_string(log));
+        char log[DT__PATH_MAX];
+        if (!path_in(L, log, sizeof log, "logs/%s.log", L->failed_replica))
+            json_object_set_new(f, "log", json_string(log));
     } else if (fr) { /* no log in the job dir (a pod's): the backend's last line */
         char words[320];
         last_words(L, fr, words, sizeof words);
@@ -1302,9 +1315,9 @@ static void result_json(loop *L) {
                                                              : json_null());
         if (r->report) json_object_set(rj, "report", r->report);
         /* A built-in role's own result.json (a TrainJob's training figures). */
-        char path[4200];
-        path_in(L, path, sizeof path, "replicas/%s/result.json", r->name);
-        json_t *own = json_load_file(path, 0, NULL);
+        char path[DT__PATH_MAX];
+        json_t *own = path_in(L, path, sizeof path, "replicas/%s/result.json", r->name)
+                          ? NULL : json_load_file(path, 0, NULL); /* fits: see path_in */
         if (own) json_object_set_new(rj, "result", own);
         json_object_set_new(reps, r->name, rj);
     }
@@ -1353,23 +1366,25 @@ static dt_err resolve_self(loop *L) {
 }
 
 dt_err dt_master_load_job(const char *job_dir, dt_job_spec **job) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/journal.jsonl", job_dir);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/journal.jsonl", job_dir);
+    if (e) return e;
     /* The spec is parsed under its original path, so relative data paths resolve as they
      * did when the job started. */
     char *data = NULL;
     size_t len = 0;
-    dt_err e = dt__read_file(path, &data, &len);
-    if (e) return dt_err_set(DT_ERR_NOTFOUND, "%s: no journal here: not a job directory", job_dir);
+    if ((e = dt__read_file(path, &data, &len)))
+        return dt_err_set(DT_ERR_NOTFOUND, "%s: no journal here: not a job directory", job_dir);
     char *nl = memchr(data, '\n', len);
     json_t *first = nl ? json_loadb(data, (size_t)(nl - data), 0, NULL) : NULL;
     free(data);
     const char *spec = json_string_value(json_object_get(first, "spec"));
-    char spec_name[4200];
-    snprintf(spec_name, sizeof spec_name, "%s", spec ? spec : path);
+    char spec_name[DT__PATH_MAX];
+    e = dt__path(spec_name, sizeof spec_name, "%s", spec ? spec : path);
     json_decref(first);
-    snprintf(path, sizeof path, "%s/spec.yaml", job_dir);
-    if ((e = dt__read_file(path, &data, &len))) return e;
+    if (e || (e = dt__path(path, sizeof path, "%s/spec.yaml", job_dir)) ||
+        (e = dt__read_file(path, &data, &len)))
+        return e;
     e = dt_job_spec_parse(job, data, len, spec_name);
     free(data);
     return e;
@@ -1394,16 +1409,17 @@ static dt_err open_job(loop *L, const dt_master_opts *opts_in) {
     if (!opts_in->resume && job->kind == DT_JOB_KIND_TRAINJOB && job->train &&
         (e = dt_train_check(job->train)))
         return e;
-    if ((!opts_in->resume && (e = dt_master_check_job_dir(opts_in->job_dir, job->name))) ||
+    /* The dir leaves room for every path the master and its replicas make in it (path_in). */
+    if ((e = dt__path_room(opts_in->job_dir, DT__JOB_DIR_ROOM, "job dir")) ||
+        (!opts_in->resume && (e = dt_master_check_job_dir(opts_in->job_dir, job->name))) ||
         (e = dt__mkdirs(opts_in->job_dir)))
         return e;
     if (!realpath(opts_in->job_dir, m->dir))
         return dt_err_set(DT_ERR_IO, "%s: %s", opts_in->job_dir, strerror(errno));
-    char sub[4200];
-    path_in(L, sub, sizeof sub, "logs");
-    if ((e = dt__mkdirs(sub))) return e;
-    path_in(L, sub, sizeof sub, "run");
-    if ((e = dt__mkdirs(sub))) return e;
+    char sub[DT__PATH_MAX];
+    if ((e = path_in(L, sub, sizeof sub, "logs")) || (e = dt__mkdirs(sub)) ||
+        (e = path_in(L, sub, sizeof sub, "run")) || (e = dt__mkdirs(sub)))
+        return e;
     if ((e = take_lock(L)) || (e = resolve_self(L)) || (e = dt__job_state_init(&m->st, m->job)) ||
         (e = dt__ledger_init(&m->ledger, ledger_event, L)) || (e = dt__rdzv_init(&m->rdzv)) ||
         (e = dt__ports_init(&L->ports, m->opts.bind_addr, NULL)))
@@ -1436,11 +1452,13 @@ static dt_err prepare_fresh(loop *L, const dt_master_opts *opts_in, const char *
     if (!getcwd(L->cwd, sizeof L->cwd)) return dt_err_set(DT_ERR_IO, "getcwd: %s", strerror(errno));
     /* In a cluster the spec's path is where every pod mounts it (a ConfigMap: its real
      * path is a versioned link target of that pod's own). */
-    if (opts_in->kube && opts_in->spec_path[0] == '/')
-        snprintf(L->spec_src, sizeof L->spec_src, "%s", opts_in->spec_path);
-    else if (!realpath(opts_in->spec_path, L->spec_src))
+    dt_err e;
+    if (opts_in->kube && opts_in->spec_path[0] == '/') {
+        if ((e = dt__path(L->spec_src, sizeof L->spec_src, "%s", opts_in->spec_path))) return e;
+    } else if (!realpath(opts_in->spec_path, L->spec_src)) {
         return dt_err_set(DT_ERR_IO, "%s: %s", opts_in->spec_path, strerror(errno));
-    dt_err e = copy_spec(L, opts_in->spec_path);
+    }
+    e = copy_spec(L, opts_in->spec_path);
     return e ? e : alloc_ports(L, http_port);
 }
 
@@ -1744,11 +1762,10 @@ dt_err dt_master_run(const dt_job_spec *job, const dt_master_opts *opts_in,
     if (!m->opts.bind_addr) m->opts.bind_addr = "127.0.0.1";
     if (m->opts.stop_grace_ms <= 0) m->opts.stop_grace_ms = DT_MASTER_STOP_GRACE_MS;
 
-    char jpath[4200];
+    char jpath[DT__PATH_MAX];
     int http_port = m->opts.port;
     dt_err e = open_job(L, opts_in);
-    if (!e) {
-        path_in(L, jpath, sizeof jpath, "journal.jsonl");
+    if (!e && !(e = path_in(L, jpath, sizeof jpath, "journal.jsonl"))) {
         e = m->opts.resume ? prepare_resumed(L, jpath, &http_port)
                            : prepare_fresh(L, opts_in, jpath, &http_port);
     }

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/path-impl.h"
 #include "master/master-impl.h"
 
 #define LOCK_DIR_DEFAULT "/tmp/dtrain-ports"
@@ -108,8 +109,10 @@ dt_err dt__ports_init(dt__ports **out, const char *host, const char *lock_dir) {
     const char *dir = lock_dir ? lock_dir : LOCK_DIR_DEFAULT;
     if (mkdir(dir, 01777) == 0) chmod(dir, 01777); /* the umask took the sticky bit's company */
     struct stat sb;
-    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && access(dir, W_OK | X_OK) == 0)
-        snprintf(p->dir, sizeof p->dir, "%s", dir);
+    /* a dir too long for p->dir (and a port's file in it) is not used: never a cut one */
+    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && access(dir, W_OK | X_OK) == 0 &&
+        dt__path(p->dir, sizeof p->dir - 8, "%s", dir))
+        dt_err_clear();
     *out = p;
     return DT_OK;
 }

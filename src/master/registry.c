@@ -27,19 +27,23 @@
 #include <jansson.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "master/registry-impl.h"
 
-static dt_err jobs_dir(char *buf, size_t cap) {
+/* Room jobs_dir leaves for a name in it: "/.NAME.PID" (a name is at most 63 bytes). */
+#define NAME_ROOM 80
+
+/* $DTRAIN_HOME/jobs, short enough that every path of a name in it fits (NAME_ROOM). */
+static dt_err jobs_dir(char *buf) {
     const char *home = getenv("DTRAIN_HOME");
-    int n;
+    dt_err e;
     if (home && *home) {
-        n = snprintf(buf, cap, "%s/jobs", home);
+        e = dt__path(buf, DT__PATH_MAX - NAME_ROOM, "%s/jobs", home);
     } else {
         const char *h = getenv("HOME");
-        n = snprintf(buf, cap, "%s/.dtrain/jobs", h && *h ? h : "/tmp");
+        e = dt__path(buf, DT__PATH_MAX - NAME_ROOM, "%s/.dtrain/jobs", h && *h ? h : "/tmp");
     }
-    if (n < 0 || (size_t)n >= cap) return dt_err_set(DT_ERR_ARG, "DTRAIN_HOME is too long");
-    return DT_OK;
+    return e ? dt_err_wrap(e, "the registry of jobs (DTRAIN_HOME)") : DT_OK;
 }
 
 static int valid_name(const char *name) {
@@ -50,8 +54,10 @@ static int valid_name(const char *name) {
 }
 
 int dt__master_live(const char *job_dir, char *pid, size_t cap) {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/master.lock", job_dir);
+    char path[DT__PATH_MAX];
+    if (pid && cap) pid[0] = 0;
+    /* a dir too long for its lock's path never had a master (dt__path_room at its start) */
+    if (dt__path(path, sizeof path, "%s/master.lock", job_dir)) return 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     int live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
@@ -65,21 +71,24 @@ int dt__master_live(const char *job_dir, char *pid, size_t cap) {
 }
 
 dt_err dt__registry_add(const char *name, const char *job_dir) {
-    char dir[PATH_MAX], link[PATH_MAX + 80], tmp[PATH_MAX + 100], lock[PATH_MAX + 16];
-    dt_err e = jobs_dir(dir, sizeof dir);
+    char dir[DT__PATH_MAX], link[DT__PATH_MAX], tmp[DT__PATH_MAX], lock[DT__PATH_MAX];
+    dt_err e = jobs_dir(dir);
     if (e) return e;
     if (!valid_name(name)) return dt_err_set(DT_ERR_ARG, "'%s' is not a job name", name);
-    if ((e = dt__mkdirs(dir))) return e;
+    /* each fits: jobs_dir leaves NAME_ROOM */
+    if ((e = dt__path(lock, sizeof lock, "%s/.lock", dir)) ||
+        (e = dt__path(link, sizeof link, "%s/%s", dir, name)) ||
+        (e = dt__path(tmp, sizeof tmp, "%s/.%s.%d", dir, name, (int)getpid())) ||
+        (e = dt__mkdirs(dir)))
+        return e;
     /* The check of the registered job's master and the new link, one at a time: of two
      * masters of one name that start together, the second sees the first's. */
-    snprintf(lock, sizeof lock, "%s/.lock", dir);
     int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
         int err = errno;
         if (lfd >= 0) close(lfd);
         return dt_err_set(DT_ERR_IO, "%s: cannot lock: %s", lock, strerror(err));
     }
-    snprintf(link, sizeof link, "%s/%s", dir, name);
     char other[PATH_MAX], pid[32];
     ssize_t n = readlink(link, other, sizeof other - 1);
     if (n > 0) {
@@ -93,7 +102,6 @@ dt_err dt__registry_add(const char *name, const char *job_dir) {
                               name, other, pid[0] ? pid : "?", name);
         }
     }
-    snprintf(tmp, sizeof tmp, "%s/.%s.%d", dir, name, (int)getpid());
     unlink(tmp);
     if (symlink(job_dir, tmp) != 0 || rename(tmp, link) != 0) {
         int err = errno;
@@ -106,11 +114,11 @@ dt_err dt__registry_add(const char *name, const char *job_dir) {
 }
 
 dt_err dt__registry_lookup(const char *name, char *out, size_t cap) {
-    char dir[PATH_MAX], link[PATH_MAX + 80];
-    dt_err e = jobs_dir(dir, sizeof dir);
+    char dir[DT__PATH_MAX], link[DT__PATH_MAX];
+    dt_err e = jobs_dir(dir);
     if (e) return e;
     if (!valid_name(name)) return dt_err_set(DT_ERR_NOTFOUND, "no job named '%s'", name);
-    snprintf(link, sizeof link, "%s/%s", dir, name);
+    if ((e = dt__path(link, sizeof link, "%s/%s", dir, name))) return e;
     ssize_t n = readlink(link, out, cap - 1);
     if (n < 0)
         return dt_err_set(DT_ERR_NOTFOUND, "no job named '%s' (see 'dtrain list')", name);
@@ -119,16 +127,16 @@ dt_err dt__registry_lookup(const char *name, char *out, size_t cap) {
 }
 
 void dt__registry_remove(const char *name) {
-    char dir[PATH_MAX], link[PATH_MAX + 80];
-    if (jobs_dir(dir, sizeof dir) || !valid_name(name)) return;
-    snprintf(link, sizeof link, "%s/%s", dir, name);
+    char dir[DT__PATH_MAX], link[DT__PATH_MAX];
+    if (jobs_dir(dir) || !valid_name(name) || dt__path(link, sizeof link, "%s/%s", dir, name))
+        return;
     unlink(link);
 }
 
 /* Has the job in job_dir outlived its ttlSecondsAfterFinished? */
 static int expired(const char *job_dir) {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/status.json", job_dir);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/status.json", job_dir)) return 0;
     json_t *st = json_load_file(path, 0, NULL);
     int old = 0;
     json_t *ttl = json_object_get(st, "ttlSecondsAfterFinished");
@@ -149,8 +157,8 @@ static int cmp(const void *a, const void *b) {
 }
 
 dt_err dt__registry_list(void (*fn)(void *ctx, const char *name, const char *job_dir), void *ctx) {
-    char dir[PATH_MAX];
-    dt_err e = jobs_dir(dir, sizeof dir);
+    char dir[DT__PATH_MAX];
+    dt_err e = jobs_dir(dir);
     if (e) return e;
     DIR *d = opendir(dir);
     if (!d) return DT_OK; /* no job registered yet */

@@ -82,6 +82,7 @@
 
 #include "core/assert-impl.h"
 #include "core/clock-impl.h"
+#include "core/path-impl.h"
 #include "core/shm-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
@@ -521,8 +522,11 @@ static void prune(dt_ps_server *s) {
     closedir(d);
     if (n > 0) qsort(names, (size_t)n, sizeof *names, cmp_str);
     for (int i = 0; i < n - s->conf.keep; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", s->ckpt_dir, names[i]);
+        char path[DT__PATH_MAX];
+        if (dt__path(path, sizeof path, "%s/%s", s->ckpt_dir, names[i])) { /* never a cut path */
+            slog(s, "cannot delete old checkpoint: %s", dt_errmsg());
+            continue;
+        }
         if (unlink(path) != 0 && errno != ENOENT)
             slog(s, "cannot delete old checkpoint %s: %s", path, strerror(errno));
     }
@@ -537,7 +541,8 @@ static dt_err save_locked(dt_ps_server *s, char *path, size_t len) {
         return dt_err_set(DT_ERR_IO, "%s: cannot create the checkpoint directory: %s", s->ckpt_dir,
                           strerror(errno));
     int64_t step = atomic_load(&s->step);
-    snprintf(path, len, "%s/ckpt-%010" PRId64 ".safetensors", s->ckpt_dir, step);
+    dt_err perr = dt__path(path, len, "%s/ckpt-%010" PRId64 ".safetensors", s->ckpt_dir, step);
+    if (perr) return perr;
     int nslots = dt_optim_num_slots(s->optim);
     int nt = s->nvars + nslots;
     dt_st_tensor *ts = calloc((size_t)(nt ? nt : 1), sizeof *ts);
@@ -597,7 +602,7 @@ static dt_err check_tensor(const dt_safetensors *st, const char *path, const cha
 
 /* Restore from the newest checkpoint in ckpt_dir, if any (before serving). */
 static dt_err restore(dt_ps_server *s) {
-    char path[4096];
+    char path[DT__PATH_MAX];
     dt_err err = dt_checkpoint_dir_latest(s->ckpt_dir, path, sizeof path);
     if (err == DT_ERR_NOTFOUND) {
         dt_err_clear();
@@ -850,7 +855,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         if (h->type == DT__PS_PULL) return send_values(c);
         if (!s->ckpt_dir) return refuse(c, 0, "save: this PS has no checkpoint directory");
         {
-            char path[4096];
+            char path[DT__PATH_MAX];
             pthread_mutex_lock(&s->save_lock);
             pthread_rwlock_rdlock(&s->vlock);
             int64_t step = atomic_load(&s->step);
@@ -1296,7 +1301,7 @@ dt_err dt_ps_server_drain(dt_ps_server *s, int64_t *step, char *path, size_t len
         nanosleep(&tick, NULL);
     }
     if (atomic_load(&s->step) < 0 || !s->ckpt_dir) return DT_OK; /* nothing to save */
-    char tmp[4096];
+    char tmp[DT__PATH_MAX];
     pthread_mutex_lock(&s->save_lock);
     pthread_rwlock_rdlock(&s->vlock);
     *step = atomic_load(&s->step);

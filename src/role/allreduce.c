@@ -48,6 +48,7 @@
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "core/stop-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/optim.h"
@@ -367,7 +368,7 @@ static void state_pack(trainer *t, int out) {
  * trainer restarted or left alone after the others went on); *loaded says whether it did. */
 static dt_err catch_up(trainer *t, int *loaded) {
     *loaded = 0;
-    char latest[4200];
+    char latest[DT__PATH_MAX];
     dt_err e = dt_checkpoint_dir_latest(t->r->ckpt_dir, latest, sizeof latest);
     if (e == DT_ERR_NOTFOUND) {
         dt_err_clear();

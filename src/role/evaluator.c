@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/path-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/shard.h"
 #include "role/role-impl.h"
@@ -28,9 +29,9 @@
  * last (into last: not evaluated again). A result.json that is not an evaluator's is left
  * to be replaced. */
 static void resume_history(const dt__role *r, json_t *history, char *last, size_t cap) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/result.json", r->own_dir);
-    json_t *old = json_load_file(path, 0, NULL);
+    char path[DT__PATH_MAX]; /* fits: dt__role_run checks the job dir leaves room */
+    json_t *old = dt__path(path, sizeof path, "%s/result.json", r->own_dir)
+                      ? NULL : json_load_file(path, 0, NULL);
     json_t *evs = json_object_get(old, "evaluations");
     const char *role = json_string_value(json_object_get(old, "role"));
     size_t i;
@@ -45,7 +46,7 @@ static void resume_history(const dt__role *r, json_t *history, char *last, size_
         json_array_extend(history, evs);
         const char *ck =
             json_string_value(json_object_get(json_array_get(evs, json_array_size(evs) - 1), "checkpoint"));
-        snprintf(last, cap, "%s/%s", r->ckpt_dir, ck);
+        if (dt__path(last, cap, "%s/%s", r->ckpt_dir, ck)) dt_err_clear(); /* "": none */
         fprintf(r->log, "%s: going on from %zu evaluations (the last of %s)\n", r->name,
                 json_array_size(history), ck);
     }
@@ -86,19 +87,19 @@ dt_err dt__role_evaluator(dt__role *r) {
                 r->name, dt_errmsg());
         sc = NULL;
     }
-    char last[4200] = "", failed[4200] = "";
+    char last[DT__PATH_MAX] = "", failed[DT__PATH_MAX] = "";
     resume_history(r, history, last, sizeof last);
     fprintf(r->log, "%s: watching %s for checkpoints\n", r->name, r->ckpt_dir);
     fflush(r->log);
     for (;;) {
-        char path[4200];
+        char path[DT__PATH_MAX];
         if (dt_checkpoint_dir_latest(r->ckpt_dir, path, sizeof path) == DT_OK &&
             strcmp(path, last) != 0) {
             dt_train_state st;
             double loss = 0, acc = 0;
             if (dt_checkpoint_load(path, model, NULL, &st) == DT_OK &&
                 dt__train_evaluate(model, eval, s->batch_size, &b, &loss, &acc) == DT_OK) {
-                snprintf(last, sizeof last, "%s", path);
+                memcpy(last, path, sizeof last); /* the same size */
                 const char *base = strrchr(path, '/');
                 json_t *one = json_pack("{s:I, s:I, s:f, s:f, s:s}", "step", (json_int_t)st.step,
                                         "epoch", (json_int_t)st.epoch, "accuracy", acc, "loss",
@@ -129,7 +130,7 @@ dt_err dt__role_evaluator(dt__role *r) {
                  * does not fit the model: say so once. */
                 fprintf(r->log, "%s: cannot evaluate %s: %s\n", r->name, path, dt_errmsg());
                 fflush(r->log);
-                snprintf(failed, sizeof failed, "%s", path);
+                memcpy(failed, path, sizeof failed); /* the same size */
             }
         }
         struct timespec ts = {0, POLL_NS};

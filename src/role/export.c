@@ -13,6 +13,7 @@
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/export.h"
 #include "role/role-impl.h"
@@ -22,12 +23,12 @@
 
 static dt_err export_model(const dt__role *r, dt_model *model, const dt_dataset *train,
                            int64_t step, int64_t epoch, char *dir, size_t len) {
-    char base[4100];
-    snprintf(base, sizeof base, "%.4000s/export", r->job_dir);
+    char base[DT__PATH_MAX];
+    dt_err e = dt__path(base, sizeof base, "%s/export", r->job_dir);
+    if (e) return dt_err_wrap(e, "%s: export", r->name);
     char *spec = NULL;
     size_t slen = 0;
-    dt_err e = dt__read_file(r->job->path, &spec, &slen);
-    if (e) return e;
+    if ((e = dt__read_file(r->job->path, &spec, &slen))) return e;
     dt_export_src src;
     dt__export_src_init(&src, r->spec, model, train, spec, slen, step, epoch);
     e = dt_export_write(base, &src, DT_EXPORT_FORMAT_DTRAIN | DT_EXPORT_FORMAT_ONNX, dir, len);
@@ -40,8 +41,11 @@ static dt_err export_model(const dt__role *r, dt_model *model, const dt_dataset 
 static void wait_for_evaluator(const dt__role *r, int64_t step) {
     const dt_replica_spec *ev = &r->job->replicas[DT_REPLICA_TYPE_EVALUATOR];
     if (!ev->present || ev->replicas < 1) return;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/replicas/evaluator-0/result.json", r->job_dir);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/replicas/evaluator-0/result.json", r->job_dir)) {
+        fprintf(r->log, "%s: %s; not waiting for the evaluator\n", r->name, dt_errmsg());
+        return;
+    }
     double t0 = dt__mono_s();
     while (dt__mono_s() - t0 < EVALUATOR_WAIT_S) {
         json_t *j = json_load_file(path, 0, NULL);
@@ -60,7 +64,7 @@ dt_err dt__role_chief_finish(const dt__role *r, dt_model *model, const dt_datase
     double eval_loss = 0, eval_acc = 0;
     dt_err e = dt__train_evaluate(model, eval, batch, b, &eval_loss, &eval_acc);
     if (e) return e;
-    char dir[4200];
+    char dir[DT__PATH_MAX];
     if ((e = export_model(r, model, train, step, epoch, dir, sizeof dir))) return e;
     fprintf(r->log, "%s: done: step %lld, eval accuracy %.4f, loss %.4f; exported %s\n", r->name,
             (long long)step, eval_acc, eval_loss, dir);

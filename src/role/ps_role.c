@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/ps.h"
 #include "role/role-impl.h"
 
@@ -41,9 +42,9 @@ dt_err dt__role_ps(dt__role *r) {
     int np = 0;
     dt_err e = dt__role_model(r, 1, NULL, &train, NULL, &model);
     if (e) return e;
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/ps-%d", r->ckpt_dir, r->index);
-    if ((e = dt__mkdirs(dir))) goto end;
+    char dir[DT__PATH_MAX];
+    if ((e = dt__path(dir, sizeof dir, "%s/ps-%d", r->ckpt_dir, r->index)) || (e = dt__mkdirs(dir)))
+        goto end;
     if (!(params = dt__role_params(model, &np))) {
         e = dt_err_set(DT_ERR_NOMEM, "out of memory");
         goto end;
@@ -90,7 +91,7 @@ dt_err dt__role_ps(dt__role *r) {
             strsignal(sig), (long long)dt_ps_server_step(server));
     fflush(r->log);
     int64_t saved;
-    char path[4200];
+    char path[DT__PATH_MAX];
     if ((e = dt_ps_server_drain(server, &saved, path, sizeof path))) {
         dt_err_wrap(e, "%s: saving the partition when stopped", r->name);
         goto end;

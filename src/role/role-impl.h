@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/path-impl.h"
 #include "dtrain/data.h"
 #include "dtrain/job.h"
 #include "dtrain/nn.h"
@@ -32,8 +33,8 @@ typedef struct dt__role {
     int self_port;        /* this replica's port in the cluster (0: not listed) */
     char self_host[256];  /* its host when a numeric address ("" otherwise: every interface) */
     char self_addr[300];  /* its "host:port" as TF_CONFIG lists it ("" when not listed) */
-    char ckpt_dir[4096];  /* JOB_DIR/checkpoints: the whole model's checkpoints */
-    char own_dir[4096];   /* JOB_DIR/replicas/<name>: this replica's result.json */
+    char ckpt_dir[DT__PATH_MAX]; /* JOB_DIR/checkpoints: the whole model's checkpoints */
+    char own_dir[DT__PATH_MAX];  /* JOB_DIR/replicas/<name>: this replica's result.json */
     int permanent;        /* set with a failure no restart can mend (bad data or model) */
     int stopped_by;       /* the role stopped for this signal (SIGTERM: a stop or a
                            * preemption) once what it owns was saved: exit 128 + it */

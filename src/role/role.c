@@ -17,6 +17,7 @@
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/optim.h"
 #include "dtrain/shard.h"
 #include "dtrain/threadpool.h"
@@ -224,11 +225,11 @@ dt_err dt__role_write_result(const dt__role *r, json_t *obj) {
     char *text = json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(obj);
     if (!text) return dt_err_set(DT_ERR_NOMEM, "result.json: out of memory");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/result.json", r->own_dir);
+    char path[DT__PATH_MAX];
     size_t n = strlen(text);
     text[n] = '\n';
-    e = dt__write_file_atomic(path, text, n + 1);
+    if (!(e = dt__path(path, sizeof path, "%s/result.json", r->own_dir)))
+        e = dt__write_file_atomic(path, text, n + 1);
     free(text);
     return e;
 }
@@ -328,8 +329,14 @@ dt_err dt_role_run(const dt_job_spec *job, dt_role_opts *opts) {
         snprintf(r.name, sizeof r.name, "%.47s", me);
     else
         snprintf(r.name, sizeof r.name, "%s-%d", dt_replica_type_name(r.type), r.index);
-    snprintf(r.ckpt_dir, sizeof r.ckpt_dir, "%s/checkpoints", opts->job_dir);
-    snprintf(r.own_dir, sizeof r.own_dir, "%s/replicas/%s", opts->job_dir, r.name);
+    /* Every path a role makes in the job dir fits once it leaves DT__JOB_DIR_ROOM (the
+     * TensorBoard files, dt__tb_open, cannot say otherwise). */
+    if ((e = dt__path_room(opts->job_dir, DT__JOB_DIR_ROOM, "job dir")) ||
+        (e = dt__path(r.ckpt_dir, sizeof r.ckpt_dir, "%s/checkpoints", opts->job_dir)) ||
+        (e = dt__path(r.own_dir, sizeof r.own_dir, "%s/replicas/%s", opts->job_dir, r.name))) {
+        r.permanent = 1;
+        goto end;
+    }
     switch (r.type) {
     case DT_REPLICA_TYPE_PS:
         if (ps) {

@@ -30,6 +30,7 @@
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "core/stop-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
@@ -91,7 +92,7 @@ static dt_err setup(trainer *t) {
 
     if (r->is_chief) {
         if ((e = dt__mkdirs(r->ckpt_dir))) return e;
-        char latest[4200];
+        char latest[DT__PATH_MAX];
         e = dt_checkpoint_dir_latest(r->ckpt_dir, latest, sizeof latest);
         if (e == DT_OK) {
             dt_train_state st;

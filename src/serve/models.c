@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/path-impl.h"
 #include "serve/serve-impl.h"
 
 const char *dt__sv_state_name(dt__sv_state s) {
@@ -78,8 +79,9 @@ static dt__sv_code code_of(dt_err e) {
 /* Load one version directory with enough inference instances for the server's threads. */
 static dt_err version_load(dt__sv_model *m, int64_t version, dt__sv_version **out) {
     const dt__sv_opts *o = &m->server->opts;
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/%lld", m->conf.base_path, (long long)version);
+    char dir[DT__PATH_MAX];
+    dt_err pe = dt__path(dir, sizeof dir, "%s/%lld", m->conf.base_path, (long long)version);
+    if (pe) return pe;
     dt__sv_version *v = calloc(1, sizeof *v);
     if (!v) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     v->model = m;
@@ -184,9 +186,12 @@ static int list_versions(const char *base, found **out, int *n) {
     while ((de = readdir(d))) {
         int64_t v;
         if (!parse_version(de->d_name, &v)) continue; /* ".tmp-3-123", "README": not versions */
-        char path[4400];
+        char path[DT__PATH_MAX];
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", base, de->d_name);
+        if (dt__path(path, sizeof path, "%s/%s", base, de->d_name)) { /* cannot be loaded */
+            dt_err_clear();
+            continue;
+        }
         if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
         if (*n == cap) {
             cap = cap ? cap * 2 : 16;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/path-impl.h"
 #include "core/strbuf-impl.h"
 #include "dtrain/export.h"
 
@@ -35,7 +36,7 @@ typedef enum { DT__SV_POLICY_LATEST = 0, DT__SV_POLICY_ALL, DT__SV_POLICY_SPECIF
 
 typedef struct dt__sv_model_conf {
     char name[DT__SV_NAME_MAX];
-    char base_path[4096];
+    char base_path[DT__PATH_MAX];
     dt__sv_policy_kind policy;
     int latest_n;                            /* LATEST: how many of the newest (default 1) */
     int nspecific;

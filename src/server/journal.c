@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/path-impl.h"
 #include "master/master-impl.h"
 #include "server/server-impl.h"
 
@@ -39,9 +40,9 @@ static double now_s(void) {
 }
 
 dt_err dt__sjournal_open(dt__server *s) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/journal.jsonl", s->dir);
-    return dt__journal_open(&s->journal, path);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/journal.jsonl", s->dir);
+    return e ? e : dt__journal_open(&s->journal, path);
 }
 
 void dt__sjournal_close(dt__server *s) {
@@ -100,7 +101,12 @@ static void replay_event(void *vctx, json_t *ev) {
         }
         snprintf(j->name, sizeof j->name, "%s", name);
         snprintf(j->kind, sizeof j->kind, "%s", json_string_value(json_object_get(ev, "kind")) ?: "?");
-        snprintf(j->origin, sizeof j->origin, "%s", json_string_value(json_object_get(ev, "origin")) ?: "");
+        if (dt__path(j->origin, sizeof j->origin, "%s",
+                     json_string_value(json_object_get(ev, "origin")) ?: "")) {
+            rc->err = dt_err_wrap(DT_ERR_FORMAT, "job %s: origin", name);
+            free(j);
+            return;
+        }
         j->seq = json_integer_value(json_object_get(ev, "seq"));
         j->priority = (int)json_integer_value(json_object_get(ev, "priority"));
         json_t *l = json_object_get(ev, "labels");
@@ -165,12 +171,12 @@ static dt_err replay_line(void *vctx, json_t *ev) {
 }
 
 dt_err dt__sjournal_replay(dt__server *s) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/journal.jsonl", s->dir);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/journal.jsonl", s->dir);
+    if (e) return e;
     if (access(path, F_OK) != 0) return DT_OK;
     replay_ctx rc = {.s = s};
-    dt_err e = dt__journal_replay(path, replay_line, &rc);
-    if (e) return e;
+    if ((e = dt__journal_replay(path, replay_line, &rc))) return e;
     if (rc.err) return rc.err;
     /* Forgotten jobs leave the table. */
     int k = 0;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/path-impl.h"
 #include "net/http-impl.h"
 #include "server/server-impl.h"
 
@@ -69,9 +70,8 @@ int dt__server_proxy(const dt__sjob *j, const char *method, const char *path, co
 }
 
 json_t *dt__sjob_dir_json(const dt__sjob *j, const char *file) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/%s", j->dir, file);
-    return json_load_file(path, 0, NULL);
+    char path[DT__PATH_MAX];
+    return dt__path(path, sizeof path, "%s/%s", j->dir, file) ? NULL : json_load_file(path, 0, NULL);
 }
 
 /* A replica's log from the job dir (the job's master is not running). */
@@ -79,8 +79,10 @@ static void log_from_dir(const dt__sjob *j, const dt__http_req *req, dt__http_re
     const char *rep = dt__http_req_param(req, "a2");
     if (!rep || strchr(rep, '/') || rep[0] == '.')
         return dt__http_resp_error(resp, 404, "no such replica");
-    char path[4400];
-    snprintf(path, sizeof path, "%s/logs/%s.log", j->dir, rep);
+    char path[DT__PATH_MAX];
+    if (dt__path(path, sizeof path, "%s/logs/%s.log", j->dir, rep))
+        return dt__http_resp_error(resp, 404, "job %s has no replica %.64s (%s)", j->name, rep,
+                                   dt_errmsg());
     const char *o = dt__http_req_query(req, "offset"), *m = dt__http_req_query(req, "max");
     long long off = o ? atoll(o) : 0, max = m ? atoll(m) : 256 * 1024;
     if (off < 0) off = 0;
@@ -129,7 +131,8 @@ void dt__server_pass(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     if (!j) return;
     char q[2048], path[4096];
     dt__http_req_query_string(req, q, sizeof q);
-    snprintf(path, sizeof path, "%s%s", req->path, q);
+    if (snprintf(path, sizeof path, "%s%s", req->path, q) >= (int)sizeof path)
+        return dt__http_resp_error(resp, 414, "the request's path and query are too long");
     int rc = j->state == DT__SJOB_RUNNING || j->state == DT__SJOB_SUSPENDING
                  ? dt__server_proxy(j, req->method, path, req->body_len ? req->body : NULL,
                                     req->body_len, resp)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/metrics.h"
 #include "master/master-impl.h"
 #include "net/http-impl.h"
@@ -84,7 +85,7 @@ static void take(dt__server *s, dt__submission *sub, int rc, const char *err, dt
     if (!j) return dt__http_resp_error(resp, 500, "out of memory");
     snprintf(j->name, sizeof j->name, "%s", sub->name);
     snprintf(j->kind, sizeof j->kind, "%s", sub->kind);
-    snprintf(j->origin, sizeof j->origin, "%s", sub->origin);
+    memcpy(j->origin, sub->origin, sizeof j->origin); /* the same size */
     j->priority = sub->priority;
     j->labels = json_incref(sub->labels);
     j->demand = sub->demand;
@@ -94,10 +95,10 @@ static void take(dt__server *s, dt__submission *sub, int rc, const char *err, dt
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     j->submit_t = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-    char spec[4300];
-    snprintf(spec, sizeof spec, "%s/specs/%s.yaml", s->dir, j->name);
-    dt_err e = dt__write_file_atomic(spec, sub->yaml, strlen(sub->yaml));
-    if (e || dt__server_add(s, j)) {
+    char spec[DT__PATH_MAX];
+    dt_err e = dt__path(spec, sizeof spec, "%s/specs/%s.yaml", s->dir, j->name);
+    if (e || (e = dt__write_file_atomic(spec, sub->yaml, strlen(sub->yaml))) ||
+        dt__server_add(s, j)) {
         dt__http_resp_error(resp, 500, "%s", dt_errmsg());
         dt_err_clear();
         dt__sjob_free(j);
@@ -269,10 +270,10 @@ static void put_experiment(void *ctx, const dt__http_req *req, dt__http_resp *re
     dt__server *s = ctx;
     const char *n = dt__http_req_param(req, "name");
     if (!safe_name(n)) return dt__http_resp_error(resp, 400, "bad experiment name");
-    char path[4300];
-    snprintf(path, sizeof path, "%s/experiments/%s.json", s->dir, n);
-    char *text = json_dumps(req->json, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    dt_err e = text ? dt__write_file_atomic(path, text, strlen(text)) : DT_ERR_NOMEM;
+    char path[DT__PATH_MAX]; /* fits: a name is at most 128 bytes (DT__SERVER_DIR_ROOM) */
+    dt_err e = dt__path(path, sizeof path, "%s/experiments/%s.json", s->dir, n);
+    char *text = e ? NULL : json_dumps(req->json, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!e) e = text ? dt__write_file_atomic(path, text, strlen(text)) : DT_ERR_NOMEM;
     free(text);
     if (e) {
         dt__http_resp_error(resp, 500, "%s", dt_errmsg());
@@ -285,9 +286,10 @@ static void put_experiment(void *ctx, const dt__http_req *req, dt__http_resp *re
 static void get_experiment(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     dt__server *s = ctx;
     const char *n = dt__http_req_param(req, "name");
-    char path[4300];
-    snprintf(path, sizeof path, "%s/experiments/%s.json", s->dir, n ? n : "");
-    json_t *j = safe_name(n) ? json_load_file(path, 0, NULL) : NULL;
+    char path[DT__PATH_MAX];
+    json_t *j = safe_name(n) && !dt__path(path, sizeof path, "%s/experiments/%s.json", s->dir, n)
+                    ? json_load_file(path, 0, NULL)
+                    : NULL;
     if (!j) return dt__http_resp_error(resp, 404, "no experiment '%.128s'", n ? n : "");
     dt__http_resp_json(resp, 200, j);
 }
@@ -295,17 +297,16 @@ static void get_experiment(void *ctx, const dt__http_req *req, dt__http_resp *re
 static void list_experiments(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
     (void)req;
     dt__server *s = ctx;
-    char path[4300];
-    snprintf(path, sizeof path, "%s/experiments", s->dir);
+    char path[DT__PATH_MAX];
     json_t *a = json_array();
-    DIR *d = opendir(path);
+    DIR *d = dt__path(path, sizeof path, "%s/experiments", s->dir) ? NULL : opendir(path);
     struct dirent *de;
     while (d && (de = readdir(d))) {
         size_t l = strlen(de->d_name);
         if (l < 6 || strcmp(de->d_name + l - 5, ".json") || de->d_name[0] == '.') continue;
-        char f[4600];
-        snprintf(f, sizeof f, "%s/%s", path, de->d_name);
-        json_t *j = json_load_file(f, 0, NULL);
+        char f[DT__PATH_MAX];
+        json_t *j = dt__path(f, sizeof f, "%s/%s", path, de->d_name) ? NULL
+                                                                     : json_load_file(f, 0, NULL);
         if (j) json_array_append_new(a, j);
     }
     if (d) closedir(d);

@@ -22,8 +22,13 @@
 
 #include <jansson.h>
 
+#include "core/path-impl.h"
 #include "dtrain/err.h"
 #include "net/http-impl.h"
+
+/* Room the server dir leaves for its paths: the deepest are in its job dirs,
+ * jobs/<name, at most 63 bytes>/ and then a job's own (DT__JOB_DIR_ROOM). */
+#define DT__SERVER_DIR_ROOM (DT__JOB_DIR_ROOM + 80)
 
 typedef enum dt__sjob_state {
     DT__SJOB_QUEUED = 0,
@@ -57,9 +62,9 @@ typedef struct dt__sjob {
     dt__demand demand;
     dt__demand worker;   /* one Worker replica's share (a scale changes demand by it) */
     double submit_t, start_t, finish_t; /* unix seconds; 0 = not yet */
-    char dir[4096];      /* its job dir: SERVER_DIR/jobs/<name> */
-    char spec[4096];     /* what `dtrain run` is given: SERVER_DIR/specs/<name>.yaml */
-    char origin[4096];   /* the submitter's own file (relative data paths), "" if none */
+    char dir[DT__PATH_MAX];    /* its job dir: SERVER_DIR/jobs/<name> */
+    char spec[DT__PATH_MAX];   /* what `dtrain run` is given: SERVER_DIR/specs/<name>.yaml */
+    char origin[DT__PATH_MAX]; /* the submitter's own file (relative data paths), "" if none */
     int resume;          /* the next start is `dtrain run --resume DIR` */
     int started_once;    /* the job dir holds a master's journal; more than 1: the starts
                             since the last a user asked for (a master gone without a result
@@ -95,7 +100,7 @@ struct dt_prom;
 
 struct dt__server {
     dt__server_opts opts;
-    char dir[4096];
+    char dir[DT__PATH_MAX]; /* leaves DT__SERVER_DIR_ROOM (checked at the start) */
     char token[80];
     char url[300];
     dt__demand cap;
@@ -106,7 +111,7 @@ struct dt__server {
     struct dt__http_server *http;
     int lock_fd;
     int dirty; /* admission must be worked out again */
-    char self_exe[4096];
+    char self_exe[DT__PATH_MAX];
 };
 
 /* ---- server.c ---- */
@@ -148,7 +153,7 @@ typedef struct dt__submission {
     char *yaml;       /* the manifest text (owned) */
     char name[64];
     char kind[16];
-    char origin[4096]; /* the submitter's file, when it said */
+    char origin[DT__PATH_MAX]; /* the submitter's file, when it said */
     int priority;
     json_t *labels;   /* owned */
     dt__demand demand;

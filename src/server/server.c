@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "master/registry-impl.h"
 #include "net/http-impl.h"
 #include "server/server-impl.h"
@@ -106,17 +107,19 @@ dt_err dt__server_add(dt__server *s, dt__sjob *j) {
         s->jobs = n;
         s->capjobs = cap;
     }
-    snprintf(j->dir, sizeof j->dir, "%.3900s/jobs/%s", s->dir, j->name);
-    snprintf(j->spec, sizeof j->spec, "%.3900s/specs/%s.yaml", s->dir, j->name);
+    dt_err e;
+    if ((e = dt__path(j->dir, sizeof j->dir, "%s/jobs/%s", s->dir, j->name)) ||
+        (e = dt__path(j->spec, sizeof j->spec, "%s/specs/%s.yaml", s->dir, j->name)))
+        return dt_err_wrap(e, "job %s", j->name);
     s->jobs[s->njobs++] = j;
     s->dirty = 1;
     return DT_OK;
 }
 
 int dt__server_master(const dt__sjob *j, char *url, size_t ucap, char *token, size_t tcap) {
-    char path[4200];
-    if (!dt__master_live(j->dir, NULL, 0)) return 0;
-    snprintf(path, sizeof path, "%s/master.json", j->dir);
+    char path[DT__PATH_MAX];
+    if (!dt__master_live(j->dir, NULL, 0) || dt__path(path, sizeof path, "%s/master.json", j->dir))
+        return 0;
     json_t *mj = json_load_file(path, 0, NULL);
     const char *u = json_string_value(json_object_get(mj, "url"));
     const char *t = json_string_value(json_object_get(mj, "token"));
@@ -169,8 +172,13 @@ static void set_finished(dt__server *s, dt__sjob *j, dt__sjob_state st, const ch
 }
 
 static void launch(dt__server *s, dt__sjob *j) {
-    char jpath[4300], log[4300];
-    snprintf(jpath, sizeof jpath, "%s/journal.jsonl", j->dir);
+    char jpath[DT__PATH_MAX], log[DT__PATH_MAX];
+    if (dt__path(jpath, sizeof jpath, "%s/journal.jsonl", j->dir) ||
+        dt__path(log, sizeof log, "%s/launch.log", j->dir)) {
+        set_finished(s, j, DT__SJOB_FAILED, "%s", dt_errmsg());
+        dt_err_clear();
+        return;
+    }
     struct stat sb;
     int resume = stat(jpath, &sb) == 0 && sb.st_size > 0;
     if (dt__mkdirs(j->dir)) {
@@ -181,7 +189,6 @@ static void launch(dt__server *s, dt__sjob *j) {
     /* The submitter's own file when it still says what was submitted: its relative data
      * paths resolve next to it, as with `dtrain run`. */
     const char *spec = j->origin[0] && same_text(j->origin, j->spec) ? j->origin : j->spec;
-    snprintf(log, sizeof log, "%s/launch.log", j->dir);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -366,9 +373,9 @@ void dt__server_forget(dt__server *s, dt__sjob *j) {
 /* DIR/result.json's status when it was written since this start (NULL otherwise), and
  * its message (with the eval accuracy when there is one) into msg. */
 static const char *fresh_result(const dt__sjob *j, char *buf, size_t cap, char *msg, size_t mcap) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/result.json", j->dir);
+    char path[DT__PATH_MAX];
     struct stat sb;
+    if (dt__path(path, sizeof path, "%s/result.json", j->dir)) return NULL; /* fits: see launch */
     /* to the nanosecond (a result of the last start may be under a second old when a
      * suspended job is resumed); 50 ms for the file system's coarser clock */
     if (stat(path, &sb) != 0 ||
@@ -391,12 +398,11 @@ static const char *fresh_result(const dt__sjob *j, char *buf, size_t cap, char *
 
 /* The last line of the launcher's output: why `dtrain run` failed. */
 static void launch_why(const dt__sjob *j, char *out, size_t cap) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/launch.log", j->dir);
+    char path[DT__PATH_MAX];
     char *text = NULL;
     size_t len = 0;
     out[0] = 0;
-    if (dt__read_file(path, &text, &len)) {
+    if (dt__path(path, sizeof path, "%s/launch.log", j->dir) || dt__read_file(path, &text, &len)) {
         dt_err_clear();
         return;
     }
@@ -448,8 +454,8 @@ static void watch(dt__server *s, dt__sjob *j) {
         return;
     }
     /* No master and no result of this start. */
-    char path[4300];
-    snprintf(path, sizeof path, "%s/journal.jsonl", j->dir);
+    char path[DT__PATH_MAX];
+    dt__path(path, sizeof path, "%s/journal.jsonl", j->dir); /* fits: launch made it */
     if (j->stop_asked) {
         set_finished(s, j, DT__SJOB_STOPPED, "stopped before its master ran");
         return;
@@ -499,8 +505,9 @@ static void reap(dt__server *s) {
 /* ---- the server dir and the loop ---- */
 
 static dt_err take_lock(dt__server *s) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/server.lock", s->dir);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/server.lock", s->dir);
+    if (e) return e;
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->lock_fd < 0) return dt_err_set(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -527,8 +534,9 @@ static dt_err choose_token(dt__server *s) {
         snprintf(s->token, sizeof s->token, "%s", s->opts.token);
         return DT_OK;
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/server.json", s->dir);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/server.json", s->dir);
+    if (e) return e;
     json_t *sj = json_load_file(path, 0, NULL);
     const char *t = json_string_value(json_object_get(sj, "token"));
     if (t && *t && strlen(t) < sizeof s->token) snprintf(s->token, sizeof s->token, "%s", t);
@@ -542,15 +550,16 @@ static dt_err choose_token(dt__server *s) {
 }
 
 static dt_err write_server_json(dt__server *s) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/server.json", s->dir);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/server.json", s->dir);
+    if (e) return e;
     json_t *o = json_pack("{s:s, s:s, s:i}", "url", s->url, "token", s->token, "pid", (int)getpid());
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (!text) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     /* 0600: the token is a secret (dt__write_file_atomic keeps the umask's mode otherwise) */
     mode_t old = umask(077);
-    dt_err e = dt__write_file_atomic(path, text, strlen(text));
+    e = dt__write_file_atomic(path, text, strlen(text));
     umask(old);
     chmod(path, 0600);
     free(text);
@@ -561,22 +570,21 @@ static dt_err prepare(dt__server *s, const dt__server_opts *opts) {
     memset(s, 0, sizeof *s);
     s->opts = *opts;
     s->lock_fd = -1;
-    if (opts->dir) {
-        snprintf(s->dir, sizeof s->dir, "%s", opts->dir);
-    } else {
-        const char *home = getenv("DTRAIN_HOME");
-        if (home && *home) snprintf(s->dir, sizeof s->dir, "%s/server", home);
-        else snprintf(s->dir, sizeof s->dir, "%s/.dtrain/server", getenv("HOME") ?: ".");
-    }
-    dt_err e = dt__mkdirs(s->dir);
-    if (e) return e;
-    char abs[4096];
-    if (realpath(s->dir, abs)) snprintf(s->dir, sizeof s->dir, "%s", abs);
+    const char *home = getenv("DTRAIN_HOME");
+    dt_err e = opts->dir            ? dt__path(s->dir, sizeof s->dir, "%s", opts->dir)
+               : home && *home ? dt__path(s->dir, sizeof s->dir, "%s/server", home)
+                               : dt__path(s->dir, sizeof s->dir, "%s/.dtrain/server",
+                                          getenv("HOME") ?: ".");
+    /* Every path the server builds in its dir fits once it leaves DT__SERVER_DIR_ROOM. */
+    if (e || (e = dt__path_room(s->dir, DT__SERVER_DIR_ROOM, "server dir")) ||
+        (e = dt__mkdirs(s->dir)))
+        return e;
+    char abs[PATH_MAX];
+    if (realpath(s->dir, abs) && (e = dt__path(s->dir, sizeof s->dir, "%s", abs))) return e;
     static const char *const subs[] = {"jobs", "specs", "experiments"};
     for (int i = 0; i < 3; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/%s", s->dir, subs[i]);
-        if ((e = dt__mkdirs(p))) return e;
+        char p[DT__PATH_MAX];
+        if ((e = dt__path(p, sizeof p, "%s/%s", s->dir, subs[i])) || (e = dt__mkdirs(p))) return e;
     }
     if ((e = take_lock(s)) || (e = choose_token(s))) return e;
     ssize_t n = readlink("/proc/self/exe", s->self_exe, sizeof s->self_exe - 1);

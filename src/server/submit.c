@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/path-impl.h"
 #include "dtrain/job.h"
 #include "server/server-impl.h"
 #include "spec/yaml_doc-impl.h"
@@ -168,10 +169,13 @@ static int bad(char *err, size_t cap, const char *fmt, ...) {
 
 static int is_dir_with(const char *dir, const char *file) {
     struct stat sb;
-    char p[4500];
+    char p[DT__PATH_MAX];
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) return 0;
     if (!file) return 1;
-    snprintf(p, sizeof p, "%.4400s/%.64s", dir, file);
+    if (dt__path(p, sizeof p, "%s/%s", dir, file)) {
+        dt_err_clear();
+        return 0;
+    }
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
@@ -185,12 +189,15 @@ static int find_image(dt__server *s, const char *img, int need_exec, char *out, 
     snprintf(names[n++], sizeof names[0], "%s", img);
     if (l > 4 && !strcmp(img + l - 4, "_pod")) snprintf(names[n++], sizeof names[0], "%.*s", (int)(l - 4), img);
     for (int i = 0; i < n; i++) {
-        char p[4400];
-        if (names[i][0] == '/') snprintf(p, sizeof p, "%s", names[i]);
-        else if (strstr(names[i], "..")) continue;
-        else snprintf(p, sizeof p, "%.3900s/images/%.299s", s->dir, names[i]);
+        char p[DT__PATH_MAX];
+        if (names[i][0] != '/' && strstr(names[i], "..")) continue;
+        if (names[i][0] == '/' ? dt__path(p, sizeof p, "%s", names[i])
+                               : dt__path(p, sizeof p, "%s/images/%s", s->dir, names[i])) {
+            dt_err_clear(); /* not there */
+            continue;
+        }
         if (is_dir_with(p, need_exec ? "exec.py" : NULL) && strlen(p) < cap) {
-            if (!realpath(p, out)) snprintf(out, cap, "%s", p);
+            if (!realpath(p, out)) memcpy(out, p, strlen(p) + 1); /* fits: checked */
             return 1;
         }
     }
@@ -227,7 +234,7 @@ static int seed_manifest(dt__server *s, const char *strategy, long workers, long
         return bad(err, cap, "ps: AllReduce runs no parameter servers, got %ld", ps);
     if (!allreduce && (ps < 1 || ps > 64))
         return bad(err, cap, "ps: ParameterServer needs 1..64 parameter servers, got %ld", ps);
-    char dir[4096] = "";
+    char dir[DT__PATH_MAX] = "";
     int own_cmd = json_array_size(command) > 0;
     if (image && *image) {
         if (!find_image(s, image, !own_cmd, dir, sizeof dir)) {
@@ -237,7 +244,10 @@ static int seed_manifest(dt__server *s, const char *strategy, long workers, long
                        image, image, image, s->dir, own_cmd ? "the command's files" : "exec.py");
         }
     } else if (wdir && *wdir) {
-        snprintf(dir, sizeof dir, "%s", wdir);
+        if (dt__path(dir, sizeof dir, "%s", wdir)) {
+            dt_err_clear();
+            return bad(err, cap, "workingDir: path too long (at most %d bytes)", DT__PATH_MAX - 1);
+        }
     } else {
         return bad(err, cap, "image: required (a directory holding exec.py)");
     }
@@ -309,7 +319,10 @@ int dt__submit_parse_body(dt__server *s, const char *body, size_t len, const cha
         else if (p) sub->priority = (int)json_integer_value(p);
         if (!rc) rc = take_labels(json_object_get(j, "labels"), sub, err, cap);
         const char *path = json_string_value(json_object_get(j, "path"));
-        if (path && path[0] == '/') snprintf(sub->origin, sizeof sub->origin, "%s", path);
+        if (path && path[0] == '/' && dt__path(sub->origin, sizeof sub->origin, "%s", path)) {
+            dt_err_clear();
+            rc = bad(err, cap, "path: too long (at most %d bytes)", DT__PATH_MAX - 1);
+        }
         if (!rc) {
             sub->yaml = strdup(json_string_value(json_object_get(j, "manifest")));
             rc = take_manifest(sub, sub->origin[0] ? sub->origin : "request.yaml", err, cap);

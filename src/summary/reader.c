@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/summary.h"
 
 /* ---- a protobuf walker ---- */
@@ -441,9 +442,9 @@ dt_err dt_summary_read_run(const char *dir, dt_summary_run **out) {
     if (!e && !r) e = dt_err_set(DT_ERR_NOMEM, "out of memory");
     if (!e && n) qsort(names, n, sizeof *names, cmp_names);
     for (size_t i = 0; !e && i < n; i++) {
-        char path[8192];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        char path[DT__PATH_MAX];
         run_ctx c = {r, DT_OK};
+        if ((e = dt__path(path, sizeof path, "%s/%s", dir, names[i]))) break;
         e = dt_summary_read_file(path, 0, on_event, &c, NULL);
         if (!e) e = c.err;
         r->files++;

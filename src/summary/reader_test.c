@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/summary.h"
 #include "testing/dt_test.h"
 
@@ -40,8 +41,8 @@ static void test_writer_roundtrip(void) {
         float v[] = {0.1f * (float)s, 1.0f / (float)s};
         DT_CHECK_OK(dt_summary_scalars(w, 100 * s, 2, tags, v));
     }
-    char first[4400];
-    snprintf(first, sizeof first, "%s", dt_summary_path(w));
+    char first[DT__PATH_MAX];
+    DT_CHECK_OK(dt__path(first, sizeof first, "%s", dt_summary_path(w)));
     DT_CHECK_OK(dt_summary_close(w));
 
     /* a second file of the run (a resumed writer) with a later name: START at 300 drops
@@ -91,8 +92,8 @@ static void test_torn_and_corrupt(void) {
     DT_CHECK_OK(dt_summary_open(&w, dir, 0));
     for (int s = 1; s <= 3; s++)
         DT_CHECK_OK(dt_summary_scalar(w, s, "loss", (float)s));
-    char path[4400];
-    snprintf(path, sizeof path, "%s", dt_summary_path(w));
+    char path[DT__PATH_MAX];
+    DT_CHECK_OK(dt__path(path, sizeof path, "%s", dt_summary_path(w)));
     DT_CHECK_OK(dt_summary_close(w));
     long size = file_size(path);
     char *data;

@@ -23,6 +23,7 @@
 
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "core/pb-impl.h"
 #include "dtrain/summary.h"
 
@@ -30,7 +31,7 @@
 
 struct dt_summary {
     FILE *f;
-    char path[4400];
+    char path[DT__PATH_MAX];
     int64_t last_step;
     double last_flush;
     dt_err err; /* the first write error */
@@ -116,8 +117,11 @@ dt_err dt_summary_open(dt_summary **out, const char *dir, int64_t start_step) {
     /* several writers of one process in one dir (none today) would differ by n */
     static atomic_int counter;
     int n = atomic_fetch_add(&counter, 1);
-    snprintf(w->path, sizeof w->path, "%.4000s/events.out.tfevents.%010lld.%.200s.%d.%d", dir,
-             (long long)time(NULL), host, (int)getpid(), n);
+    if ((e = dt__path(w->path, sizeof w->path, "%s/events.out.tfevents.%010lld.%s.%d.%d", dir,
+                      (long long)time(NULL), host, (int)getpid(), n))) {
+        free(w);
+        return e;
+    }
     if (!(w->f = fopen(w->path, "wbx"))) {
         e = dt_err_set(DT_ERR_IO, "%s: cannot create: %s", w->path, strerror(errno));
         free(w);

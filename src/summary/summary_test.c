@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "core/path-impl.h"
 #include "dtrain/summary.h"
 #include "testing/dt_test.h"
 
@@ -64,8 +65,8 @@ static void test_file(void) {
     float vals[] = {0.25f, 0.001f};
     DT_CHECK_OK(dt_summary_scalars(w, 20, 2, tags, vals));
     DT_CHECK_ERR(dt_summary_scalar(w, 19, "loss", 1.0f), DT_ERR_ARG, "before step 20");
-    char path[4400];
-    snprintf(path, sizeof path, "%s", dt_summary_path(w));
+    char path[DT__PATH_MAX];
+    DT_CHECK_OK(dt__path(path, sizeof path, "%s", dt_summary_path(w)));
     DT_CHECK_OK(dt_summary_close(w));
 
     uint8_t *d;

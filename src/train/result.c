@@ -7,6 +7,7 @@
 
 #include "core/file-impl.h"
 #include "core/gemm-impl.h"
+#include "core/path-impl.h"
 #include "train/train-impl.h"
 
 dt_err dt__write_result(const char *job_dir, const char *status, const char *message,
@@ -30,11 +31,15 @@ dt_err dt__write_result(const char *job_dir, const char *status, const char *mes
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(root);
     if (!text) return dt_err_set(DT_ERR_NOMEM, "result.json: out of memory");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/result.json", job_dir);
+    char path[DT__PATH_MAX];
+    dt_err e = dt__path(path, sizeof path, "%s/result.json", job_dir);
+    if (e) {
+        free(text);
+        return e;
+    }
     size_t n = strlen(text);
     text[n] = '\n'; /* json_dumps' NUL becomes the final newline */
-    dt_err e = dt__write_file_atomic(path, text, n + 1);
+    e = dt__write_file_atomic(path, text, n + 1);
     free(text);
     return e;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "core/clock-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/summary.h"
 #include "train/train-impl.h"
 
@@ -27,12 +28,15 @@ void dt__tb_open(dt__train_tb *tb, const dt_spec *s, const char *job_dir, int64_
                          .last_point = start_step,
                          .last_eval = start_step};
     if (!s->tensorboard) return; /* training.tensorboard: false */
-    char base[4200], dir[4300];
-    if (s->logdir[0]) snprintf(base, sizeof base, "%.4000s", s->logdir);
-    else snprintf(base, sizeof base, "%.4000s/tensorboard", job_dir);
-    snprintf(dir, sizeof dir, "%s/train", base);
+    /* fits: the job dir leaves DT__JOB_DIR_ROOM (dt_train_run, the roles check it), a
+     * spec's logdir is at most DT_PATH_MAX */
+    char base[DT__PATH_MAX], dir[DT__PATH_MAX];
+    if ((s->logdir[0] ? dt__path(base, sizeof base, "%s", s->logdir)
+                      : dt__path(base, sizeof base, "%s/tensorboard", job_dir)) ||
+        dt__path(dir, sizeof dir, "%s/train", base))
+        return off(tb);
     if ((runs & DT__TB_TRAIN) && dt_summary_open(&tb->train, dir, start_step)) return off(tb);
-    snprintf(dir, sizeof dir, "%s/eval", base);
+    if (dt__path(dir, sizeof dir, "%s/eval", base)) return off(tb);
     if ((runs & DT__TB_EVAL) && dt_summary_open(&tb->eval, dir, start_step)) return off(tb);
 }
 

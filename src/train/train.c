@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "core/stop-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
@@ -36,7 +37,7 @@ struct run {
     dt_train_state state;
     int64_t epochs, batch, steps_per_epoch;
     int threads;
-    char ckpt_dir[4096];
+    char ckpt_dir[DT__PATH_MAX];
     float *xbuf;
     int32_t *ybuf;
     float *tbuf;
@@ -201,9 +202,10 @@ static dt_err setup(struct run *r, uint64_t seed) {
 
     r->state = (dt_train_state){.seed = seed};
     dt_rng_seed2(&r->state.rng, seed, 0x64726f70 /* "drop" */);
-    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", r->opts->job_dir);
-    if ((e = dt__mkdirs(r->ckpt_dir))) return e;
-    char latest[4096];
+    if ((e = dt__path(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", r->opts->job_dir)) ||
+        (e = dt__mkdirs(r->ckpt_dir)))
+        return e;
+    char latest[DT__PATH_MAX];
     e = dt_checkpoint_dir_latest(r->ckpt_dir, latest, sizeof latest);
     if (e == DT_OK) {
         if ((e = dt_checkpoint_load(latest, r->model, r->optim, &r->state)))
@@ -224,11 +226,11 @@ static dt_err setup(struct run *r, uint64_t seed) {
 
 /* A finished run exports its model to JOB_DIR/export/<step>/ (include/dtrain/export.h). */
 static dt_err export_final(struct run *r, char *dir, size_t len) {
-    char base[4200];
-    snprintf(base, sizeof base, "%.4000s/export", r->opts->job_dir);
+    char base[DT__PATH_MAX];
     char *text = NULL;
     size_t tlen = 0;
-    dt_err e = dt__read_file(r->spec->path, &text, &tlen);
+    dt_err e = dt__path(base, sizeof base, "%s/export", r->opts->job_dir);
+    if (!e) e = dt__read_file(r->spec->path, &text, &tlen);
     if (e) return dt_err_wrap(e, "export");
     dt_export_src src;
     dt__export_src_init(&src, r->spec, r->model, r->train, text, tlen, r->state.step,
@@ -268,8 +270,9 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
     memset(res, 0, sizeof *res);
     dt__train_tb tb = {0};
 
-    dt_err e = dt__mkdirs(opts.job_dir);
-    if (e) return e;
+    /* The job dir leaves room for every path made in it (dt__tb_open cannot fail on one). */
+    dt_err e = dt__path_room(opts.job_dir, DT__JOB_DIR_ROOM, "job dir");
+    if (e || (e = dt__mkdirs(opts.job_dir))) return e;
     if ((e = setup(&r, seed))) goto end;
 
     dt__progress prog = {.out = opts.log,

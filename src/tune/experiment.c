@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "core/path-impl.h"
 #include "dtrain/job.h"
 #include "spec/spec-impl.h"
 #include "spec/yaml_doc-impl.h"
@@ -891,7 +892,7 @@ static dt_err parse_trial_template(dt__experiment *e, const dt__yval *spec, cons
     size_t b = dt__tpl_offset(text, len, ts.node->end_mark.line, ts.node->end_mark.column);
     if (!(e->template_text = dt__tpl_slice(text, len, a, b)))
         return dt_err_set(DT_ERR_NOMEM, "out of memory");
-    snprintf(e->template_path, sizeof e->template_path, "%s", e->path);
+    memcpy(e->template_path, e->path, sizeof e->path); /* the same size */
     return dt__tpl_name(&e->template_text, &ts, "${trialSpec.Name}", 1);
 }
 
@@ -955,16 +956,16 @@ static dt_err parse_sweep_template(dt__experiment *e, const dt__yval *spec, cons
         if ((err = template_kind(e, &inl))) return err;
         if (!(e->template_text = dt__tpl_slice(text, len, a, b)))
             return dt_err_set(DT_ERR_NOMEM, "out of memory");
-        snprintf(e->template_path, sizeof e->template_path, "%s", e->path);
+        memcpy(e->template_path, e->path, sizeof e->path); /* the same size */
         return dt__tpl_name(&e->template_text, &inl, "%ID%", 1);
     }
-    char rel[4096], dir[DT_PATH_MAX];
+    char rel[DT__PATH_MAX], dir[DT_PATH_MAX];
     size_t tl = 0;
     if ((err = get_text(&file, rel, sizeof rel))) return err;
     const char *base = rel[0] == '/' ? NULL : dt__spec_base_dir(e->path, dir);
-    if ((size_t)snprintf(e->template_path, sizeof e->template_path, "%s%s%s", base ? base : "",
-                         base ? "/" : "", rel) >= sizeof e->template_path)
-        return dt__yerr(&file, "path too long");
+    if (dt__path(e->template_path, sizeof e->template_path, "%s%s%s", base ? base : "",
+                 base ? "/" : "", rel))
+        return dt__yerr(&file, "%s", dt_errmsg());
     if ((err = read_whole(e->template_path, &e->template_text, &tl)))
         return dt__yerr(&file, "%s", dt_errmsg());
     char *neutral = dt__tpl_neutralize(e, e->template_text);
@@ -1123,13 +1124,15 @@ dt_err dt__experiment_load(dt__experiment **out, const char *path) {
     dt_err err;
     *out = NULL;
     if ((err = dt__spec_check_path(path))) return err;
-    if (strlen(path) >= sizeof e->path) return dt_err_set(DT_ERR_ARG, "%s: path too long", path);
+    if (strlen(path) >= sizeof e->path)
+        return dt_err_set(DT_ERR_ARG, "path too long (%zu bytes, at most %zu): %.80s...",
+                          strlen(path), sizeof e->path - 1, path);
     if ((err = read_whole(path, &text, &len))) return err;
     if (!(e = calloc(1, sizeof *e))) {
         free(text);
         return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", path);
     }
-    snprintf(e->path, sizeof e->path, "%s", path);
+    memcpy(e->path, path, strlen(path) + 1); /* fits: checked above */
     e->resource_param = -1;
     if ((err = dt__ystream_open_mem(&s, text, len, path))) goto done;
     for (;;) {

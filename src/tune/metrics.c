@@ -19,12 +19,14 @@
 #include <jansson.h>
 #include <math.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "dtrain/spec.h"
 #include "dtrain/summary.h"
 #include "tune/metrics-impl.h"
@@ -100,6 +102,20 @@ static int list_dir(const char *dir, char ***out) {
     return n;
 }
 
+/* A place metrics are looked for, by dt__path's rule (core/path-impl.h) but without an
+ * error: 1 when it fits; one that does not is not there (never a cut path, which would
+ * name another file). */
+static int path_ok(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int path_ok(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < cap) return 1;
+    if (cap) buf[0] = 0;
+    return 0;
+}
+
 static void free_list(char **v, int n) {
     for (int i = 0; i < n; i++)
         free(v[i]);
@@ -126,10 +142,9 @@ static int from_run(dt__metric *m, const char *run_dir, const char *tag, dt_err 
 
 /* A TrainJob's training.logdir when its spec (JOB_DIR/spec.yaml) gives an absolute one. */
 static int spec_logdir(const char *job_dir, char *out, size_t cap) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/spec.yaml", job_dir);
+    char path[DT__PATH_MAX];
     struct stat st;
-    if (stat(path, &st) != 0) return 0;
+    if (!path_ok(path, sizeof path, "%s/spec.yaml", job_dir) || stat(path, &st) != 0) return 0;
     char *text;
     size_t len;
     if (dt__read_file(path, &text, &len)) {
@@ -140,8 +155,7 @@ static int spec_logdir(const char *job_dir, char *out, size_t cap) {
     if (strstr(text, "logdir")) { /* parsed only when it may say (most specs do not) */
         dt_spec *sp = NULL;
         if (!dt_spec_parse(&sp, text, len, path) && sp->logdir[0] == '/' && is_dir(sp->logdir)) {
-            snprintf(out, cap, "%s", sp->logdir);
-            found = 1;
+            found = path_ok(out, cap, "%s", sp->logdir);
         }
         dt_err_clear();
         dt_spec_free(sp);
@@ -154,20 +168,19 @@ static int spec_logdir(const char *job_dir, char *out, size_t cap) {
  * in name order. */
 static int logdirs(const char *job_dir, char ***out) {
     char **reps = NULL;
-    char path[8192];
-    snprintf(path, sizeof path, "%s/replicas", job_dir);
-    int nr = list_dir(path, &reps);
+    char path[DT__PATH_MAX];
+    int nr = path_ok(path, sizeof path, "%s/replicas", job_dir) ? list_dir(path, &reps) : -1;
     if (nr < 0) nr = 0;
     char **v = calloc((size_t)nr + 2, sizeof *v);
     int n = 0;
     if (v) {
         if (spec_logdir(job_dir, path, sizeof path)) v[n++] = strdup(path);
-        snprintf(path, sizeof path, "%s/tensorboard", job_dir);
-        if (is_dir(path)) v[n++] = strdup(path);
-        for (int i = 0; i < nr; i++) {
-            snprintf(path, sizeof path, "%s/replicas/%s/tensorboard", job_dir, reps[i]);
-            if (is_dir(path)) v[n++] = strdup(path);
-        }
+        if (path_ok(path, sizeof path, "%s/tensorboard", job_dir) && is_dir(path))
+            v[n++] = strdup(path);
+        for (int i = 0; i < nr; i++)
+            if (path_ok(path, sizeof path, "%s/replicas/%s/tensorboard", job_dir, reps[i]) &&
+                is_dir(path))
+                v[n++] = strdup(path);
         for (int i = 0; i < n; i++)
             if (!v[i]) { /* out of memory: fewer dirs */
                 n = i;
@@ -184,18 +197,17 @@ static dt_err from_tensorboard(dt__metric *m, const char *job_dir, const char *n
     int nd = logdirs(job_dir, &dirs);
     dt_err e = DT_OK;
     int found = 0;
-    char path[8192];
+    char path[DT__PATH_MAX];
     const char *slash = strchr(name, '/');
     for (int i = 0; !found && !e && i < nd; i++) {
         if (slash) { /* RUN/TAG */
-            snprintf(path, sizeof path, "%s/%.*s", dirs[i], (int)(slash - name), name);
-            found = from_run(m, path, slash + 1, &e);
+            found = path_ok(path, sizeof path, "%s/%.*s", dirs[i], (int)(slash - name), name) &&
+                    from_run(m, path, slash + 1, &e);
         } else {
             const char *runs[] = {"eval", "train"};
-            for (int k = 0; !found && !e && k < 2; k++) {
-                snprintf(path, sizeof path, "%s/%s", dirs[i], runs[k]);
-                found = from_run(m, path, name, &e);
-            }
+            for (int k = 0; !found && !e && k < 2; k++)
+                found = path_ok(path, sizeof path, "%s/%s", dirs[i], runs[k]) &&
+                        from_run(m, path, name, &e);
         }
     }
     /* the name as a tag of its own, in the logdir itself (the root run) or any run */
@@ -203,10 +215,9 @@ static dt_err from_tensorboard(dt__metric *m, const char *job_dir, const char *n
         found = from_run(m, dirs[i], name, &e);
         char **runs;
         int nrun = list_dir(dirs[i], &runs);
-        for (int k = 0; !found && !e && k < nrun; k++) {
-            snprintf(path, sizeof path, "%s/%s", dirs[i], runs[k]);
-            found = from_run(m, path, name, &e);
-        }
+        for (int k = 0; !found && !e && k < nrun; k++)
+            found = path_ok(path, sizeof path, "%s/%s", dirs[i], runs[k]) &&
+                    from_run(m, path, name, &e);
         if (nrun > 0) free_list(runs, nrun);
     }
     free_list(dirs, nd);
@@ -226,9 +237,9 @@ static const json_t *path_num(const json_t *o, const char *dotted) {
 }
 
 static void from_result(dt__metric *m, const char *job_dir, const char *name) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/result.json", job_dir);
-    json_t *r = json_load_file(path, 0, NULL);
+    char path[DT__PATH_MAX];
+    json_t *r = path_ok(path, sizeof path, "%s/result.json", job_dir) ? json_load_file(path, 0, NULL)
+                                                                      : NULL;
     if (!r) return;
     const json_t *v = path_num(r, name);
     if (!v) {
@@ -317,19 +328,17 @@ static const char *primary_log(const char *job_dir, char *path, size_t cap) {
     const char *prefer[] = {"chief-0", "master-0", "worker-0"};
     struct stat st;
     for (int i = 0; i < 3; i++) {
-        snprintf(path, cap, "%s/logs/%s.log", job_dir, prefer[i]);
-        if (stat(path, &st) == 0) return path;
+        if (path_ok(path, cap, "%s/logs/%s.log", job_dir, prefer[i]) && stat(path, &st) == 0)
+            return path;
     }
-    char logs[8192];
-    snprintf(logs, sizeof logs, "%s/logs", job_dir);
+    char logs[DT__PATH_MAX];
     char **v;
-    int n = list_dir(logs, &v);
+    int n = path_ok(logs, sizeof logs, "%s/logs", job_dir) ? list_dir(logs, &v) : -1;
     const char *found = NULL;
     for (int i = 0; i < n && !found; i++) {
         size_t l = strlen(v[i]);
         if (l > 4 && !strcmp(v[i] + l - 4, ".log")) {
-            snprintf(path, cap, "%s/%s", logs, v[i]);
-            found = path;
+            if (path_ok(path, cap, "%s/%s", logs, v[i])) found = path;
         }
     }
     if (n > 0) free_list(v, n);
@@ -406,7 +415,7 @@ static dt_err from_lines(dt__metric *m, const char *path, const char *name,
 
 static dt_err from_stdout(dt__metric *m, const char *job_dir, const char *name,
                           const char *const *formats, int nformats, int finished) {
-    char path[8300];
+    char path[DT__PATH_MAX];
     if (!primary_log(job_dir, path, sizeof path)) return DT_OK;
     return from_lines(m, path, name, formats, nformats, finished, "stdout");
 }
@@ -454,9 +463,10 @@ static dt_err from_json_lines(dt__metric *m, const char *path, const char *name,
 
 static dt_err from_file(dt__metric *m, const char *job_dir, const dt__metric_src *src,
                         const char *name, int finished) {
-    char path[8300];
-    if (src->file[0] == '/') snprintf(path, sizeof path, "%s", src->file);
-    else snprintf(path, sizeof path, "%s/%s", job_dir, src->file);
+    char path[DT__PATH_MAX];
+    if (src->file[0] == '/' ? !path_ok(path, sizeof path, "%s", src->file)
+                            : !path_ok(path, sizeof path, "%s/%s", job_dir, src->file))
+        return DT_OK; /* not there */
     if (src->file_json) return from_json_lines(m, path, name, finished);
     return from_lines(m, path, name, src->formats, src->nformats, finished, "file");
 }

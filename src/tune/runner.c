@@ -47,10 +47,15 @@
 #include <unistd.h>
 
 #include "core/file-impl.h"
+#include "core/path-impl.h"
 #include "net/http-impl.h"
 #include "tune/metrics-impl.h"
 #include "tune/runner-impl.h"
 #include "tune/tune-impl.h"
+
+/* Room the experiment dir leaves for its paths: the deepest are in its server's job dirs,
+ * server/jobs/<trial, at most 80 bytes>/ and then a job's own (DT__JOB_DIR_ROOM). */
+#define EXPERIMENT_DIR_ROOM (DT__JOB_DIR_ROOM + 100)
 
 /* ---- trials ---- */
 
@@ -70,7 +75,7 @@ typedef struct trial {
     char reason[48];
     char message[512];
     char job_state[24]; /* the server's */
-    char job_dir[4096];
+    char job_dir[DT__PATH_MAX];
     int nobs, capobs;
     obs *obs;
     int has_final;
@@ -89,8 +94,8 @@ typedef struct runner {
     dt__search *s;
     dt__metric_src src; /* where metrics are read */
     const char *formats[DT__TUNE_MAX_FILTERS];
-    char dir[4096];
-    char state_path[4200];
+    char dir[DT__PATH_MAX];
+    char state_path[DT__PATH_MAX];
     uint64_t seed;
     int ntrials, captrials;
     trial *trials;
@@ -419,7 +424,10 @@ static int load_state(runner *r, dt_err *err) {
         snprintf(t->reason, sizeof t->reason, "%s", jstr(tj, "reason"));
         snprintf(t->message, sizeof t->message, "%s", jstr(tj, "message"));
         snprintf(t->job_state, sizeof t->job_state, "%s", jstr(tj, "jobState"));
-        snprintf(t->job_dir, sizeof t->job_dir, "%s", jstr(tj, "jobDir"));
+        if ((*err = dt__path(t->job_dir, sizeof t->job_dir, "%s", jstr(tj, "jobDir")))) {
+            dt_err_wrap(*err, "%s: trial %s: jobDir", r->state_path, t->name);
+            break;
+        }
         t->resource = (int)json_integer_value(json_object_get(tj, "resource"));
         t->target = (int)json_integer_value(json_object_get(tj, "target"));
         snprintf(t->want, sizeof t->want, "%s", jstr(tj, "pending"));
@@ -482,8 +490,11 @@ static int pid_alive(pid_t pid) {
 /* The server.json of dir: url, token and pid; 0 when there is none readable. */
 static int read_server_json(const char *dir, char *url, size_t ucap, char *token, size_t tcap,
                             pid_t *pid) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/server.json", dir);
+    char p[DT__PATH_MAX];
+    if (dt__path(p, sizeof p, "%s/server.json", dir)) { /* none there, as far as we can tell */
+        dt_err_clear();
+        return 0;
+    }
     json_t *j = json_load_file(p, 0, NULL);
     if (!j) return 0;
     int ok = json_is_string(json_object_get(j, "url"));
@@ -516,34 +527,34 @@ static dt_err connect_to(runner *r) {
 
 /* The sweep's own server in EXPERIMENT_DIR/server: the one running there, else a new one. */
 static dt_err own_server(runner *r) {
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/server", r->dir);
+    /* each fits: dt__tune_run checks the experiment dir leaves EXPERIMENT_DIR_ROOM */
+    char sdir[DT__PATH_MAX], sj[DT__PATH_MAX], self[DT__PATH_MAX] = "/proc/self/exe",
+        logp[DT__PATH_MAX];
+    dt_err e;
+    if ((e = dt__path(sdir, sizeof sdir, "%s/server", r->dir)) ||
+        (e = dt__path(sj, sizeof sj, "%s/server.json", sdir)) ||
+        (e = dt__path(logp, sizeof logp, "%s/server.log", r->dir)) ||
+        (r->o->self && (e = dt__path(self, sizeof self, "%s", r->o->self))))
+        return e;
     pid_t pid = 0;
     if (read_server_json(sdir, r->url, sizeof r->url, r->token, sizeof r->token, &pid) &&
         pid_alive(pid)) {
-        dt_err e = connect_to(r);
-        if (e) return e;
+        if ((e = connect_to(r))) return e;
         if (healthy(r)) {
             r->server_pid = pid;
             say("using the sweep's server %s (pid %d)", r->url, (int)pid);
             return DT_OK;
         }
     }
-    char sj[4300];
-    snprintf(sj, sizeof sj, "%s/server.json", sdir);
     unlink(sj); /* a dead server's: the new one writes its own */
-    dt_err e = dt__mkdirs(sdir);
-    if (e) return e;
-    char self[4096] = "/proc/self/exe";
-    if (r->o->self) snprintf(self, sizeof self, "%s", r->o->self);
-    else {
+    if ((e = dt__mkdirs(sdir))) return e;
+    if (!r->o->self) {
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
         if (n > 0) self[n] = 0;
     }
-    char cpus[24], logp[4300];
+    char cpus[24];
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(cpus, sizeof cpus, "%ld", nc > 0 ? nc : 1);
-    snprintf(logp, sizeof logp, "%s/server.log", r->dir);
     fflush(NULL);
     pid_t child = fork();
     if (child < 0) return dt_err_set(DT_ERR_IO, "fork: %s", strerror(errno));
@@ -598,10 +609,12 @@ static dt_err given_server(runner *r) {
     if (tok) {
         snprintf(r->token, sizeof r->token, "%s", tok);
     } else {
-        char home[4096], url[1024], token[256];
+        char home[DT__PATH_MAX], url[1024], token[256];
         const char *h = getenv("DTRAIN_HOME");
-        if (h && *h) snprintf(home, sizeof home, "%s/server", h);
-        else snprintf(home, sizeof home, "%s/.dtrain/server", getenv("HOME") ? getenv("HOME") : ".");
+        dt_err he = h && *h ? dt__path(home, sizeof home, "%s/server", h)
+                            : dt__path(home, sizeof home, "%s/.dtrain/server",
+                                       getenv("HOME") ? getenv("HOME") : ".");
+        if (he) return dt_err_wrap(he, "the server's token (DTRAIN_HOME)");
         pid_t pid;
         if (read_server_json(home, url, sizeof url, token, sizeof token, &pid) &&
             !strcmp(url, r->url))
@@ -638,10 +651,9 @@ static dt_err submit(runner *r, trial *t) {
     char *yaml = NULL;
     dt_err e = dt__experiment_render(r->e, t->name, t->values, &yaml);
     if (e) return e;
-    char path[4400];
-    snprintf(path, sizeof path, "%s/trials/%s.yaml", r->dir, t->name);
-    e = dt__write_file_atomic(path, yaml, strlen(yaml));
-    if (e) {
+    char path[DT__PATH_MAX];
+    if ((e = dt__path(path, sizeof path, "%s/trials/%s.yaml", r->dir, t->name)) ||
+        (e = dt__write_file_atomic(path, yaml, strlen(yaml)))) {
         free(yaml);
         return e;
     }
@@ -651,8 +663,8 @@ static dt_err submit(runner *r, trial *t) {
     /* the file it came from: the server resolves the manifest's relative paths (and names
      * its errors) by it */
     char abs[PATH_MAX];
-    if (!realpath(path, abs)) snprintf(abs, sizeof abs, "%.4000s", path);
-    json_t *body = json_pack("{s:s,s:s,s:o}", "manifest", yaml, "path", abs, "labels", labels);
+    json_t *body = json_pack("{s:s,s:s,s:o}", "manifest", yaml, "path",
+                             realpath(path, abs) ? abs : path, "labels", labels);
     free(yaml);
     long status;
     json_t *resp = NULL;
@@ -835,7 +847,10 @@ static dt_err poll_jobs(runner *r) {
             r->dirty = 1;
         }
         if (!t->job_dir[0] && *jstr(job, "jobDir")) {
-            snprintf(t->job_dir, sizeof t->job_dir, "%s", jstr(job, "jobDir"));
+            if ((e = dt__path(t->job_dir, sizeof t->job_dir, "%s", jstr(job, "jobDir")))) {
+                json_decref(j);
+                return dt_err_wrap(e, "the server's job %s: jobDir", t->name);
+            }
             r->dirty = 1;
         }
         if (!strcmp(t->state, "Pending")) snprintf(t->state, sizeof t->state, "Running");
@@ -992,9 +1007,10 @@ static dt_err copy_tree(const char *src, const char *dst) {
     struct dirent *de;
     while (!e && (de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char a[8192], b[8192];
-        snprintf(a, sizeof a, "%s/%s", src, de->d_name);
-        snprintf(b, sizeof b, "%s/%s", dst, de->d_name);
+        char a[DT__PATH_MAX], b[DT__PATH_MAX];
+        if ((e = dt__path(a, sizeof a, "%s/%s", src, de->d_name)) ||
+            (e = dt__path(b, sizeof b, "%s/%s", dst, de->d_name)))
+            break;
         struct stat st;
         if (stat(a, &st) != 0) continue;
         if (S_ISDIR(st.st_mode)) {
@@ -1027,14 +1043,14 @@ static void finish_experiment(runner *r) {
         best = json_pack("{s:s,s:o,s:s,s:f,s:s}", "trial", t->name, "parameters", bp, "metric",
                          r->e->metric, "objective", bv, "jobDir", t->job_dir);
         /* its exported model, when it made one */
-        char rp[4200];
-        snprintf(rp, sizeof rp, "%s/result.json", t->job_dir);
-        json_t *res = json_load_file(rp, 0, NULL);
+        char rp[DT__PATH_MAX];
+        json_t *res = dt__path(rp, sizeof rp, "%s/result.json", t->job_dir)
+                          ? NULL : json_load_file(rp, 0, NULL); /* the job ran there: it fits */
         const char *exp = res ? json_string_value(json_object_get(res, "export")) : NULL;
         if (exp && *exp) {
-            char dst[4200];
-            snprintf(dst, sizeof dst, "%s/best", r->dir);
-            dt_err e = copy_tree(exp, dst);
+            char dst[DT__PATH_MAX];
+            dt_err e = dt__path(dst, sizeof dst, "%s/best", r->dir);
+            if (!e) e = copy_tree(exp, dst);
             if (e) {
                 fprintf(stderr, "dtrain tune: best model not copied: %s\n", dt_errmsg());
                 dt_err_clear();
@@ -1049,9 +1065,9 @@ static void finish_experiment(runner *r) {
         printf("no trial has a value of %s\n", r->e->metric);
     }
     char *text = json_dumps(best, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    char path[4200];
-    snprintf(path, sizeof path, "%s/best.json", r->dir);
-    if (text && dt__write_file_atomic(path, text, strlen(text))) {
+    char path[DT__PATH_MAX];
+    if (text && (dt__path(path, sizeof path, "%s/best.json", r->dir) ||
+                 dt__write_file_atomic(path, text, strlen(text)))) {
         fprintf(stderr, "dtrain tune: %s\n", dt_errmsg());
         dt_err_clear();
     }
@@ -1146,14 +1162,17 @@ int dt__tune_run(const dt__tune_opts *o) {
     r.src.nformats = r.e->nfilters;
     r.src.file = r.e->collector_path;
     r.src.file_json = !strcmp(r.e->collector_format, "JSON");
-    if (o->dir) snprintf(r.dir, sizeof r.dir, "%s", o->dir);
-    else snprintf(r.dir, sizeof r.dir, "runs/%s-tune", r.e->name);
-    snprintf(r.state_path, sizeof r.state_path, "%s/state.json", r.dir);
-    char path[4400];
-    snprintf(path, sizeof path, "%s/trials", r.dir);
-    if ((e = dt__mkdirs(path))) goto out;
+    /* Every path the runner makes in the experiment dir fits once it leaves
+     * EXPERIMENT_DIR_ROOM: the deepest are its server's job dirs (server/jobs/<trial>/...). */
+    char path[DT__PATH_MAX];
+    if ((e = o->dir ? dt__path(r.dir, sizeof r.dir, "%s", o->dir)
+                    : dt__path(r.dir, sizeof r.dir, "runs/%s-tune", r.e->name)) ||
+        (e = dt__path_room(r.dir, EXPERIMENT_DIR_ROOM, "experiment dir")) ||
+        (e = dt__path(r.state_path, sizeof r.state_path, "%s/state.json", r.dir)) ||
+        (e = dt__path(path, sizeof path, "%s/trials", r.dir)) || (e = dt__mkdirs(path)))
+        goto out;
     /* one runner per experiment dir */
-    snprintf(path, sizeof path, "%s/tune.lock", r.dir);
+    dt__path(path, sizeof path, "%s/tune.lock", r.dir); /* fits: checked above */
     int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
         e = dt_err_set(DT_ERR_STATE, "%s: another dtrain tune runs this experiment", r.dir);
@@ -1164,8 +1183,8 @@ int dt__tune_run(const dt__tune_opts *o) {
     {
         char *text;
         size_t n;
-        snprintf(path, sizeof path, "%s/experiment.yaml", r.dir);
-        if (!(e = dt__read_file(r.e->path, &text, &n))) {
+        if (!(e = dt__path(path, sizeof path, "%s/experiment.yaml", r.dir)) &&
+            !(e = dt__read_file(r.e->path, &text, &n))) {
             e = dt__write_file_atomic(path, text, n);
             free(text);
         }
@@ -1260,13 +1279,15 @@ out:
 /* ---- dtrain tune status ---- */
 
 int dt__tune_status(const char *arg, int json) {
-    char dir[4096], path[4200];
+    char dir[DT__PATH_MAX], path[DT__PATH_MAX];
     struct stat st;
-    if ((stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) || strchr(arg, '/'))
-        snprintf(dir, sizeof dir, "%s", arg);
-    else
-        snprintf(dir, sizeof dir, "runs/%s-tune", arg);
-    snprintf(path, sizeof path, "%s/state.json", dir);
+    if (((stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) || strchr(arg, '/')
+             ? dt__path(dir, sizeof dir, "%s", arg)
+             : dt__path(dir, sizeof dir, "runs/%s-tune", arg)) ||
+        dt__path(path, sizeof path, "%s/state.json", dir)) {
+        fprintf(stderr, "dtrain tune status: %s\n", dt_errmsg());
+        return 2;
+    }
     if (stat(path, &st) != 0) {
         fprintf(stderr, "dtrain tune status: no experiment in %s (no state.json)\n", dir);
         return 1;

@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/path-impl.h"
 #include "dtrain/err.h"
 
 /* ---- the experiment (experiment.c) ---- */
@@ -77,7 +78,7 @@ typedef struct dt__trial_param {
 } dt__trial_param;
 
 typedef struct dt__experiment {
-    char path[4096];         /* the experiment file */
+    char path[DT__PATH_MAX]; /* the experiment file */
     char name[64];           /* metadata.name (a DNS label); trials are <name>-<NNN> */
     char namespace_name[64]; /* metadata.namespace, default "default" */
     int sweep;               /* 1: the plain form (kind Sweep); 0: a Katib Experiment */
@@ -118,7 +119,7 @@ typedef struct dt__experiment {
     /* The trial template: YAML text whose line N is line N of template_path (lines outside
      * the template are blank), NUL-terminated, owned. */
     char *template_text;
-    char template_path[4096];   /* the experiment file, or a Sweep's template file */
+    char template_path[DT__PATH_MAX];   /* the experiment file, or a Sweep's template file */
     char template_kind[32];     /* TFJob, PyTorchJob or TrainJob */
     char template_api[64];      /* its apiVersion */
     char primary_container[64]; /* trialTemplate.primaryContainerName ("" when not given) */
@@ -126,7 +127,7 @@ typedef struct dt__experiment {
 
     /* metricsCollectorSpec */
     char collector[32];        /* StdOut (default), TensorFlowEvent, File */
-    char collector_path[4096]; /* source.fileSystemPath.path ("" when not given) */
+    char collector_path[DT__PATH_MAX]; /* source.fileSystemPath.path ("" when not given) */
     char collector_format[16]; /* source.fileSystemPath.format: TEXT (default) or JSON */
     int nfilters;              /* source.filter.metricsFormat: regular expressions */
     char filters[DT__TUNE_MAX_FILTERS][256];
