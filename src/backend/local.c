@@ -390,9 +390,10 @@ static dt_err local_launch(dt__backend *base, const dt__backend_launch *l, json_
                      .netns_fd = -1};
     dt_err e = DT_OK;
     if (l->netns) {
-        char ns_path[320];
-        snprintf(ns_path, sizeof ns_path, "/run/netns/%.255s", l->netns);
-        if ((a.netns_fd = open(ns_path, O_RDONLY | O_CLOEXEC)) < 0)
+        char ns_path[DT__PATH_MAX];
+        if ((e = dt__path(ns_path, sizeof ns_path, "/run/netns/%s", l->netns)))
+            e = dt_err_wrap(e, "%s: network namespace", l->name);
+        else if ((a.netns_fd = open(ns_path, O_RDONLY | O_CLOEXEC)) < 0)
             e = dt_err_set(DT_ERR_ARG, "%s: network namespace %s: %s (ip netns add %s makes it)",
                            l->name, l->netns, strerror(errno), l->netns);
     }
