@@ -63,6 +63,10 @@ typedef struct dt_ring_conf {
     int hello_timeout_ms;      /* an accepted connection's HELLO, in all, from its accept
                                 * (0: DT_RING_DEFAULT_HELLO_TIMEOUT_MS; docs/WIRE.md) */
     FILE *log;                 /* refusals and failures are logged here (NULL: stderr) */
+    int no_shm;                /* 1: data only over TCP, even to a neighbour on this host
+                                * (0: a shared-memory segment where the neighbour can map it;
+                                * docs/WIRE.md, "Ring shared memory"). Every member of a ring
+                                * must pass the same */
 } dt_ring_conf;
 
 /* Listen on host:port ("" or NULL host: every interface; port 0: any free port). *fd is the

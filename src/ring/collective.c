@@ -43,6 +43,15 @@
  * A socket is polled only once a call returned less than was asked for, so a busy stream
  * costs about one syscall per direction per wake-up.
  *
+ * Between neighbours on one host (lane.c) the same items travel through a shared byte ring
+ * instead of the socket: lane_send copies every ready item that fits into it and rings one
+ * SHM_DATA doorbell per batch, lane_recv takes what was announced (reduce-scatter values are
+ * added straight from the ring, no staging) and answers one SHM_FREE; the sender reads those
+ * when the ring is full or its socket turns readable. The rest - the plan, the dependency
+ * rule, the poll loop with its timeout and abort, the failures below - is the same, and the
+ * two directions choose their lane independently. A doorbell still unsent keeps the call
+ * going: the neighbour waits for it.
+ *
  * Failures (EOF, reset, a bad frame, timeout_ms without progress, dt_ring_abort) shut both
  * sockets down at once, so that the neighbours fail promptly too instead of waiting out
  * their timeouts, mark the ring broken and record the peer to blame: the previous member
@@ -367,18 +376,173 @@ static int recv_some(engine *e, size_t *got) {
     return (size_t)k == asked;
 }
 
+/* ---- the shared-memory lane (lane.c): the same items through a byte ring ---- */
+
+static uint64_t align4(uint64_t p) {
+    return (p + 3) & ~(uint64_t)3;
+}
+
+/* Copy len bytes between the ring (position pos) and p, in at most two pieces. */
+static void ring_copy(const dt__ring_lane *L, uint64_t pos, uint8_t *p, size_t len, int into) {
+    uint8_t *base = dt__shm_data(&L->seg);
+    size_t at = (size_t)(pos % L->cap), first = L->cap - at < len ? L->cap - at : len;
+    if (into) {
+        memcpy(base + at, p, first);
+        memcpy(base, p + first, len - first);
+    } else {
+        memcpy(p, base + at, first);
+        memcpy(p + first, base, len - first);
+    }
+}
+
+/* Add len bytes of floats at ring position pos (4-aligned) into d. */
+static void ring_add(const dt__ring_lane *L, uint64_t pos, float *d, size_t len) {
+    const uint8_t *base = dt__shm_data(&L->seg);
+    size_t at = (size_t)(pos % L->cap), first = L->cap - at < len ? L->cap - at : len;
+    add_f32(d, (const float *)(const void *)(base + at), first / 4);
+    add_f32(d + first / 4, (const float *)(const void *)base, (len - first) / 4);
+}
+
+/* Read the doorbells waiting on fd (SHM_DATA on the receiving lane, SHM_FREE on the sending
+ * one). 1: read; -1: failed (errno; 0 for EOF); -2: a bad doorbell (error set). */
+static int lane_bells(engine *e, dt__ring_lane *L, int fd, int type, int peer) {
+    dt_ring *r = e->r;
+    for (;;) {
+        size_t ask = sizeof L->in - L->in_got;
+        ssize_t k = recv(fd, L->in + L->in_got, ask, MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
+        if (k == 0) {
+            errno = 0;
+            return -1;
+        }
+        L->in_got += (size_t)k;
+        size_t off = 0;
+        for (; L->in_got - off >= DT__PS_HDR; off += DT__PS_HDR) {
+            dt__ps_hdr h;
+            dt__ps_hdr_decode(L->in + off, &h);
+            /* SHM_DATA: written in all, never less than before nor more than fits;
+             * SHM_FREE: consumed in all, never less than before nor more than written */
+            uint64_t lo = type == DT__RING_SHM_DATA ? L->head : L->tail;
+            uint64_t hi = type == DT__RING_SHM_DATA ? L->tail + L->cap : L->head;
+            uint64_t v = (uint64_t)h.arg;
+            if (dt__frame_check(&h) || (int)h.type != type || h.len != 0 || v < lo || v > hi) {
+                fail(e, DT_ERR_PROTOCOL, peer,
+                     "from rank %d (%s): a frame with magic 0x%08" PRIx32
+                     ", version %u, type %u, arg %" PRIu64 ", %" PRIu64
+                     " bytes where %s of %" PRIu64 " to %" PRIu64 " was expected",
+                     peer, r->peers[peer].addr, h.magic, h.version, h.type, v, h.len,
+                     type == DT__RING_SHM_DATA ? "SHM_DATA" : "SHM_FREE", lo, hi);
+                return -2;
+            }
+            if (type == DT__RING_SHM_DATA)
+                L->head = v;
+            else
+                L->tail = v;
+        }
+        memmove(L->in, L->in + off, L->in_got - off);
+        L->in_got -= off;
+        if ((size_t)k < ask) return 1; /* drained */
+    }
+}
+
+/* Write every ready item that fits into the next member's ring, ring its doorbell. 1: all
+ * ready items went; 0: the ring is full or the doorbell waits (poll); -1: failed (errno). */
+static int lane_send(engine *e, size_t *sent_bytes) {
+    dt_ring *r = e->r;
+    plan *pl = e->pl;
+    dt__ring_lane *L = &r->out;
+    size_t total = 0;
+    int full = 0;
+    while (e->si < pl->nsend && send_ready(e, e->si)) {
+        const item *it = &pl->send[e->si];
+        uint64_t pos = e->soff == 0 ? align4(L->head) : L->head;
+        if (pos - L->tail >= L->cap) {
+            full = 1;
+            break;
+        }
+        size_t room = L->cap - (size_t)(pos - L->tail), len = it->len - e->soff;
+        if (len > room) len = room;
+        ring_copy(L, pos, it->p + e->soff, len, 1);
+        L->head = pos + len;
+        e->soff += len;
+        total += len;
+        if (e->soff == it->len) {
+            e->si++;
+            e->soff = 0;
+        }
+    }
+    if (total) dt__ring_bell_set(&L->bell, DT__RING_SHM_DATA, L->head);
+    int rc = dt__ring_bell_flush(&L->bell, r->next_fd);
+    if (rc < 0) return -1;
+    *sent_bytes = total;
+    return rc && !full;
+}
+
+/* Consume what the previous member announced into the receive items, free it. 1: more may
+ * be waiting; 0: nothing more to take now (poll); -1, -2: as lane_bells. */
+static int lane_recv(engine *e, size_t *got) {
+    dt_ring *r = e->r;
+    plan *pl = e->pl;
+    dt__ring_lane *L = &r->in;
+    int rc = lane_bells(e, L, r->prev_fd, DT__RING_SHM_DATA, r->prev), lost = errno;
+    if (rc == -2) return rc;
+    size_t total = 0;
+    while (e->ri < pl->nrecv) {
+        const item *it = &pl->recv[e->ri];
+        uint64_t pos = e->rpgot == 0 ? align4(L->tail) : L->tail;
+        if (pos >= L->head) break;
+        size_t len = it->len - e->rpgot;
+        if (len > L->head - pos) len = (size_t)(L->head - pos);
+        if (it->reduce) len &= ~(size_t)3; /* whole floats; the rest comes with the next */
+        if (len == 0) break;
+        if (it->reduce)
+            ring_add(L, pos, (float *)(void *)(it->p + e->rpgot), len);
+        else
+            ring_copy(L, pos, it->p + e->rpgot, len, 0);
+        L->tail = pos + len;
+        e->rpgot += len;
+        total += len;
+        if (e->rpgot == it->len) {
+            e->ri++;
+            e->rpgot = 0;
+        }
+    }
+    *got = total;
+    if (e->ri >= pl->nrecv && rc < 0) {
+        /* everything came; the previous member is done and gone: it needs no SHM_FREE */
+        L->bell.len = L->bell.sent = 0;
+        return 0;
+    }
+    if (rc < 0) {
+        errno = lost;
+        return -1;
+    }
+    if (total) dt__ring_bell_set(&L->bell, DT__RING_SHM_FREE, L->tail);
+    if (dt__ring_bell_flush(&L->bell, r->prev_fd) < 0) {
+        if (e->ri < pl->nrecv) return -1;
+        L->bell.len = L->bell.sent = 0; /* as above: it finished and closed */
+    }
+    return 0; /* what was announced is taken: the next doorbell wakes the poll */
+}
+
+static int bell_waits(const dt__ring_lane *L) {
+    return L->on && L->bell.sent < L->bell.len;
+}
+
 static dt_err run(dt_ring *r, plan *pl) {
     engine e = {.r = r, .pl = pl};
     int can_send = 1, can_recv = 1, moved = 1;
     int64_t last = dt__now_ms();
-    while (e.si < pl->nsend || e.ri < pl->nrecv) {
+    /* a lane's doorbell still waiting counts as work: the neighbour waits for it */
+    while (e.si < pl->nsend || e.ri < pl->nrecv || bell_waits(&r->out) || bell_waits(&r->in)) {
         if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) goto aborted;
         int progress = 0;
-        if (can_send && e.si < pl->nsend && send_ready(&e, e.si)) {
+        if (can_send && ((e.si < pl->nsend && send_ready(&e, e.si)) || bell_waits(&r->out))) {
             size_t k = 0;
-            int rc = send_some(&e, &k);
+            int rc = r->out.on ? lane_send(&e, &k) : send_some(&e, &k);
             if (rc < 0) {
-                const item *it = &pl->send[e.si];
+                const item *it = &pl->send[e.si < pl->nsend ? e.si : pl->nsend - 1];
                 return fail(&e, DT_ERR_NETWORK, r->next, "step %d%s: sending to rank %d (%s): %s",
                             it->step, phase(pl, it->step), r->next, r->peers[r->next].addr,
                             errno == EPIPE ? "the connection is closed" : strerror(errno));
@@ -386,12 +550,12 @@ static dt_err run(dt_ring *r, plan *pl) {
             if (rc == 0) can_send = 0;
             progress |= k > 0;
         }
-        if (can_recv && e.ri < pl->nrecv) {
+        if (can_recv && (e.ri < pl->nrecv || bell_waits(&r->in))) {
             size_t k = 0;
-            int rc = recv_some(&e, &k);
+            int rc = r->in.on ? lane_recv(&e, &k) : recv_some(&e, &k);
             if (rc == -2) return DT_ERR_PROTOCOL;
             if (rc < 0) {
-                const item *it = &pl->recv[e.ri];
+                const item *it = &pl->recv[e.ri < pl->nrecv ? e.ri : pl->nrecv - 1];
                 return fail(&e, DT_ERR_NETWORK, r->prev,
                             "step %d%s: receiving from rank %d (%s): %s", it->step,
                             phase(pl, it->step), r->prev, r->peers[r->prev].addr,
@@ -402,7 +566,8 @@ static dt_err run(dt_ring *r, plan *pl) {
         }
         moved |= progress;
         if (progress) continue;
-        if (e.si >= pl->nsend && e.ri >= pl->nrecv) break;
+        if (e.si >= pl->nsend && e.ri >= pl->nrecv && !bell_waits(&r->out) && !bell_waits(&r->in))
+            break;
 
         /* nothing moved: wait */
         int64_t now = dt__now_ms();
@@ -427,15 +592,23 @@ static dt_err run(dt_ring *r, plan *pl) {
         struct pollfd pf[3];
         int np = 0, ip = -1, op = -1;
         pf[np++] = (struct pollfd){.fd = r->wake_fd, .events = POLLIN};
-        if (want_in) {
+        if (want_in || bell_waits(&r->in)) {
             ip = np;
-            pf[np++] = (struct pollfd){.fd = r->prev_fd, .events = POLLIN};
+            pf[np++] = (struct pollfd){
+                .fd = r->prev_fd,
+                .events = (short)((want_in ? POLLIN : 0) | (bell_waits(&r->in) ? POLLOUT : 0))};
         }
-        if (e.si < pl->nsend) {
-            /* the next member never sends: readable means it closed */
+        if (e.si < pl->nsend || bell_waits(&r->out)) {
+            /* on TCP the next member never sends: readable means it closed; on the lane it
+             * sends SHM_FREE doorbells, and only a hang-up means it closed */
             op = np;
-            pf[np++] = (struct pollfd){.fd = r->next_fd,
-                                       .events = (short)(POLLRDHUP | (want_out ? POLLOUT : 0))};
+            short ev = POLLRDHUP;
+            if (r->out.on) {
+                ev |= POLLIN;
+                if (bell_waits(&r->out)) ev |= POLLOUT;
+            }
+            if (want_out && !r->out.on) ev |= POLLOUT;
+            pf[np++] = (struct pollfd){.fd = r->next_fd, .events = ev};
         }
         int k = poll(pf, (nfds_t)np, (int)(r->timeout_ms - (now - last)));
         if (k < 0 && errno != EINTR)
@@ -443,9 +616,17 @@ static dt_err run(dt_ring *r, plan *pl) {
         if (k <= 0) continue;
         if (pf[0].revents) goto aborted;
         if (ip >= 0 && pf[ip].revents) can_recv = 1;
+        if (op >= 0 && pf[op].revents && r->out.on &&
+            !(pf[op].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            /* SHM_FREE doorbells: read them (the ring has room again) */
+            int rc = lane_bells(&e, &r->out, r->next_fd, DT__RING_SHM_FREE, r->next);
+            if (rc == -2) return DT_ERR_PROTOCOL;
+            if (rc < 0) pf[op].revents |= POLLHUP;
+            moved = 1;
+        }
         if (op >= 0 && pf[op].revents) {
-            if (pf[op].revents & (POLLRDHUP | POLLIN | POLLHUP | POLLERR)) {
-                const item *it = &pl->send[e.si];
+            if (pf[op].revents & (POLLRDHUP | POLLHUP | POLLERR | (r->out.on ? 0 : POLLIN))) {
+                const item *it = &pl->send[e.si < pl->nsend ? e.si : pl->nsend - 1];
                 return fail(&e, DT_ERR_NETWORK, r->next,
                             "step %d%s: rank %d (%s) closed the connection", it->step,
                             phase(pl, it->step), r->next, r->peers[r->next].addr);

@@ -14,6 +14,13 @@
  *                                      (0 for the first after the handshake); payload float32
  *                                      values or broadcast bytes, of the length both ends
  *                                      computed from the call's arguments
+ * The shared-memory lane (lane.c; docs/WIRE.md, "Ring shared memory"), right after RING_OK
+ * unless the members were opened with no_shm:
+ *   RING_SHM_OFFER  connector -> acceptor  arg 0; payload empty (no segment) or u64 pid,
+ *                                          u64 fd, u64 segment bytes, 16-byte nonce
+ *   RING_SHM_ANSWER acceptor -> connector  arg 1: attached; 0: declined, payload the reason
+ *   RING_SHM_DATA   connector -> acceptor  arg the bytes written into the segment in all
+ *   RING_SHM_FREE   acceptor -> connector  arg the bytes consumed from the segment in all
  */
 #ifndef DTRAIN_RING_IMPL_H
 #define DTRAIN_RING_IMPL_H
@@ -23,6 +30,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/shm-impl.h"
 #include "dtrain/ring.h"
 #include "ps/wire-impl.h"
 
@@ -31,7 +39,13 @@ typedef enum dt__ring_type {
     DT__RING_OK = 33,
     DT__RING_ERROR = 34,
     DT__RING_DATA = 35,
+    DT__RING_SHM_OFFER = 36,
+    DT__RING_SHM_ANSWER = 37,
+    DT__RING_SHM_DATA = 38,
+    DT__RING_SHM_FREE = 39,
 } dt__ring_type;
+
+#define DT__RING_SHM_FIXED 40 /* SHM_OFFER's payload: pid, fd, bytes, nonce */
 
 /* the HELLO's shared part (net/frame-impl.h): rank, size, token_len, token */
 #define DT__RING_HELLO_MIN DT__FRAME_HELLO_MIN
@@ -46,6 +60,26 @@ typedef struct dt__ring_peer {
     char host[256];
     char port[16];
 } dt__ring_peer;
+
+/* A doorbell waiting to go: at most two header-only frames (one partly sent, the newest). */
+typedef struct dt__ring_bell {
+    uint8_t b[2 * DT__PS_HDR];
+    size_t len, sent;
+} dt__ring_bell;
+
+/* One direction of the shared-memory lane: a byte ring of `cap` bytes in a segment the
+ * sending member made. Positions count bytes since the ring opened (never wrap); the byte at
+ * position p lives at data + p % cap. Every item starts at a multiple of 4. */
+typedef struct dt__ring_lane {
+    dt__shm seg;
+    int on;
+    size_t cap;
+    uint64_t head; /* written (sender) / announced by the sender's last SHM_DATA (receiver) */
+    uint64_t tail; /* consumed (receiver) / announced by the receiver's last SHM_FREE (sender) */
+    uint8_t in[16 * DT__PS_HDR]; /* doorbells read from the socket, not yet parsed */
+    size_t in_got;
+    dt__ring_bell bell; /* the doorbell to send: SHM_DATA (sender), SHM_FREE (receiver) */
+} dt__ring_lane;
 
 struct dt_ring {
     int64_t generation;
@@ -72,6 +106,10 @@ struct dt_ring {
     size_t stage_cap; /* bytes */
     void *items;      /* the transfer plan's items (collective.c) */
     size_t items_cap; /* entries */
+
+    int no_shm;
+    dt__ring_lane out; /* to next: this member's segment (out.on: next attached it) */
+    dt__ring_lane in;  /* from prev: prev's segment (in.on: attached) */
 };
 
 /* All-reduces of at most this many bytes (and every all-reduce of a 2-member ring up to it)
@@ -84,6 +122,16 @@ void dt__ring_log(const dt_ring *r, const char *fmt, ...) __attribute__((format(
 
 /* Parse "host:port" ("[v6]:port" too); DT_ERR_ARG naming `what` when malformed. */
 dt_err dt__ring_peer_parse(dt__ring_peer *p, const char *addr, const char *what);
+
+/* After the handshake: offer next a segment, attach prev's, within deadline (dt__now_ms).
+ * A neighbour that cannot share memory leaves that connection on TCP; the errors are the
+ * socket's (DT_ERR_NETWORK, DT_ERR_TIMEOUT, DT_ERR_PROTOCOL). lane.c. */
+dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline);
+void dt__ring_lane_close(dt_ring *r);
+/* Queue a doorbell (type, arg) on bell, replacing one not yet begun. */
+void dt__ring_bell_set(dt__ring_bell *b, int type, uint64_t arg);
+/* Send what bell holds: 1 all sent, 0 the socket is full, -1 failed (errno). */
+int dt__ring_bell_flush(dt__ring_bell *b, int fd);
 
 /* Large buffers, TCP_NODELAY, non-blocking. */
 void dt__ring_tune(int fd);

@@ -30,7 +30,8 @@
  * simultaneous open connected to itself (possible when the next member's port is in the
  * local ephemeral range and nobody listens on it) counts as refused.
  *
- * After the handshake both sockets stay non-blocking for collective.c. dt_ring_abort only
+ * After the handshake (and lane.c's offer of shared memory, unless no_shm) both sockets stay
+ * non-blocking for collective.c. dt_ring_abort only
  * touches the atomic flag and the eventfd, so it is safe from any thread while a call runs.
  */
 #include <errno.h>
@@ -600,6 +601,8 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
         }
         if (!(fl & O_NONBLOCK)) fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK);
         if ((err = handshake(r, listen_fd))) goto fail;
+        r->no_shm = conf->no_shm;
+        if (!r->no_shm && (err = dt__ring_lane_open(r, dt__now_ms() + r->timeout_ms))) goto fail;
     }
     *out = r;
     return DT_OK;
@@ -613,6 +616,7 @@ void dt_ring_close(dt_ring *r) {
     if (r->next_fd >= 0) close(r->next_fd);
     if (r->prev_fd >= 0) close(r->prev_fd);
     if (r->wake_fd >= 0) close(r->wake_fd);
+    dt__ring_lane_close(r);
     free(r->stage);
     free(r->items);
     free(r->peers);

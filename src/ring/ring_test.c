@@ -3,6 +3,10 @@
  * sockets: members are threads of this process (each its own dt_ring) or forked processes
  * (to kill or stop one). Every wait is bounded so that a hang fails the test instead of
  * blocking ctest; nothing asserts how fast anything is.
+ *
+ * Members of one process or of one host share memory by default (lane.c): the tests run on
+ * that lane, and those whose behaviour must be the same on both lanes run again with every
+ * member opened no_shm (tcp_only: RING_DATA frames, as between hosts).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +28,7 @@
 #include "testing/dt_test.h"
 
 #define MAXM 4
+static int tcp_only;     /* members open their rings with no_shm */
 #define JOIN_BOUND_S 120 /* generous: only there so that a hang fails instead of blocking */
 
 /* ---- a group of members: listening sockets and addresses ---- */
@@ -78,7 +83,8 @@ struct member {
     dt_err open_err, err;
     char msg[1024];
     int failed_peer;
-    int ok; /* fn's own verdict, 1: good */
+    int lanes; /* connections on shared memory (0 to 2) */
+    int ok;    /* fn's own verdict, 1: good */
     pthread_t th;
 };
 
@@ -98,13 +104,15 @@ static void *member_main(void *p) {
                       .timeout_ms = m->timeout_ms ? m->timeout_ms : 20000,
                       .chunk_bytes = m->chunk,
                       .hello_timeout_ms = m->hello_ms,
-                      .log = m->log};
+                      .log = m->log,
+                      .no_shm = tcp_only};
     dt_ring *r = NULL;
     m->open_err = dt_ring_open(&r, m->g->lfd[m->rank], &c);
     if (m->open_err) {
         snprintf(m->msg, sizeof m->msg, "%s", dt_errmsg());
         return NULL;
     }
+    m->lanes = r->in.on + r->out.on;
     atomic_store(&m->ring, r);
     if (m->fn) m->fn(m, r);
     atomic_store(&m->ring, NULL);
@@ -211,6 +219,13 @@ static void check_sums(int size, size_t chunk, size_t small) {
     for (int i = 0; i < size; i++) {
         if (ms[i].open_err || ms[i].err) {
             fprintf(stderr, "size %d rank %d: %s\n", size, i, ms[i].msg);
+            bad = 1;
+        }
+        /* members of one process map each other's segments; size 1 has no connections */
+        int want = size == 1 || tcp_only ? 0 : 2;
+        if (!bad && ms[i].lanes != want) {
+            fprintf(stderr, "size %d rank %d: %d connections on shared memory, want %d\n", size, i,
+                    ms[i].lanes, want);
             bad = 1;
         }
     }
@@ -806,7 +821,8 @@ static dt_err with_fake_frame(const void *frame, size_t len, int close_after, ch
                       .size = 2,
                       .peers = f.g.peers,
                       .timeout_ms = 5000,
-                      .log = log};
+                      .log = log,
+                      .no_shm = 1}; /* the fake peer speaks RING_DATA */
     f.to_real = dial(f.g.addr[1]);
     send_hello(f.to_real, 1, 0, 2, "tok");
     dt_ring *r = NULL;
@@ -868,7 +884,8 @@ static void test_idle_flood_does_not_lock_out(void) {
                       .size = 2,
                       .peers = f.g.peers,
                       .timeout_ms = 10000,
-                      .log = log};
+                      .log = log,
+                      .no_shm = 1}; /* the fake peer does not offer a segment */
     dt_ring *r = NULL;
     dt_err e = dt_ring_open(&r, f.g.lfd[1], &c);
     pthread_join(acc, NULL);
@@ -990,9 +1007,11 @@ static void child_member(group *g, int rank, int timeout_ms, int ready, int repo
                       .size = g->size,
                       .peers = g->peers,
                       .timeout_ms = timeout_ms,
-                      .log = stderr};
+                      .log = stderr,
+                      .no_shm = tcp_only};
     dt_ring *r = NULL;
     dt_err e = dt_ring_open(&r, g->lfd[rank], &c);
+    int lanes = r ? r->in.on + r->out.on : -1;
     size_t n = 1 << 20;
     float *d = calloc(n, sizeof *d);
     for (long t = 0; !e; t++) {
@@ -1000,8 +1019,8 @@ static void child_member(group *g, int rank, int timeout_ms, int ready, int repo
         if (t == 0 && !e) (void)!write(ready, "S", 1);
     }
     char out[1100];
-    int len =
-        snprintf(out, sizeof out, "%d %d %s", (int)e, r ? dt_ring_failed_peer(r) : -2, dt_errmsg());
+    int len = snprintf(out, sizeof out, "%d %d %d %s", (int)e, r ? dt_ring_failed_peer(r) : -2,
+                       lanes, dt_errmsg());
     (void)!write(report, out, (size_t)len);
     _exit(0);
 }
@@ -1009,7 +1028,7 @@ static void child_member(group *g, int rank, int timeout_ms, int ready, int repo
 /* Fork `size` members; when all have done one all-reduce, hit `victim` with sig; collect
  * the others' reports. */
 static void with_processes(int size, int victim, int sig, int timeout_ms, int *codes, int *peers,
-                           char msgs[][1100]) {
+                           int *lanes, char msgs[][1100]) {
     group g;
     if (group_listen(&g, size)) return;
     int ready[2], rep[MAXM][2];
@@ -1037,7 +1056,7 @@ static void with_processes(int size, int victim, int sig, int timeout_ms, int *c
         struct pollfd rp = {.fd = rep[q][0], .events = POLLIN};
         if (poll(&rp, 1, JOIN_BOUND_S * 1000) == 1 && read(rep[q][0], buf, sizeof buf - 1) > 0) {
             int off = 0;
-            sscanf(buf, "%d %d %n", &codes[q], &peers[q], &off);
+            sscanf(buf, "%d %d %d %n", &codes[q], &peers[q], &lanes[q], &off);
             snprintf(msgs[q], 1100, "%s", buf + off);
         }
     }
@@ -1051,22 +1070,26 @@ static void with_processes(int size, int victim, int sig, int timeout_ms, int *c
 }
 
 static void test_killed_member_fails_the_others(void) {
-    int codes[MAXM], peers[MAXM];
+    int codes[MAXM], peers[MAXM], lanes[MAXM];
     char msgs[MAXM][1100];
     /* a timeout far beyond the bound: only the prompt detection can end the calls */
-    with_processes(3, 1, SIGKILL, 1000 * 1000, codes, peers, msgs);
+    with_processes(3, 1, SIGKILL, 1000 * 1000, codes, peers, lanes, msgs);
     for (int q = 0; q < 3; q += 2) {
         if (codes[q] != DT_ERR_NETWORK) DT_FAIL("rank %d: code %d: %s", q, codes[q], msgs[q]);
         DT_CHECK(strstr(msgs[q], "allreduce") != NULL);
+        /* processes of one host: the data went through shared memory, the death was seen on
+         * the doorbell sockets */
+        if (lanes[q] != (tcp_only ? 0 : 2)) DT_FAIL("rank %d: %d lanes", q, lanes[q]);
     }
     DT_CHECK(peers[2] == 1 || peers[2] == 0);
 }
 
 static void test_stopped_member_times_out(void) {
-    int codes[MAXM], peers[MAXM];
+    int codes[MAXM], peers[MAXM], lanes[MAXM];
     char msgs[MAXM][1100];
-    with_processes(2, 1, SIGSTOP, 500, codes, peers, msgs);
+    with_processes(2, 1, SIGSTOP, 500, codes, peers, lanes, msgs);
     if (codes[0] != DT_ERR_TIMEOUT) DT_FAIL("rank 0: code %d: %s", codes[0], msgs[0]);
+    if (lanes[0] != (tcp_only ? 0 : 2)) DT_FAIL("rank 0: %d lanes", lanes[0]);
     DT_CHECK(peers[0] == 1);
     DT_CHECK(strstr(msgs[0], "500 ms") != NULL);
 }
@@ -1132,6 +1155,20 @@ static void test_bad_arguments(void) {
     dt_ring_close(NULL);
 }
 
+/* The tests whose behaviour must not depend on the lane, again over TCP alone. */
+static void test_tcp_lane(void) {
+    void (*const tests[])(void) = {
+        test_allreduce_sums,          test_allreduce_ring_path_small_chunks,
+        test_allreduce_small_path,    test_broadcast_every_root,
+        test_peer_closes_midway,      test_silent_peer_times_out,
+        test_abort_unblocks,          test_killed_member_fails_the_others,
+        test_stopped_member_times_out};
+    tcp_only = 1;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0] && !dt__test_failed; i++)
+        tests[i]();
+    tcp_only = 0;
+}
+
 DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chunks),
              DT_T(test_allreduce_small_path), DT_T(test_broadcast_every_root),
              DT_T(test_refuses_wrong_connections), DT_T(test_generation_mismatch_times_out),
@@ -1140,4 +1177,4 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_new_generation_after_failure), DT_T(test_bad_data_frames),
              DT_T(test_killed_member_fails_the_others), DT_T(test_stopped_member_times_out),
              DT_T(test_bad_arguments), DT_T(test_idle_flood_does_not_lock_out),
-             DT_T(test_trickled_hello_closed))
+             DT_T(test_trickled_hello_closed), DT_T(test_tcp_lane))

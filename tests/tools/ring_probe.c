@@ -3,14 +3,15 @@
  * cut links between network namespaces (tests/ring_netns_test.sh).
  *
  *   ring_probe --rank R --peers HOST:PORT,HOST:PORT[,...] --token T [--floats N]
- *              [--timeout-ms MS] [--steps N] [--reform]
+ *              [--timeout-ms MS] [--steps N] [--reform] [--no-shm]
  *
  * Listens on peers[R], forms the ring (generation 1) and all-reduces N floats (each member
  * contributes rank+1 everywhere: the sums are checked) until --steps steps are done. A failed
  * step prints "failed: step S after MS ms without progress: <error>" and, with --reform, the
  * member forms the next generation of the same ring (as a trainer does after the master's
  * rendezvous), takes rank 0's step count and goes on; without it the probe exits 3. Progress lines: "step S gen G".
- * Exit 0 when every step is done, 2 on bad arguments, 3 on a failed step, 4 on wrong sums.
+ * --no-shm: every byte over TCP (namespaces of one machine could otherwise map each other's
+ * shared memory, which hosts cannot). Exit 0 when every step is done, 2 on bad arguments, 3 on a failed step, 4 on wrong sums.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,19 +29,20 @@ static double now_ms(void) {
 
 static int usage(const char *why) {
     fprintf(stderr, "ring_probe: %s\nusage: ring_probe --rank R --peers A,B[,...] --token T "
-                    "[--floats N] [--timeout-ms MS] [--steps N] [--reform]\n",
+                    "[--floats N] [--timeout-ms MS] [--steps N] [--reform] [--no-shm]\n",
             why);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    int rank = -1, timeout_ms = 2000, reform = 0;
+    int rank = -1, timeout_ms = 2000, reform = 0, no_shm = 0;
     long floats = 1 << 16, steps = 1000000;
     char *peers_arg = NULL;
     const char *token = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--reform")) { reform = 1; continue; }
+        if (!strcmp(a, "--no-shm")) { no_shm = 1; continue; }
         if (!v) return usage("an option lacks its value");
         if (!strcmp(a, "--rank")) rank = atoi(v);
         else if (!strcmp(a, "--peers")) peers_arg = strdup(v);
@@ -83,7 +85,7 @@ int main(int argc, char **argv) {
         }
         if (!ring) {
             dt_ring_conf c = {.token = token, .generation = gen, .rank = rank, .size = size,
-                              .peers = peers, .timeout_ms = timeout_ms};
+                              .peers = peers, .timeout_ms = timeout_ms, .no_shm = no_shm};
             if (dt_ring_open(&ring, lfd, &c)) {
                 printf("open: gen %lld: %s\n", (long long)gen, dt_errmsg());
                 fflush(stdout);

@@ -1,0 +1,186 @@
+/*
+ * lane.c - the ring's shared-memory lane between neighbours on one host (ring-impl.h;
+ * docs/WIRE.md, "Ring shared memory").
+ *
+ * Design
+ *
+ * Loopback TCP copies every byte through the kernel and costs a syscall per socket buffer;
+ * between processes of one host a shared byte ring does the same transfer with two memcpys
+ * and a doorbell per batch. Right after the handshake each member makes a segment for the
+ * connection it sends on (src/core/shm.c: a sealed memfd) and offers it to its next member
+ * with SHM_OFFER; it then reads its previous member's offer and tries to map it exactly as
+ * the parameter server maps a worker's (dt__shm_attach: /proc/<pid>/fd/<fd>, a memfd of that
+ * size carrying the seals and the nonce). Mapped, it answers SHM_ANSWER(1); not - another
+ * host or pid namespace, no segment offered - SHM_ANSWER(0) with the reason, logged once, and
+ * that connection carries RING_DATA frames as before. So the lane is decided per connection
+ * by the same test the PS uses, and is never a requirement.
+ *
+ * On a lane the socket stays: the sender announces the bytes it has written (SHM_DATA, the
+ * byte count in all), the receiver the bytes it has consumed (SHM_FREE), and a neighbour
+ * that dies or hangs is seen on it exactly as before (collective.c). The segment outlives a
+ * dead creator (the mapping holds it) and can never shrink (the seals): a peer's failure
+ * can never fault this process.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/clock-impl.h"
+#include "net/sock-impl.h"
+#include "ring/ring-impl.h"
+
+#define LANE_MIN ((size_t)256 << 10)
+#define LANE_MAX ((size_t)64 << 20)
+
+void dt__ring_bell_set(dt__ring_bell *b, int type, uint64_t arg) {
+    if (b->sent == b->len) {
+        b->len = b->sent = 0;
+    } else if (b->sent > 0) {
+        /* the first frame is under way: the new one follows (or replaces a waiting second) */
+        dt__ps_hdr_encode(b->b + DT__PS_HDR, type, (int64_t)arg, 0);
+        b->len = 2 * DT__PS_HDR;
+        return;
+    }
+    dt__ps_hdr_encode(b->b, type, (int64_t)arg, 0); /* nothing of it went yet: replace */
+    b->len = DT__PS_HDR;
+    b->sent = 0;
+}
+
+int dt__ring_bell_flush(dt__ring_bell *b, int fd) {
+    while (b->sent < b->len) {
+        ssize_t k = send(fd, b->b + b->sent, b->len - b->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        b->sent += (size_t)k;
+        if (b->sent >= DT__PS_HDR && b->len == 2 * DT__PS_HDR && b->sent < b->len) {
+            /* the first went whole: the second moves to the front */
+            memmove(b->b, b->b + DT__PS_HDR, DT__PS_HDR);
+            b->sent -= DT__PS_HDR;
+            b->len = DT__PS_HDR;
+        }
+    }
+    b->len = b->sent = 0;
+    return 1;
+}
+
+static dt_err lane_err(dt_ring *r, dt_err e, int peer, const char *what) {
+    r->failed_peer = peer;
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s", dt_errmsg());
+    dt__ring_log(r, "shared memory with rank %d (%s): %s: %s", peer, r->peers[peer].addr, what,
+                 msg);
+    return dt_err_set(e, "ring gen %" PRId64 " rank %d: shared memory with rank %d (%s): %s: %s",
+                      r->generation, r->rank, peer, r->peers[peer].addr, what, msg);
+}
+
+/* Read one whole frame of the given type (payload at most cap bytes) from fd. */
+static dt_err read_frame(dt_ring *r, int fd, int peer, int type, int64_t deadline, dt__ps_hdr *h,
+                         uint8_t *payload, size_t cap) {
+    dt_err e = dt__frame_read_hdr(fd, deadline, cap, h, NULL);
+    if (!e && (int)h->type != type)
+        e = dt_err_set(DT_ERR_PROTOCOL, "a frame of type %u where %s (%d) was expected", h->type,
+                       type == DT__RING_SHM_OFFER ? "SHM_OFFER" : "SHM_ANSWER", type);
+    if (!e && h->len) e = dt__sock_read_full(fd, payload, (size_t)h->len, deadline, NULL);
+    if (e) return lane_err(r, e, peer, "setting up");
+    return DT_OK;
+}
+
+static dt_err write_frame(dt_ring *r, int fd, int peer, int type, int64_t arg, const void *p,
+                          size_t len, int64_t deadline) {
+    uint8_t h[DT__PS_HDR];
+    dt__ps_hdr_encode(h, type, arg, len);
+    struct iovec iov[2] = {{h, sizeof h}, {(void *)p, len}};
+    dt_err e = dt__sock_writev_all(fd, iov, len ? 2 : 1, deadline);
+    if (e) return lane_err(r, e, peer, "setting up");
+    return DT_OK;
+}
+
+dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
+    /* the byte ring: four chunks in flight, within bounds */
+    size_t cap = 4 * r->chunk;
+    if (cap < LANE_MIN) cap = LANE_MIN;
+    if (cap > LANE_MAX) cap = LANE_MAX;
+    cap &= ~(size_t)63;
+    uint8_t offer[DT__RING_SHM_FIXED];
+    size_t offer_len = 0;
+    char name[32];
+    snprintf(name, sizeof name, "dtrain-ring-%d", r->rank);
+    if (dt__shm_create(&r->out.seg, name, DT__SHM_HDR + cap) == DT_OK) {
+        dt__put64(offer, (uint64_t)getpid());
+        dt__put64(offer + 8, (uint64_t)r->out.seg.fd);
+        dt__put64(offer + 16, (uint64_t)r->out.seg.size);
+        memcpy(offer + 24, r->out.seg.nonce, DT__SHM_NONCE);
+        offer_len = sizeof offer;
+        r->out.cap = cap;
+    } else {
+        dt__ring_log(r, "no shared memory (%s); data to rank %d goes over TCP", dt_errmsg(),
+                     r->next);
+        dt_err_clear();
+    }
+    dt_err e =
+        write_frame(r, r->next_fd, r->next, DT__RING_SHM_OFFER, 0, offer, offer_len, deadline);
+    if (e) return e;
+
+    /* the previous member's offer: map it, answer */
+    dt__ps_hdr h;
+    uint8_t in[DT__RING_SHM_FIXED];
+    if ((e = read_frame(r, r->prev_fd, r->prev, DT__RING_SHM_OFFER, deadline, &h, in, sizeof in)))
+        return e;
+    char why[DT__RING_TEXT_MAX] = "";
+    if (h.len == 0) {
+        snprintf(why, sizeof why, "rank %d offered no segment", r->prev);
+    } else if (h.len != DT__RING_SHM_FIXED) {
+        e = dt_err_set(DT_ERR_PROTOCOL, "an SHM_OFFER of %" PRIu64 " bytes (0 or %d)", h.len,
+                       DT__RING_SHM_FIXED);
+        return lane_err(r, e, r->prev, "setting up");
+    } else {
+        uint64_t size = dt__get64(in + 16);
+        if (size <= DT__SHM_HDR || size > DT__SHM_HDR + LANE_MAX || (size - DT__SHM_HDR) % 64) {
+            snprintf(why, sizeof why, "a segment of %" PRIu64 " bytes is not a ring's", size);
+        } else if (dt__shm_attach(&r->in.seg, (int64_t)dt__get64(in), (int64_t)dt__get64(in + 8),
+                                  (size_t)size, in + 24) != DT_OK) {
+            snprintf(why, sizeof why, "%s", dt_errmsg());
+            dt_err_clear();
+        } else {
+            r->in.cap = (size_t)size - DT__SHM_HDR;
+        }
+    }
+    int attached = r->in.seg.base != NULL;
+    if ((e = write_frame(r, r->prev_fd, r->prev, DT__RING_SHM_ANSWER, attached, why,
+                         attached ? 0 : strlen(why), deadline)))
+        return e;
+    r->in.on = attached;
+    if (attached)
+        dt__ring_log(r, "data from rank %d (%s) through shared memory (%zu bytes)", r->prev,
+                     r->peers[r->prev].addr, r->in.cap);
+    else
+        dt__ring_log(r, "data from rank %d (%s) over TCP: %s", r->prev, r->peers[r->prev].addr,
+                     why);
+
+    /* the next member's answer */
+    char text[DT__RING_TEXT_MAX + 1];
+    if ((e = read_frame(r, r->next_fd, r->next, DT__RING_SHM_ANSWER, deadline, &h, (uint8_t *)text,
+                        DT__RING_TEXT_MAX)))
+        return e;
+    if (h.arg == 1 && h.len == 0 && offer_len) {
+        r->out.on = 1;
+    } else if (h.arg != 0) {
+        e = dt_err_set(DT_ERR_PROTOCOL, "SHM_ANSWER %" PRId64 " (%" PRIu64 " bytes) to %s", h.arg,
+                       h.len, offer_len ? "an offer" : "no offer");
+        return lane_err(r, e, r->next, "setting up");
+    } else {
+        dt__shm_free(&r->out.seg);
+        r->out.cap = 0;
+    }
+    return DT_OK;
+}
+
+void dt__ring_lane_close(dt_ring *r) {
+    dt__shm_free(&r->out.seg);
+    dt__shm_free(&r->in.seg);
+    r->out.on = r->in.on = 0;
+}
