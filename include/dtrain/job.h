@@ -123,6 +123,8 @@ typedef struct dt_allreduce_job_conf {
                                       (rendezvousTimeoutSeconds, default 10 s) */
     int64_t checkpoint_secs;       /* rank 0 also checkpoints every this many seconds (0: off) */
     int minibatches_per_shard;     /* batches in one data shard from the master (default 4) */
+    int shared_memory;             /* 1 (default): ring neighbours on one host pass the data
+                                      through shared memory (sharedMemory; docs/WIRE.md) */
 } dt_allreduce_job_conf;
 
 typedef struct dt_env_var {

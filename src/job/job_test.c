@@ -1028,7 +1028,8 @@ static void test_allreduce(void) {
              job->allreduce.bucket_bytes == (int64_t)4 << 20 &&
              job->allreduce.chunk_bytes == (int64_t)256 << 10 &&
              job->allreduce.timeout_ms == 10000 && job->allreduce.rendezvous_timeout_ms == 10000 &&
-             job->allreduce.checkpoint_secs == 0 && job->allreduce.minibatches_per_shard == 4);
+             job->allreduce.checkpoint_secs == 0 && job->allreduce.minibatches_per_shard == 4 &&
+             job->allreduce.shared_memory == 1);
     dt_job_spec_free(job);
     snprintf(text, sizeof text, "%s  replicas: {worker: 2, ps: 1}\n", TRAIN);
     DT_CHECK((job = parse_ok(text)));
@@ -1041,9 +1042,10 @@ static void test_allreduce(void) {
              "%s  replicas: {chief: 1, worker: 3}\n  strategy: allreduce\n  allreduce:\n"
              "    globalBatch: fixed\n    bucketMB: 0.5\n    chunkKB: 64\n"
              "    timeoutSeconds: 2.5\n    rendezvousTimeoutSeconds: 0.25\n"
-             "    checkpointSeconds: 30\n    minibatchesPerShard: 8\n",
+             "    checkpointSeconds: 30\n    minibatchesPerShard: 8\n    sharedMemory: false\n",
              TRAIN);
     DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->allreduce.shared_memory == 0);
     DT_CHECK(job && job->allreduce.global_batch == DT_GLOBAL_BATCH_FIXED &&
              job->allreduce.bucket_bytes == (int64_t)1 << 19 &&
              job->allreduce.chunk_bytes == (int64_t)64 << 10 && job->allreduce.timeout_ms == 2500 &&
@@ -1068,7 +1070,7 @@ static void test_err_allreduce(void) {
     CHECK_FAILS(AR("{bucket: 4}"), "allreduce",
                 "spec.allreduce.bucket: unknown key 'bucket' (allowed: globalBatch, bucketMB, "
                 "chunkKB, timeoutSeconds, rendezvousTimeoutSeconds, checkpointSeconds, "
-                "minibatchesPerShard)");
+                "minibatchesPerShard, sharedMemory)");
     CHECK_FAILS(AR("{globalBatch: grow}"), "allreduce",
                 "spec.allreduce.globalBatch: expected one of scale, fixed, got 'grow'");
     CHECK_FAILS(AR("{bucketMB: 0}"), "allreduce", "spec.allreduce.bucketMB: expected a");
@@ -1092,6 +1094,8 @@ static void test_err_allreduce(void) {
                 "spec.allreduce.checkpointSeconds: expected a");
     CHECK_FAILS(AR("{minibatchesPerShard: 0}"), "allreduce",
                 "spec.allreduce.minibatchesPerShard: expected a positive integer, got '0'");
+    CHECK_FAILS(AR("{sharedMemory: yes please}"), "allreduce",
+                "spec.allreduce.sharedMemory: expected true or false, got 'yes please'");
     CHECK_FAILS(AR("[fixed]"), "allreduce", "spec.allreduce: expected a mapping, got a list");
     /* the field's own line in a block mapping */
     snprintf(text, sizeof text,

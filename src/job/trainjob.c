@@ -192,7 +192,7 @@ static dt_err parse_allreduce(dt_job_spec *job, const dt__yval *spec) {
     static const char *const keys[] = {"globalBatch",        "bucketMB",
                                        "chunkKB",            "timeoutSeconds",
                                        "rendezvousTimeoutSeconds", "checkpointSeconds",
-                                       "minibatchesPerShard", NULL};
+                                       "minibatchesPerShard", "sharedMemory", NULL};
     static const dt__yenum batches[] = {{"scale", DT_GLOBAL_BATCH_SCALE},
                                         {"fixed", DT_GLOBAL_BATCH_FIXED},
                                         {NULL, 0}};
@@ -209,6 +209,7 @@ static dt_err parse_allreduce(dt_job_spec *job, const dt__yval *spec) {
     ar->rendezvous_timeout_ms = 10000;
     ar->checkpoint_secs = 0;
     ar->minibatches_per_shard = 4;
+    ar->shared_memory = 1;
     if (!dt__ymap_get(spec, "allreduce", &m)) return DT_OK;
     if (job->strategy != DT_STRATEGY_ALLREDUCE)
         return dt__yerr_line(&m, m.decl_line,
@@ -240,6 +241,8 @@ static dt_err parse_allreduce(dt_job_spec *job, const dt__yval *spec) {
     }
     if (dt__ymap_get(&m, "minibatchesPerShard", &v) &&
         (e = dt__yget_int(&v, 1, INT32_MAX, &ar->minibatches_per_shard)))
+        return e;
+    if (dt__ymap_get(&m, "sharedMemory", &v) && (e = dt__yget_bool(&v, &ar->shared_memory)))
         return e;
     return DT_OK;
 }

@@ -75,6 +75,7 @@ typedef struct ar_conf {
     int timeout_ms;
     double checkpoint_secs;
     int64_t minibatches_per_shard;
+    int no_shm; /* allreduce.sharedMemory: false */
 } ar_conf;
 
 typedef struct bucket {
@@ -167,7 +168,8 @@ static ar_conf settings(const dt_job_spec *job) {
                  .chunk_bytes = (size_t)a->chunk_bytes,
                  .timeout_ms = (int)a->timeout_ms,
                  .checkpoint_secs = (double)a->checkpoint_secs,
-                 .minibatches_per_shard = a->minibatches_per_shard};
+                 .minibatches_per_shard = a->minibatches_per_shard,
+                 .no_shm = !a->shared_memory};
     if (c.bucket_floats < 1024) c.bucket_floats = 1024;
     return c;
 }
@@ -572,7 +574,8 @@ static dt_err join(trainer *t, const char *lost_member) {
                            .peers = (const char *const *)rz.peers,
                            .timeout_ms = t->conf.timeout_ms,
                            .chunk_bytes = t->conf.chunk_bytes,
-                           .log = r->log};
+                           .log = r->log,
+                           .no_shm = t->conf.no_shm};
         dt_ring *ring = NULL;
         e = dt_ring_open(&ring, t->listen_fd, &rc);
         if (!e) {
