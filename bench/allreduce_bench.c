@@ -1,6 +1,7 @@
 /*
- * allreduce_bench.c - dtrain's ring all-reduce (include/dtrain/ring.h) over real loopback TCP,
- * measured the way bench/mpi_allreduce.c measures MPI_Allreduce.
+ * allreduce_bench.c - dtrain's ring all-reduce (include/dtrain/ring.h) between processes of
+ * this host (through shared memory, or over loopback TCP with --no-shm), measured the way
+ * bench/mpi_allreduce.c measures MPI_Allreduce.
  *
  * Forks --ranks processes, each with its own listening socket on 127.0.0.1 and its own
  * dt_ring (generation 1). For each size of --bytes: one all-reduce checked against the exact
@@ -17,13 +18,14 @@
  * with busbw = B * 2(P-1)/P / time (GB = 1e9 bytes).
  *
  *     allreduce_bench [--ranks P] [--bytes 1K,1M,16M,64M] [--iters N] [--chunk BYTES]
- *                     [--min-time S] [--small BYTES] [--tcp]
+ *                     [--min-time S] [--small BYTES] [--tcp] [--no-shm]
  *
  * Sizes take K, M, G suffixes (powers of 1024) and must be positive multiples of 4.
  * --small sets the size up to which the ring gathers whole buffers instead of
  * reduce-scatter + all-gather (for measuring the crossover). --tcp first prints the
  * throughput of one plain loopback TCP stream of 64 MiB transfers (default socket options),
- * the transport's own ceiling: "tcp stream GBps=G".
+ * the transport's own ceiling: "tcp stream GBps=G". --no-shm opens the rings with no_shm
+ * (every byte over loopback TCP, as between hosts) and names the lines "dtrain-tcp".
  */
 #include <errno.h>
 #include <math.h>
@@ -104,6 +106,7 @@ typedef struct opts {
     long max_iters;
     long long chunk;
     double min_time;
+    int no_shm;
 } opts;
 
 static int die(dt_ring *r, const char *what, dt_err e) {
@@ -120,7 +123,8 @@ static int member(const opts *o, int rank, int lfd, const char *const *peers) {
                          .size = o->ranks,
                          .peers = peers,
                          .timeout_ms = 60000,
-                         .chunk_bytes = (size_t)o->chunk};
+                         .chunk_bytes = (size_t)o->chunk,
+                         .no_shm = o->no_shm};
     dt_ring *r = NULL;
     dt_err e = dt_ring_open(&r, lfd, &conf);
     if (e) return die(NULL, "open", e);
@@ -176,8 +180,8 @@ static int member(const opts *o, int rank, int lfd, const char *const *peers) {
             for (int q = 0; q < P; q++)
                 if (times[q] > worst) worst = times[q];
             double bus = (double)o->sizes[s] * 2.0 * (P - 1) / P / worst / 1e9;
-            printf("dtrain ranks=%d bytes=%lld avg_us=%.1f busbw_GBps=%.4f\n", P, o->sizes[s],
-                   worst * 1e6, bus);
+            printf("%s ranks=%d bytes=%lld avg_us=%.1f busbw_GBps=%.4f\n",
+                   o->no_shm ? "dtrain-tcp" : "dtrain", P, o->sizes[s], worst * 1e6, bus);
             fflush(stdout);
         }
         free(buf);
@@ -232,7 +236,7 @@ static double tcp_stream_GBps(void) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: allreduce_bench [--ranks P] [--bytes 1K,1M,16M,64M] [--iters N] "
-               "[--chunk BYTES] [--min-time S] [--small BYTES] [--tcp]\n");
+               "[--chunk BYTES] [--min-time S] [--small BYTES] [--tcp] [--no-shm]\n");
 }
 
 int main(int argc, char **argv) {
@@ -248,6 +252,9 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--tcp")) {
             tcp = 1;
+            continue;
+        } else if (!strcmp(a, "--no-shm")) {
+            o.no_shm = 1;
             continue;
         } else if (v && !strcmp(a, "--ranks")) {
             long p = strtol(v, &end, 10);

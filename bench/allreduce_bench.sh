@@ -2,7 +2,10 @@
 # allreduce_bench.sh - issue 6's all-reduce benchmark: dtrain's ring all-reduce against its
 # peers, all in the same run, for 1 KB, 1 MB, 16 MB and 64 MB of float32 with 2 and 4
 # processes on loopback:
-#   dtrain    build/allreduce_bench --ranks P --bytes LIST (skipped, saying so, if absent)
+#   dtrain    build/allreduce_bench --ranks P --bytes LIST (skipped, saying so, if absent):
+#             neighbours on this host pass the data through shared memory (docs/WIRE.md)
+#   dtrain-tcp the same with --no-shm: every byte over loopback TCP, as between hosts (the
+#             lane all-reduce had before the shared-memory lane)
 #   mpi-tcp   Open MPI's MPI_Allreduce over TCP: mpirun --mca pml ob1 --mca btl tcp,self
 #             --mca btl_tcp_if_include lo  build/mpi_allreduce --label tcp
 #   mpi-sm    the same over shared memory (--mca btl vader,self, or sm,self on Open MPI
@@ -119,6 +122,7 @@ for round in $(seq "$rounds"); do
     for P in $ranks_list; do
         echo "== round $round/$rounds, $P ranks =="
         [ ! -x "$DTB" ] || run dtrain 900 "$DTB" --ranks "$P" --bytes "$bytes"
+        [ ! -x "$DTB" ] || run dtrain-tcp 900 "$DTB" --ranks "$P" --bytes "$bytes" --no-shm
         if [ "$mpi_ok" = 1 ]; then
             over=()
             [ "$P" -le "$ncores" ] || over=(--oversubscribe)
@@ -157,9 +161,9 @@ def label(b):
             return "%d%s" % (b // m, unit)
     return str(b)
 
-names = ["dtrain", "mpi-tcp", "mpi-sm", "gloo"]
+names = ["dtrain", "dtrain-tcp", "mpi-tcp", "mpi-sm", "gloo"]
 hdr = "%-5s %2s" % ("size", "P") + "".join(" | %-19s" % n for n in names) + " | %-16s | %-16s" % (
-    "dtrain/mpi-tcp", "dtrain/gloo")
+    "dtrain/mpi-tcp", "dtrain/gloo") + " | %-12s" % "dtrain/mpi-sm"
 print(hdr)
 print("-" * len(hdr))
 verdicts, all_met, complete = [], True, True
@@ -182,6 +186,8 @@ for p in (int(x) for x in ranks_arg.split()):
             else:
                 complete = False
                 row += " | %-16s" % "n/a"
+        v = best.get(("mpi-sm", p, b))  # the shared-memory ceiling: reported, no target
+        row += " | %-12s" % ("%5.2f" % (v[0] / d[0]) if d and v and d[0] > 0 else "n/a")
         print(row)
 print("\n".join(verdicts))
 if not verdicts:
