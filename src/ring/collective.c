@@ -44,13 +44,15 @@
  * costs about one syscall per direction per wake-up.
  *
  * Between neighbours on one host (lane.c) the same items travel through a shared byte ring
- * instead of the socket: lane_send copies every ready item that fits into it and rings one
- * SHM_DATA doorbell per batch, lane_recv takes what was announced (reduce-scatter values are
- * added straight from the ring, no staging) and answers one SHM_FREE; the sender reads those
- * when the ring is full or its socket turns readable. The rest - the plan, the dependency
- * rule, the poll loop with its timeout and abort, the failures below - is the same, and the
- * two directions choose their lane independently. A doorbell still unsent keeps the call
- * going: the neighbour waits for it.
+ * instead of the socket: lane_send copies every ready item that fits into it and publishes
+ * the write position in the segment's control block, lane_recv takes what it shows
+ * (reduce-scatter values are added straight from the ring, no staging) and publishes the read
+ * position. Before sleeping in poll a side spins briefly on the other's position, then sets
+ * its wait flag; the other rings a doorbell (SHM_DATA, SHM_FREE) only for a flag it finds set,
+ * so a busy pair makes no syscalls and a sleeper is always woken. The rest - the plan, the
+ * dependency rule, the poll loop with its timeout and abort, the failures below, seen on the
+ * sockets - is the same, and the two directions choose their lane independently. A doorbell
+ * still unsent keeps the call going: the neighbour may sleep waiting for it.
  *
  * Failures (EOF, reset, a bad frame, timeout_ms without progress, dt_ring_abort) shut both
  * sockets down at once, so that the neighbours fail promptly too instead of waiting out
@@ -64,17 +66,28 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock-impl.h"
 #include "ring/ring-impl.h"
 
 #define SEND_IOV 64 /* iovecs per sendmsg: 32 frames */
+/* A lane's wait spins this long on the neighbour's published position before it sleeps in
+ * poll (and has the neighbour ring): waking from poll costs more than that. */
+#define LANE_SPIN_US 50
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 typedef struct item {
     uint8_t *p; /* send: the payload; receive: where it goes (reduce: the data to add into) */
@@ -229,7 +242,8 @@ typedef struct engine {
     size_t si, soff;  /* the item being sent, bytes of its frame (header included) sent */
     size_t ri, rpgot; /* the item being received, payload bytes received */
     uint8_t rhdr[DT__PS_HDR];
-    size_t rhgot; /* header bytes of item ri received (== DT__PS_HDR: in its payload) */
+    size_t rhgot;      /* header bytes of item ri received (== DT__PS_HDR: in its payload) */
+    int prev_readable; /* lane: poll saw the previous member's socket readable */
 } engine;
 
 static const char *phase(const plan *pl, int step) {
@@ -378,33 +392,56 @@ static int recv_some(engine *e, size_t *got) {
 
 /* ---- the shared-memory lane (lane.c): the same items through a byte ring ---- */
 
+_Static_assert(sizeof(dt__ring_ctl) == DT__RING_CTL, "the lane's control block");
+
 static uint64_t align4(uint64_t p) {
     return (p + 3) & ~(uint64_t)3;
 }
 
 /* Copy len bytes between the ring (position pos) and p, in at most two pieces. */
 static void ring_copy(const dt__ring_lane *L, uint64_t pos, uint8_t *p, size_t len, int into) {
-    uint8_t *base = dt__shm_data(&L->seg);
     size_t at = (size_t)(pos % L->cap), first = L->cap - at < len ? L->cap - at : len;
     if (into) {
-        memcpy(base + at, p, first);
-        memcpy(base, p + first, len - first);
+        memcpy(L->data + at, p, first);
+        memcpy(L->data, p + first, len - first);
     } else {
-        memcpy(p, base + at, first);
-        memcpy(p + first, base, len - first);
+        memcpy(p, L->data + at, first);
+        memcpy(p + first, L->data, len - first);
     }
 }
 
 /* Add len bytes of floats at ring position pos (4-aligned) into d. */
 static void ring_add(const dt__ring_lane *L, uint64_t pos, float *d, size_t len) {
-    const uint8_t *base = dt__shm_data(&L->seg);
     size_t at = (size_t)(pos % L->cap), first = L->cap - at < len ? L->cap - at : len;
-    add_f32(d, (const float *)(const void *)(base + at), first / 4);
-    add_f32(d + first / 4, (const float *)(const void *)base, (len - first) / 4);
+    add_f32(d, (const float *)(const void *)(L->data + at), first / 4);
+    add_f32(d + first / 4, (const float *)(const void *)L->data, (len - first) / 4);
+}
+
+/* The peer's published position (the receiving lane's head, the sending lane's tail),
+ * checked: never back, never beyond what can be there. 0, or -2 with the call failed. */
+static int lane_peek(engine *e, dt__ring_lane *L, int recv_side) {
+    dt_ring *r = e->r;
+    uint64_t v =
+        atomic_load_explicit(recv_side ? &L->ctl->head : &L->ctl->tail, memory_order_acquire);
+    uint64_t lo = recv_side ? L->head : L->tail, hi = recv_side ? L->tail + L->cap : L->head;
+    if (v < lo || v > hi) {
+        int peer = recv_side ? r->prev : r->next;
+        fail(e, DT_ERR_PROTOCOL, peer,
+             "from rank %d (%s): shared memory %s %" PRIu64 " where %" PRIu64 " to %" PRIu64
+             " was possible",
+             peer, r->peers[peer].addr, recv_side ? "written" : "consumed", v, lo, hi);
+        return -2;
+    }
+    if (recv_side)
+        L->head = v;
+    else
+        L->tail = v;
+    return 0;
 }
 
 /* Read the doorbells waiting on fd (SHM_DATA on the receiving lane, SHM_FREE on the sending
- * one). 1: read; -1: failed (errno; 0 for EOF); -2: a bad doorbell (error set). */
+ * one): they only wake the poll (the positions are in ctl), but each is checked. 1: read;
+ * -1: failed (errno; 0 for EOF); -2: a bad doorbell (error set). */
 static int lane_bells(engine *e, dt__ring_lane *L, int fd, int type, int peer) {
     dt_ring *r = e->r;
     for (;;) {
@@ -421,9 +458,9 @@ static int lane_bells(engine *e, dt__ring_lane *L, int fd, int type, int peer) {
         for (; L->in_got - off >= DT__PS_HDR; off += DT__PS_HDR) {
             dt__ps_hdr h;
             dt__ps_hdr_decode(L->in + off, &h);
-            /* SHM_DATA: written in all, never less than before nor more than fits;
-             * SHM_FREE: consumed in all, never less than before nor more than written */
-            uint64_t lo = type == DT__RING_SHM_DATA ? L->head : L->tail;
+            /* counts in all: never less than the last doorbell's; SHM_DATA never more than
+             * fits, SHM_FREE never more than written */
+            uint64_t lo = L->rung;
             uint64_t hi = type == DT__RING_SHM_DATA ? L->tail + L->cap : L->head;
             uint64_t v = (uint64_t)h.arg;
             if (dt__frame_check(&h) || (int)h.type != type || h.len != 0 || v < lo || v > hi) {
@@ -435,10 +472,7 @@ static int lane_bells(engine *e, dt__ring_lane *L, int fd, int type, int peer) {
                      type == DT__RING_SHM_DATA ? "SHM_DATA" : "SHM_FREE", lo, hi);
                 return -2;
             }
-            if (type == DT__RING_SHM_DATA)
-                L->head = v;
-            else
-                L->tail = v;
+            L->rung = v;
         }
         memmove(L->in, L->in + off, L->in_got - off);
         L->in_got -= off;
@@ -446,12 +480,22 @@ static int lane_bells(engine *e, dt__ring_lane *L, int fd, int type, int peer) {
     }
 }
 
-/* Write every ready item that fits into the next member's ring, ring its doorbell. 1: all
- * ready items went; 0: the ring is full or the doorbell waits (poll); -1: failed (errno). */
+/* Ring the doorbell of type with count v if the peer sleeps on *wait (it cleared the flag
+ * being woken), then send what waits. 1 / 0 / -1 as dt__ring_bell_flush. */
+static int lane_ring(dt__ring_lane *L, _Atomic uint32_t *wait, int type, uint64_t v, int fd) {
+    if (atomic_exchange_explicit(wait, 0, memory_order_seq_cst))
+        dt__ring_bell_set(&L->bell, type, v);
+    return dt__ring_bell_flush(&L->bell, fd);
+}
+
+/* Write every ready item that fits into the next member's ring, publish it. 1: all ready
+ * items went; 0: the ring is full or a doorbell waits (poll); -1: failed (errno); -2: a bad
+ * position (error set). */
 static int lane_send(engine *e, size_t *sent_bytes) {
     dt_ring *r = e->r;
     plan *pl = e->pl;
     dt__ring_lane *L = &r->out;
+    if (lane_peek(e, L, 0)) return -2;
     size_t total = 0;
     int full = 0;
     while (e->si < pl->nsend && send_ready(e, e->si)) {
@@ -472,21 +516,27 @@ static int lane_send(engine *e, size_t *sent_bytes) {
             e->soff = 0;
         }
     }
-    if (total) dt__ring_bell_set(&L->bell, DT__RING_SHM_DATA, L->head);
-    int rc = dt__ring_bell_flush(&L->bell, r->next_fd);
+    if (total) atomic_store_explicit(&L->ctl->head, L->head, memory_order_seq_cst);
+    int rc = lane_ring(L, &L->ctl->rwait, DT__RING_SHM_DATA, L->head, r->next_fd);
     if (rc < 0) return -1;
     *sent_bytes = total;
     return rc && !full;
 }
 
-/* Consume what the previous member announced into the receive items, free it. 1: more may
- * be waiting; 0: nothing more to take now (poll); -1, -2: as lane_bells. */
+/* Consume what the previous member wrote into the receive items, publish it. 0: nothing more
+ * to take now; -1, -2: as lane_bells. */
 static int lane_recv(engine *e, size_t *got) {
     dt_ring *r = e->r;
     plan *pl = e->pl;
     dt__ring_lane *L = &r->in;
-    int rc = lane_bells(e, L, r->prev_fd, DT__RING_SHM_DATA, r->prev), lost = errno;
-    if (rc == -2) return rc;
+    int rc = 1, lost = 0;
+    if (e->prev_readable) {
+        e->prev_readable = 0;
+        rc = lane_bells(e, L, r->prev_fd, DT__RING_SHM_DATA, r->prev);
+        lost = errno;
+        if (rc == -2) return rc;
+    }
+    if (lane_peek(e, L, 1)) return -2;
     size_t total = 0;
     while (e->ri < pl->nrecv) {
         const item *it = &pl->recv[e->ri];
@@ -518,12 +568,37 @@ static int lane_recv(engine *e, size_t *got) {
         errno = lost;
         return -1;
     }
-    if (total) dt__ring_bell_set(&L->bell, DT__RING_SHM_FREE, L->tail);
-    if (dt__ring_bell_flush(&L->bell, r->prev_fd) < 0) {
+    if (total) atomic_store_explicit(&L->ctl->tail, L->tail, memory_order_seq_cst);
+    if (lane_ring(L, &L->ctl->swait, DT__RING_SHM_FREE, L->tail, r->prev_fd) < 0) {
         if (e->ri < pl->nrecv) return -1;
         L->bell.len = L->bell.sent = 0; /* as above: it finished and closed */
     }
-    return 0; /* what was announced is taken: the next doorbell wakes the poll */
+    return 0; /* what was written is taken */
+}
+
+/* Before sleeping in poll: spin a little on the positions the peers publish (a neighbour on
+ * another core is usually microseconds away), then say that this member sleeps, so that
+ * the neighbour rings. 1: something moved (do not sleep); 0: sleep. */
+static int lane_wait(engine *e, int want_in, int want_out) {
+    dt_ring *r = e->r;
+    dt__ring_lane *I = want_in ? &r->in : NULL, *O = want_out ? &r->out : NULL;
+    if (!I && !O) return 0;
+    int64_t until = now_us() + LANE_SPIN_US;
+    for (int i = 0;; i++) {
+        if (I && atomic_load_explicit(&I->ctl->head, memory_order_acquire) != I->head) return 1;
+        if (O && atomic_load_explicit(&O->ctl->tail, memory_order_acquire) != O->tail) return 1;
+        if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) return 1;
+        if ((i & 15) == 15) {
+            if (now_us() >= until) break;
+            sched_yield(); /* more members than cores: let the neighbour run */
+        }
+    }
+    if (I) atomic_store_explicit(&I->ctl->rwait, 1, memory_order_seq_cst);
+    if (O) atomic_store_explicit(&O->ctl->swait, 1, memory_order_seq_cst);
+    /* seen after the flag: the neighbour may have published just before it saw the flag */
+    if (I && atomic_load_explicit(&I->ctl->head, memory_order_seq_cst) != I->head) return 1;
+    if (O && atomic_load_explicit(&O->ctl->tail, memory_order_seq_cst) != O->tail) return 1;
+    return 0;
 }
 
 static int bell_waits(const dt__ring_lane *L) {
@@ -541,6 +616,7 @@ static dt_err run(dt_ring *r, plan *pl) {
         if (can_send && ((e.si < pl->nsend && send_ready(&e, e.si)) || bell_waits(&r->out))) {
             size_t k = 0;
             int rc = r->out.on ? lane_send(&e, &k) : send_some(&e, &k);
+            if (rc == -2) return DT_ERR_PROTOCOL;
             if (rc < 0) {
                 const item *it = &pl->send[e.si < pl->nsend ? e.si : pl->nsend - 1];
                 return fail(&e, DT_ERR_NETWORK, r->next, "step %d%s: sending to rank %d (%s): %s",
@@ -589,6 +665,10 @@ static dt_err run(dt_ring *r, plan *pl) {
                         "step %d%s: no data from rank %d (%s) for %d ms", it->step,
                         phase(pl, it->step), r->prev, r->peers[r->prev].addr, r->timeout_ms);
         }
+        if (lane_wait(&e, want_in && r->in.on, want_out && r->out.on)) {
+            can_send = can_recv = 1;
+            continue;
+        }
         struct pollfd pf[3];
         int np = 0, ip = -1, op = -1;
         pf[np++] = (struct pollfd){.fd = r->wake_fd, .events = POLLIN};
@@ -615,7 +695,10 @@ static dt_err run(dt_ring *r, plan *pl) {
             return fail(&e, DT_ERR_NETWORK, -1, "poll: %s", strerror(errno));
         if (k <= 0) continue;
         if (pf[0].revents) goto aborted;
-        if (ip >= 0 && pf[ip].revents) can_recv = 1;
+        if (ip >= 0 && pf[ip].revents) {
+            can_recv = 1;
+            e.prev_readable = r->in.on;
+        }
         if (op >= 0 && pf[op].revents && r->out.on &&
             !(pf[op].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
             /* SHM_FREE doorbells: read them (the ring has room again) */

@@ -15,9 +15,9 @@
  * that connection carries RING_DATA frames as before. So the lane is decided per connection
  * by the same test the PS uses, and is never a requirement.
  *
- * On a lane the socket stays: the sender announces the bytes it has written (SHM_DATA, the
- * byte count in all), the receiver the bytes it has consumed (SHM_FREE), and a neighbour
- * that dies or hangs is seen on it exactly as before (collective.c). The segment outlives a
+ * On a lane the socket stays: the positions live in the segment's control block, but a side
+ * that sleeps is woken by a doorbell on the socket (SHM_DATA, SHM_FREE: collective.c), and a
+ * neighbour that dies or hangs is seen on it exactly as before. The segment outlives a
  * dead creator (the mapping holds it) and can never shrink (the seals): a peer's failure
  * can never fault this process.
  */
@@ -109,7 +109,7 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
     size_t offer_len = 0;
     char name[32];
     snprintf(name, sizeof name, "dtrain-ring-%d", r->rank);
-    if (dt__shm_create(&r->out.seg, name, DT__SHM_HDR + cap) == DT_OK) {
+    if (dt__shm_create(&r->out.seg, name, DT__SHM_HDR + DT__RING_CTL + cap) == DT_OK) {
         dt__put64(offer, (uint64_t)getpid());
         dt__put64(offer + 8, (uint64_t)r->out.seg.fd);
         dt__put64(offer + 16, (uint64_t)r->out.seg.size);
@@ -139,14 +139,17 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
         return lane_err(r, e, r->prev, "setting up");
     } else {
         uint64_t size = dt__get64(in + 16);
-        if (size <= DT__SHM_HDR || size > DT__SHM_HDR + LANE_MAX || (size - DT__SHM_HDR) % 64) {
+        uint64_t fixed = DT__SHM_HDR + DT__RING_CTL;
+        if (size <= fixed || size > fixed + LANE_MAX || (size - fixed) % 64) {
             snprintf(why, sizeof why, "a segment of %" PRIu64 " bytes is not a ring's", size);
         } else if (dt__shm_attach(&r->in.seg, (int64_t)dt__get64(in), (int64_t)dt__get64(in + 8),
                                   (size_t)size, in + 24) != DT_OK) {
             snprintf(why, sizeof why, "%s", dt_errmsg());
             dt_err_clear();
         } else {
-            r->in.cap = (size_t)size - DT__SHM_HDR;
+            r->in.cap = (size_t)(size - fixed);
+            r->in.ctl = dt__shm_data(&r->in.seg);
+            r->in.data = (uint8_t *)dt__shm_data(&r->in.seg) + DT__RING_CTL;
         }
     }
     int attached = r->in.seg.base != NULL;
@@ -168,6 +171,8 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
         return e;
     if (h.arg == 1 && h.len == 0 && offer_len) {
         r->out.on = 1;
+        r->out.ctl = dt__shm_data(&r->out.seg);
+        r->out.data = (uint8_t *)dt__shm_data(&r->out.seg) + DT__RING_CTL;
     } else if (h.arg != 0) {
         e = dt_err_set(DT_ERR_PROTOCOL, "SHM_ANSWER %" PRId64 " (%" PRIu64 " bytes) to %s", h.arg,
                        h.len, offer_len ? "an offer" : "no offer");

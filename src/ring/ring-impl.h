@@ -67,6 +67,19 @@ typedef struct dt__ring_bell {
     size_t len, sent;
 } dt__ring_bell;
 
+/* The first DT__RING_CTL bytes of a lane's segment (after the shm header): the positions
+ * both sides publish, and whether one side sleeps in poll waiting for the other (then the
+ * other rings its doorbell; otherwise the positions alone carry the news). */
+typedef struct dt__ring_ctl {
+    _Atomic uint64_t head;  /* bytes written in all: the sender's */
+    _Atomic uint32_t rwait; /* the receiver sleeps waiting for data */
+    uint8_t pad0[52];
+    _Atomic uint64_t tail;  /* bytes consumed in all: the receiver's */
+    _Atomic uint32_t swait; /* the sender sleeps waiting for room */
+    uint8_t pad1[52];
+} dt__ring_ctl;
+#define DT__RING_CTL 128
+
 /* One direction of the shared-memory lane: a byte ring of `cap` bytes in a segment the
  * sending member made. Positions count bytes since the ring opened (never wrap); the byte at
  * position p lives at data + p % cap. Every item starts at a multiple of 4. */
@@ -74,8 +87,11 @@ typedef struct dt__ring_lane {
     dt__shm seg;
     int on;
     size_t cap;
-    uint64_t head; /* written (sender) / announced by the sender's last SHM_DATA (receiver) */
-    uint64_t tail; /* consumed (receiver) / announced by the receiver's last SHM_FREE (sender) */
+    dt__ring_ctl *ctl;           /* in seg */
+    uint8_t *data;               /* the byte ring, in seg */
+    uint64_t head;               /* written (sender) / last seen in ctl (receiver) */
+    uint64_t tail;               /* last seen in ctl (sender) / consumed (receiver) */
+    uint64_t rung;               /* the last doorbell's count read from the peer */
     uint8_t in[16 * DT__PS_HDR]; /* doorbells read from the socket, not yet parsed */
     size_t in_got;
     dt__ring_bell bell; /* the doorbell to send: SHM_DATA (sender), SHM_FREE (receiver) */

@@ -850,6 +850,107 @@ static dt_err with_fake_frame(const void *frame, size_t len, int close_after, ch
     return e;
 }
 
+/* accept_hello, then decline the real member's SHM_OFFER (the fake's lane from rank 1 is TCP). */
+static void *accept_hello_lane(void *p) {
+    fake *f = p;
+    accept_hello(p);
+    if (f->from_real < 0) return NULL;
+    uint8_t b[DT__PS_HDR + DT__RING_SHM_FIXED];
+    dt__ps_hdr hd;
+    if (read_all(f->from_real, b, DT__PS_HDR)) return NULL;
+    dt__ps_hdr_decode(b, &hd);
+    if (hd.len > DT__RING_SHM_FIXED || read_all(f->from_real, b + DT__PS_HDR, (size_t)hd.len))
+        return NULL;
+    uint8_t no[DT__PS_HDR];
+    dt__ps_hdr_encode(no, DT__RING_SHM_ANSWER, 0, 0);
+    write_all(f->from_real, no, sizeof no);
+    return NULL;
+}
+
+/* The lane's counterpart of with_fake_frame: fake rank 0 offers rank 1 a real segment (rank 1
+ * maps it: its incoming data come through shared memory), then, while rank 1 all-reduces,
+ * publishes a write position beyond the ring (bad_bell 0) or rings a doorbell announcing one
+ * (bad_bell 1). Returns rank 1's error. */
+static dt_err with_fake_lane(int bad_bell, char *msg, size_t cap, int *failed_peer, int *lane) {
+    static fake f;
+    memset(&f, 0, sizeof f);
+    if (group_listen(&f.g, 2)) return DT_ERR_IO;
+    dt__shm seg;
+    size_t ring_bytes = (size_t)256 << 10;
+    if (dt__shm_create(&seg, "fake", DT__SHM_HDR + DT__RING_CTL + ring_bytes)) return DT_ERR_IO;
+    FILE *log = tmpfile();
+    pthread_t acc;
+    pthread_create(&acc, NULL, accept_hello_lane, &f);
+    dt_ring_conf c = {.token = "tok",
+                      .generation = 1,
+                      .rank = 1,
+                      .size = 2,
+                      .peers = f.g.peers,
+                      .timeout_ms = 5000,
+                      .log = log};
+    f.to_real = dial(f.g.addr[1]);
+    send_hello(f.to_real, 1, 0, 2, "tok");
+    uint8_t offer[DT__PS_HDR + DT__RING_SHM_FIXED];
+    dt__ps_hdr_encode(offer, DT__RING_SHM_OFFER, 0, DT__RING_SHM_FIXED);
+    dt__put64(offer + DT__PS_HDR, (uint64_t)getpid());
+    dt__put64(offer + DT__PS_HDR + 8, (uint64_t)seg.fd);
+    dt__put64(offer + DT__PS_HDR + 16, (uint64_t)seg.size);
+    memcpy(offer + DT__PS_HDR + 24, seg.nonce, DT__SHM_NONCE);
+    write_all(f.to_real, offer, sizeof offer);
+    dt_ring *r = NULL;
+    dt_err e = dt_ring_open(&r, f.g.lfd[1], &c);
+    pthread_join(acc, NULL);
+    char text[64];
+    if (e || read_answer(f.to_real, text, sizeof text) != DT__RING_OK ||
+        read_answer(f.to_real, text, sizeof text) != DT__RING_SHM_ANSWER) {
+        snprintf(msg, cap, "open: %s", dt_errmsg());
+        dt_ring_close(r);
+        dt__shm_free(&seg);
+        return DT_ERR_NOTFOUND;
+    }
+    *lane = r->in.on;
+    dt__ring_ctl *ctl = dt__shm_data(&seg);
+    uint64_t beyond = (uint64_t)1 << 40;
+    if (bad_bell) {
+        uint8_t bell[DT__PS_HDR];
+        dt__ps_hdr_encode(bell, DT__RING_SHM_DATA, (int64_t)beyond, 0);
+        write_all(f.to_real, bell, sizeof bell);
+    } else {
+        atomic_store(&ctl->head, beyond);
+    }
+    float v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = 1;
+    e = dt_ring_allreduce(r, v, 1000);
+    snprintf(msg, cap, "%s", dt_errmsg());
+    *failed_peer = dt_ring_failed_peer(r);
+    dt_ring_close(r);
+    close(f.to_real);
+    if (f.from_real >= 0) close(f.from_real);
+    fclose(log);
+    group_close(&f.g);
+    dt__shm_free(&seg);
+    return e;
+}
+
+/* A neighbour that publishes an impossible position, or rings one, fails the call as a bad
+ * frame does on TCP: DT_ERR_PROTOCOL, naming it. */
+static void test_bad_lane_positions(void) {
+    const char *want[2] = {"shared memory written 1099511627776 where 0 to 262144",
+                           "type 38, arg 1099511627776, 0 bytes where SHM_DATA of 0 to 262144"};
+    for (int bad_bell = 0; bad_bell < 2; bad_bell++) {
+        char msg[1024];
+        int peer = -2, lane = 0;
+        dt_err e = with_fake_lane(bad_bell, msg, sizeof msg, &peer, &lane);
+        DT_CHECK(lane == 1);
+        if (e != DT_ERR_PROTOCOL) DT_FAIL("case %d: %s: %s", bad_bell, dt_strerror(e), msg);
+        if (!strstr(msg, want[bad_bell]))
+            DT_FAIL("case %d: \"%s\" lacks \"%s\"", bad_bell, msg, want[bad_bell]);
+        DT_CHECK(strstr(msg, "from rank 0 (127.0.0.1:") != NULL);
+        DT_CHECK(peer == 0);
+    }
+}
+
 /* ---- bounds before the token is checked ---- */
 
 /* Whether the peer closed fd (end of stream or reset) rather than the read timing out. */
@@ -1177,4 +1278,4 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_new_generation_after_failure), DT_T(test_bad_data_frames),
              DT_T(test_killed_member_fails_the_others), DT_T(test_stopped_member_times_out),
              DT_T(test_bad_arguments), DT_T(test_idle_flood_does_not_lock_out),
-             DT_T(test_trickled_hello_closed), DT_T(test_tcp_lane))
+             DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions), DT_T(test_tcp_lane))
