@@ -10,7 +10,8 @@
 #       (bench/torch_ddp.py; aggregate over both processes, barrier to barrier).
 # Targets: ps/independent >= 0.60, ps/ddp >= 3; allreduce/independent >= 0.80,
 # allreduce/ddp >= 4. The PS job also runs with parameterServer.sharedMemory: false (its
-# tensors over loopback TCP) to show what the shared-memory lane gives.
+# tensors over loopback TCP) to show what the shared-memory lane gives, and so does the
+# all-reduce job with allreduce.sharedMemory: false (its ring over loopback TCP).
 #
 #   bash bench/ps_bench.sh [options]
 #     --coretype-auto   run everything with OPENBLAS_CORETYPE unset (OpenBLAS picks its
@@ -96,6 +97,10 @@ cat >>"$TMP/allreduce_job.yaml" <<'YAML'
   strategy: allreduce
   allreduce: {minibatchesPerShard: 16}
 YAML
+# The all-reduce job with its ring over loopback TCP instead of the shared-memory lane.
+sed -e 's/^\(  name:\).*/\1 fashion-mnist-mlp-allreduce-tcp/' \
+    -e 's/minibatchesPerShard: 16}/minibatchesPerShard: 16, sharedMemory: false}/' \
+    "$TMP/allreduce_job.yaml" >"$TMP/allreduce_tcp_job.yaml"
 
 echo "== ps_bench: Fashion-MNIST MLP 784-256-128-10, Adam lr 1e-3, batch 64, 1 thread per process =="
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset: OpenBLAS picks)}"
@@ -193,6 +198,9 @@ ps_tcp=$job_rate
 echo "== dtrain all-reduce job: 2 workers in a ring, batch 64 each, threads 1, 1 epoch =="
 run_job allreduce "$TMP/allreduce_job.yaml"
 ar=$job_rate
+echo "== dtrain all-reduce job over TCP (allreduce.sharedMemory: false), otherwise the same =="
+run_job allreduce_tcp "$TMP/allreduce_tcp_job.yaml"
+ar_tcp=$job_rate
 
 # the data plane's round trip
 if [ -x build/ps_roundtrip ]; then
@@ -207,6 +215,7 @@ printf '  pytorch ddp         %10s samples/s\n' "$(fmt "$ddp")"
 printf '  dtrain ps job       %10s samples/s\n' "$(fmt "$ps")"
 printf '  dtrain ps job, TCP  %10s samples/s\n' "$(fmt "$ps_tcp")"
 printf '  dtrain allreduce    %10s samples/s\n' "$(fmt "$ar")"
+printf '  dtrain allreduce,TCP%10s samples/s\n' "$(fmt "$ar_tcp")"
 if [ -n "$ps" ] && [ -n "$indep" ]; then
     awk -v p="$ps" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio ps/independent = %.2f (target >= 0.60: %s)\n", r, (r >= 0.60 ? "met" : "NOT met") }'
 fi
@@ -218,6 +227,9 @@ if [ -n "$ps_tcp" ] && [ -n "$indep" ]; then
 fi
 if [ -n "$ar" ] && [ -n "$indep" ]; then
     awk -v p="$ar" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio allreduce/independent = %.2f (target >= 0.80: %s)\n", r, (r >= 0.80 ? "met" : "NOT met") }'
+fi
+if [ -n "$ar_tcp" ] && [ -n "$indep" ]; then
+    awk -v p="$ar_tcp" -v i="$indep" -v s="${ar:-0}" 'BEGIN { printf "  (over TCP: allreduce/independent = %.2f; the shared-memory lane gives %.2fx)\n", p / i, s / p }'
 fi
 if [ -n "$ar" ] && [ -n "$ddp" ]; then
     awk -v p="$ar" -v d="$ddp" 'BEGIN { r = p / d; printf "  RESULT ratio allreduce/ddp = %.2f (target >= 4: %s)\n", r, (r >= 4 ? "met" : "NOT met") }'
