@@ -596,8 +596,13 @@ static int lane_wait(engine *e, int want_in, int want_out) {
     if (I) atomic_store_explicit(&I->ctl->rwait, 1, memory_order_seq_cst);
     if (O) atomic_store_explicit(&O->ctl->swait, 1, memory_order_seq_cst);
     /* seen after the flag: the neighbour may have published just before it saw the flag */
-    if (I && atomic_load_explicit(&I->ctl->head, memory_order_seq_cst) != I->head) return 1;
-    if (O && atomic_load_explicit(&O->ctl->tail, memory_order_seq_cst) != O->tail) return 1;
+    if ((I && atomic_load_explicit(&I->ctl->head, memory_order_seq_cst) != I->head) ||
+        (O && atomic_load_explicit(&O->ctl->tail, memory_order_seq_cst) != O->tail)) {
+        /* no sleep after all: spare the neighbour a doorbell (one already sent is read later) */
+        if (I) atomic_store_explicit(&I->ctl->rwait, 0, memory_order_relaxed);
+        if (O) atomic_store_explicit(&O->ctl->swait, 0, memory_order_relaxed);
+        return 1;
+    }
     return 0;
 }
 
