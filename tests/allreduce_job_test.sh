@@ -2,12 +2,15 @@
 # allreduce_job_test.sh - all-reduce TrainJobs end to end on a small synthetic task (fast
 # enough for the sanitizer build): a real master, real replica processes, a real ring.
 #   two      2 workers + evaluator: succeeds, learns, both workers trained in one ring of 2,
-#            rank 0 checkpointed (with the optimizer's state), the chief exported the model
-#   fixed    globalBatch fixed, small buckets: scaled from 2 workers to 1, the survivor
+#            rank 0 checkpointed (with the optimizer's state), the chief exported the model;
+#            the ring's data went through shared memory (allreduce.sharedMemory's default)
+#   fixed    globalBatch fixed, small buckets, sharedMemory false (the ring over loopback
+#            TCP, as between hosts): scaled from 2 workers to 1, the survivor
 #            accumulates 2 micro-batches a step; then, alone, it is killed: restarted without
 #            TF_CONFIG (the job's only replica), it learns who it is all the same and trains
 #            on alone; succeeds and learns
-#   kill     a worker killed by SIGKILL in the middle of training: the survivor abandons the
+#   kill     a worker killed by SIGKILL in the middle of training (the ring on the
+#            shared-memory lane: the death is seen on its sockets): the survivor abandons the
 #            step in flight, the ring re-forms without it and again with it once restarted
 #            (each within the bound below), nothing hangs, the job succeeds
 #   add      a running job scaled from 2 to 3 workers: worker-2 joins a ring of 3 at a step
@@ -89,12 +92,15 @@ assert "fc1/kernel" in h and any(k.startswith("optimizer/") for k in h), list(h)
 PYEOF
     ls job-two/export/*/model.safetensors >/dev/null 2>&1 && pass "two: model exported" ||
         fail "two: no export"
+    grep -q "ring gen [0-9]* rank [01]: data from rank [01] (.*) through shared memory" \
+        job-two/logs/worker-0.log && pass "two: the ring's data went through shared memory" ||
+        fail "two: no shared-memory lane in worker-0's log: $(grep 'ring gen' job-two/logs/worker-0.log | tail -3)"
 fi
 
 if section fixed; then
     # globalBatch fixed: 2 workers in the spec; scaled down to 1, the remaining worker
     # accumulates 2 micro-batches a step (the global batch stays 2 x 32)
-    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 2}" 1500 2048
+    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 2, sharedMemory: false}" 1500 2048
     expect_exit 0 fixed-start -- "$DTRAIN" run fixed.yaml --job-dir job-fixed --detach
     two_ring() { grep -q "rank [01] of 2.*1 micro-batches a step" job-fixed/logs/worker-0.log 2>/dev/null; }
     WAIT_POLLS=600 wait_for two_ring && pass "fixed: a ring of 2, one micro-batch a step" ||
@@ -121,6 +127,9 @@ if section fixed; then
 c = reps["worker-0"]["result"]
 assert r["status"] == "Succeeded" and c["eval"]["accuracy"] >= 0.5, c' &&
         pass "fixed: learned with small buckets" || fail "fixed: result.json"
+    ! grep -q "through shared memory" job-fixed/logs/worker-*.log &&
+        pass "fixed: sharedMemory false: the ring stayed on TCP" ||
+        fail "fixed: a shared-memory lane despite sharedMemory: false"
 fi
 
 if section kill; then
@@ -129,6 +138,8 @@ if section kill; then
     in_ring() { grep -q "rank [01] of 2" job-kill/logs/worker-1.log 2>/dev/null &&
         grep -q "epoch 2 done here" job-kill/logs/worker-0.log 2>/dev/null; }
     WAIT_POLLS=600 wait_for in_ring || fail "kill: no ring of 2 training"
+    grep -q "through shared memory" job-kill/logs/worker-0.log && pass "kill: the ring is on the shared-memory lane" ||
+        fail "kill: no shared-memory lane in worker-0's log"
     p=$(pid kill worker-1); c=$([ -n "$p" ] && pgrep -P "$p" | head -1)
     if [ -n "${c:-}" ]; then
         kill -KILL "$c" && pass "kill: worker-1 (pid $c) killed mid-training"
