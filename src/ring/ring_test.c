@@ -869,9 +869,12 @@ static void *accept_hello_lane(void *p) {
 
 /* The lane's counterpart of with_fake_frame: fake rank 0 offers rank 1 a real segment (rank 1
  * maps it: its incoming data come through shared memory), then, while rank 1 all-reduces,
- * publishes a write position beyond the ring (bad_bell 0) or rings a doorbell announcing one
- * (bad_bell 1). Returns rank 1's error. */
-static dt_err with_fake_lane(int bad_bell, char *msg, size_t cap, int *failed_peer, int *lane) {
+ * publishes a write position beyond the ring (mode 0) or rings a doorbell announcing one
+ * (mode 1). Mode 2 offers a segment whose nonce is not the one in its header: rank 1 must
+ * decline (the reason in the answer: into msg) and take a RING_DATA frame instead; the
+ * all-reduce's result goes to *sum0. Returns rank 1's error. */
+static dt_err with_fake_lane(int mode, char *msg, size_t cap, int *failed_peer, int *lane,
+                             float *sum0) {
     static fake f;
     memset(&f, 0, sizeof f);
     if (group_listen(&f.g, 2)) return DT_ERR_IO;
@@ -896,22 +899,39 @@ static dt_err with_fake_lane(int bad_bell, char *msg, size_t cap, int *failed_pe
     dt__put64(offer + DT__PS_HDR + 8, (uint64_t)seg.fd);
     dt__put64(offer + DT__PS_HDR + 16, (uint64_t)seg.size);
     memcpy(offer + DT__PS_HDR + 24, seg.nonce, DT__SHM_NONCE);
+    if (mode == 2) offer[DT__PS_HDR + 24] ^= 0xff;
     write_all(f.to_real, offer, sizeof offer);
     dt_ring *r = NULL;
     dt_err e = dt_ring_open(&r, f.g.lfd[1], &c);
     pthread_join(acc, NULL);
     char text[64];
+    uint8_t ah[DT__PS_HDR];
+    dt__ps_hdr hd = {0};
     if (e || read_answer(f.to_real, text, sizeof text) != DT__RING_OK ||
-        read_answer(f.to_real, text, sizeof text) != DT__RING_SHM_ANSWER) {
+        read_all(f.to_real, ah, sizeof ah)) {
         snprintf(msg, cap, "open: %s", dt_errmsg());
         dt_ring_close(r);
         dt__shm_free(&seg);
         return DT_ERR_NOTFOUND;
     }
+    dt__ps_hdr_decode(ah, &hd);
     *lane = r->in.on;
     dt__ring_ctl *ctl = dt__shm_data(&seg);
     uint64_t beyond = (uint64_t)1 << 40;
-    if (bad_bell) {
+    if (mode == 2) {
+        /* SHM_ANSWER(0) with the reason; then the fake's data as a RING_DATA frame */
+        msg[0] = '\0';
+        if (hd.type == DT__RING_SHM_ANSWER && hd.arg == 0 && hd.len < cap &&
+            read_all(f.to_real, msg, (size_t)hd.len) == 0)
+            msg[hd.len] = '\0';
+        uint8_t fr[DT__PS_HDR + 4000];
+        dt__ps_hdr_encode(fr, DT__RING_DATA, 0, 4000);
+        for (int i = 0; i < 1000; i++) {
+            float two = 2;
+            memcpy(fr + DT__PS_HDR + 4 * i, &two, 4);
+        }
+        write_all(f.to_real, fr, sizeof fr);
+    } else if (mode == 1) {
         uint8_t bell[DT__PS_HDR];
         dt__ps_hdr_encode(bell, DT__RING_SHM_DATA, (int64_t)beyond, 0);
         write_all(f.to_real, bell, sizeof bell);
@@ -922,11 +942,20 @@ static dt_err with_fake_lane(int bad_bell, char *msg, size_t cap, int *failed_pe
     for (int i = 0; i < 1000; i++)
         v[i] = 1;
     e = dt_ring_allreduce(r, v, 1000);
-    snprintf(msg, cap, "%s", dt_errmsg());
+    if (mode != 2) snprintf(msg, cap, "%s", dt_errmsg());
     *failed_peer = dt_ring_failed_peer(r);
+    *sum0 = v[0];
+    for (int i = 1; i < 1000; i++)
+        if (v[i] != v[0]) *sum0 = -1;
     dt_ring_close(r);
     close(f.to_real);
     if (f.from_real >= 0) close(f.from_real);
+    if (mode == 2) {
+        char *lg = slurp(log);
+        if (!strstr(lg, "ring gen 1 rank 1: data from rank 0 (127.0.0.1:")) *sum0 = -2;
+        if (!strstr(lg, "over TCP: shared memory: ")) *sum0 = -3;
+        free(lg);
+    }
     fclose(log);
     group_close(&f.g);
     dt__shm_free(&seg);
@@ -935,13 +964,28 @@ static dt_err with_fake_lane(int bad_bell, char *msg, size_t cap, int *failed_pe
 
 /* A neighbour that publishes an impossible position, or rings one, fails the call as a bad
  * frame does on TCP: DT_ERR_PROTOCOL, naming it. */
+/* A segment that cannot be mapped as announced (here: another nonce; in practice another
+ * host or pid namespace) is declined with the reason, logged, and that connection carries
+ * RING_DATA frames: the lane is an optimization, never a requirement. */
+static void test_lane_declined_falls_back_to_tcp(void) {
+    char msg[1024];
+    int peer = -2, lane = 1;
+    float sum0 = 0;
+    dt_err e = with_fake_lane(2, msg, sizeof msg, &peer, &lane, &sum0);
+    if (e) DT_FAIL("%s: %s", dt_strerror(e), dt_errmsg());
+    DT_CHECK(lane == 0);
+    if (!strstr(msg, "is not the segment announced")) DT_FAIL("answer \"%s\"", msg);
+    if (sum0 != 3) DT_FAIL("sum %g (-1: uneven, -2/-3: log lines missing), want 3", (double)sum0);
+}
+
 static void test_bad_lane_positions(void) {
     const char *want[2] = {"shared memory written 1099511627776 where 0 to 262144",
                            "type 38, arg 1099511627776, 0 bytes where SHM_DATA of 0 to 262144"};
     for (int bad_bell = 0; bad_bell < 2; bad_bell++) {
         char msg[1024];
         int peer = -2, lane = 0;
-        dt_err e = with_fake_lane(bad_bell, msg, sizeof msg, &peer, &lane);
+        float sum0 = 0;
+        dt_err e = with_fake_lane(bad_bell, msg, sizeof msg, &peer, &lane, &sum0);
         DT_CHECK(lane == 1);
         if (e != DT_ERR_PROTOCOL) DT_FAIL("case %d: %s: %s", bad_bell, dt_strerror(e), msg);
         if (!strstr(msg, want[bad_bell]))
@@ -1278,4 +1322,5 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_new_generation_after_failure), DT_T(test_bad_data_frames),
              DT_T(test_killed_member_fails_the_others), DT_T(test_stopped_member_times_out),
              DT_T(test_bad_arguments), DT_T(test_idle_flood_does_not_lock_out),
-             DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions), DT_T(test_tcp_lane))
+             DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions),
+             DT_T(test_lane_declined_falls_back_to_tcp), DT_T(test_tcp_lane))
