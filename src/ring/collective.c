@@ -657,8 +657,9 @@ static dt_err run(dt_ring *r, plan *pl) {
         int want_out = e.si < pl->nsend && send_ready(&e, e.si);
         int want_in = e.ri < pl->nrecv;
         if (now - last >= r->timeout_ms) {
-            if (want_out) {
-                const item *it = &pl->send[e.si];
+            /* only a doorbell left to send (the items are done): its socket is full */
+            if (want_out || (!want_in && bell_waits(&r->out))) {
+                const item *it = &pl->send[e.si < pl->nsend ? e.si : pl->nsend - 1];
                 return fail(&e, DT_ERR_TIMEOUT, r->next,
                             "step %d%s: no progress for %d ms sending to rank %d (%s): it does "
                             "not read",
