@@ -46,6 +46,9 @@ typedef enum dt__ring_type {
 } dt__ring_type;
 
 #define DT__RING_SHM_FIXED 40 /* SHM_OFFER's payload: pid, fd, bytes, nonce */
+/* A member whose two connections are lanes pipelines in pieces of at most this (collective.c,
+ * plan_chunk); a lane's byte ring holds four of them (lane.c). */
+#define DT__RING_LANE_CHUNK ((size_t)64 << 10)
 
 /* the HELLO's shared part (net/frame-impl.h): rank, size, token_len, token */
 #define DT__RING_HELLO_MIN DT__FRAME_HELLO_MIN
@@ -132,6 +135,10 @@ struct dt_ring {
  * gather every member's whole buffer round the ring (size-1 steps instead of 2(size-1)) and
  * sum them in rank order. Settable by the benchmark to measure the crossover. */
 extern size_t dt__ring_small_bytes;
+
+/* The member of this rank declines every segment offered to it (-1: none): ring_test's way to
+ * form rings whose connections mix lanes and TCP, as rings spanning hosts do. */
+extern int dt__ring_decline_rank;
 
 /* Log one line "ring gen G rank R: ..." to r->log. */
 void dt__ring_log(const dt_ring *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
