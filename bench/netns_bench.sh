@@ -9,8 +9,9 @@
 #   PS, 1 PS + N-1 workers (asynchronous): each worker step pushes G and pulls G through the
 #     PS's link, which allows RATE / G worker steps/s, x 64 samples.
 # G is the model's 235,146 float32 parameters (940,584 bytes; framing is not counted). The
-# PS job runs with parameterServer.sharedMemory: false (the shared-memory lane would take
-# the tensors past the links: the namespaces share one kernel). On this 2-core machine the
+# PS job runs with parameterServer.sharedMemory: false and the all-reduce job with
+# allreduce.sharedMemory: false (the shared-memory lanes would take the tensors past the
+# links: the namespaces share one kernel). On this 2-core machine the
 # processes also share the CPU: the no-communication bound (N independent single-thread
 # runs at once) is printed beside the link's, and the lower of the two is the one to meet.
 #
@@ -73,7 +74,7 @@ spec() {
     sed -e 's/^\(    threads:\).*/\1 1/' -e 's/^\(    epochs:\).*/\1 1/' \
         -e "s/^\(  name:\).*/\1 $1/" examples/fashion_mnist_mlp.yaml >"$TMP/$1.yaml"
     if [ "$2" = allreduce ]; then
-        printf '  replicas: {worker: %d}\n  strategy: allreduce\n  allreduce: {minibatchesPerShard: 16}\n' "$3"
+        printf '  replicas: {worker: %d}\n  strategy: allreduce\n  allreduce: {minibatchesPerShard: 16, sharedMemory: false}\n' "$3"
     else
         printf '  replicas: {worker: %d, ps: 1}\n  strategy: parameter_server\n  parameterServer: {sharedMemory: false}\n' $(($3 - 1))
     fi >>"$TMP/$1.yaml"
