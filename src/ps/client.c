@@ -284,8 +284,10 @@ static dt_err link_ensure(dt_ps_client *c, pslink *l, int64_t since, int reconne
     for (;;) {
         dt_err err = DT_OK;
         attempts++;
+        /* the last try is a real one (at least 100 ms to connect), so that what it says -
+         * refused, or no answer - is the PS's state, not the end of the budget */
         int64_t left = since + c->conf.retry_ms - dt__now_ms();
-        outcome o = link_connect(c, l, left > 1 ? left : 1, &err);
+        outcome o = link_connect(c, l, left > 100 ? left : 100, &err);
         if (o == OUT_OK) {
             if (reconnect || attempts > 1)
                 clog_(c, "%s ps-%d (%s) after %" PRId64 " ms (%d attempts)",
