@@ -25,6 +25,11 @@
  * answered with NOT_INITIALIZED is sent again (10 ms doubling to 500 ms) until the PS has
  * values; a client with conf.offer_init (the chief's) first gives the PS its own with INIT.
  *
+ * Wire dtype: with conf.wire_dtype bfloat16, a push over TCP narrows each gradient into the
+ * link's own buffer (round to nearest even) and the iovecs point there, halving the
+ * gradient bytes; the header's arg says so (docs/WIRE.md). INIT and VALUES stay float32,
+ * and so does the shared-memory lane (a memcpy on the same host: nothing to save).
+ *
  * Redoing a push after a lost reply may apply it twice (at-least-once; docs/WIRE.md).
  *
  * The shared-memory lane: right after HELLO a link offers the PS its segment (a fresh one
@@ -78,7 +83,11 @@ typedef struct pslink {
     int nvars;
     uint8_t *meta; /* u32 count, then each variable's description */
     size_t *meta_off, *meta_len;
-    uint64_t list_bytes;
+    uint64_t list_bytes; /* a float32 tensor list's payload (INIT, VALUES, float32 pushes) */
+    uint64_t push_bytes; /* a push's payload in the client's wire dtype */
+    uint16_t *narrow;    /* bfloat16 pushes: the gradients narrowed, per variable at
+                            narrow_off[k] (NULL for float32) */
+    size_t *narrow_off;
     struct iovec *iov; /* push frame: header, count, (meta, grad) pairs */
     struct iovec *work;
     uint8_t hdr[DT__PS_HDR];
@@ -324,11 +333,21 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
     }
     if (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_INIT) {
         int n = 2 + 2 * l->nvars;
-        dt__ps_hdr_encode(l->hdr, type, 0, l->list_bytes);
+        int bf16 = type != DT__PS_INIT && l->narrow;
+        dt__ps_hdr_encode(l->hdr, type, bf16 ? DT__PS_BF16 : DT__PS_F32,
+                          bf16 ? l->push_bytes : l->list_bytes);
         memcpy(l->work, l->iov, (size_t)n * sizeof *l->work);
         if (type == DT__PS_INIT)
             for (int k = 0; k < l->nvars; k++)
                 l->work[3 + 2 * k].iov_base = c->params[l->vars[k]]->value.data;
+        if (bf16)
+            for (int k = 0; k < l->nvars; k++) {
+                const dt_param *p = c->params[l->vars[k]];
+                size_t numel = (size_t)dt_tensor_numel(&p->value);
+                dt__bf16_narrow(l->narrow + l->narrow_off[k], p->grad.data, numel);
+                l->work[3 + 2 * k] =
+                    (struct iovec){l->narrow + l->narrow_off[k], numel * sizeof(uint16_t)};
+            }
         if (dt__ps_writev_all(l->fd, l->work, n) != 0) return fail_transport(l, "sending");
         return OUT_OK;
     }
@@ -577,6 +596,9 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
                           conf->nps);
     if (conf->max_frame < 0 || conf->retry_ms < 0)
         return dt_err_set(DT_ERR_ARG, "ps client: max_frame and retry_ms must be >= 0");
+    if (conf->wire_dtype != DT_PS_WIRE_F32 && conf->wire_dtype != DT_PS_WIRE_BF16)
+        return dt_err_set(DT_ERR_ARG, "ps client: wire_dtype %d is neither float32 nor bfloat16",
+                          (int)conf->wire_dtype);
     dt_ps_client *c = calloc(1, sizeof *c);
     if (!c) return dt_err_set(DT_ERR_NOMEM, "ps client: out of memory");
     dt_err err = DT_OK;
@@ -634,8 +656,11 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
         l->meta_len = calloc((size_t)l->nvars + 1, sizeof *l->meta_len);
         l->iov = calloc((size_t)(2 * l->nvars + 2), sizeof *l->iov);
         l->lay = calloc((size_t)l->nvars + 1, sizeof *l->lay);
+        l->narrow_off = calloc((size_t)l->nvars + 1, sizeof *l->narrow_off);
         l->work = calloc((size_t)(2 * l->nvars + 2), sizeof *l->work);
-        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay) goto nomem;
+        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay ||
+            !l->narrow_off)
+            goto nomem;
         if ((err = dt__ps_reader_init(&l->rd, -1, READ_BUF))) goto fail;
         size_t mb = 4, maxm = 4;
         for (int i = 0, k = 0; i < n; i++) {
@@ -648,7 +673,16 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
             if (l->meta_len[k] > maxm) maxm = l->meta_len[k];
             mb += l->meta_len[k];
             l->list_bytes += (uint64_t)numel[i] * sizeof(float);
+            l->narrow_off[k] = (size_t)(l->push_bytes / sizeof(uint16_t));
+            l->push_bytes += (uint64_t)numel[i] * sizeof(uint16_t);
             k++;
+        }
+        if (conf->wire_dtype == DT_PS_WIRE_BF16) {
+            l->narrow = malloc(l->push_bytes ? (size_t)l->push_bytes : 1);
+            if (!l->narrow) goto nomem;
+            l->push_bytes += mb;
+        } else {
+            l->push_bytes = l->list_bytes + mb;
         }
         l->list_bytes += mb;
         if (l->list_bytes > (uint64_t)c->conf.max_frame) {
@@ -697,6 +731,8 @@ void dt_ps_client_close(dt_ps_client *c) {
         free(l->iov);
         free(l->work);
         free(l->lay);
+        free(l->narrow);
+        free(l->narrow_off);
         dt__shm_free(&l->shm);
         free(l->meta);
         free(l->scratch);

@@ -36,7 +36,10 @@
  * layout of the PS's values), checking as it goes that every name belongs to this
  * partition, that every shape matches, that no variable comes twice and that every byte
  * counted by the header is accounted for; only after the last tensor (and the check that
- * every variable came) does the push touch shared state. In async mode the optimizer's
+ * every variable came) does the push touch shared state. A push's header says its
+ * gradients' element type (arg: float32 or bfloat16, wire-impl.h; any other is refused
+ * before a payload byte is read); bfloat16 ones are widened to float32 in c->grad as they
+ * come, so everything after reading is the same for both. In async mode the optimizer's
  * params then get their grad pointed at that buffer and one dt_optim_step runs under the
  * write lock. In sync mode the buffer is added into the round's sum under slock.
  *
@@ -239,10 +242,12 @@ static int find_var(const dt_ps_server *s, const char *name, int hint) {
     return -1;
 }
 
-/* Read a tensor list of `len` payload bytes into c->grad; with `described_only` (SHM_ATTACH)
- * the list has descriptions only, in partition order, and no data. 0: every variable came,
- * valid; -1: the connection is finished (refused or truncated; already logged). */
-static int read_tensors(conn *c, const char *op, uint64_t len, int described_only) {
+/* Read a tensor list of `len` payload bytes into c->grad, its data of element type dtype
+ * (wire-impl.h: a bfloat16 tensor is read into the upper half of its floats' room and
+ * widened there); with `described_only` (SHM_ATTACH) the list has descriptions only, in
+ * partition order, and no data. 0: every variable came, valid; -1: the connection is
+ * finished (refused or truncated; already logged). */
+static int read_tensors(conn *c, const char *op, uint64_t len, int dtype, int described_only) {
     dt_ps_server *s = c->s;
     char what[200];
     snprintf(what, sizeof what, "%s from %s", op, c->who);
@@ -319,9 +324,15 @@ static int read_tensors(conn *c, const char *op, uint64_t len, int described_onl
                           dt_shape_str(&sh, a, sizeof a), dt_shape_str(want, w, sizeof w));
         }
         if (described_only) continue;
-        uint64_t bytes = (uint64_t)s->vars[i].numel * sizeof(float);
+        uint64_t bytes = (uint64_t)s->vars[i].numel * dt__ps_dtype_size(dtype);
         NEED(bytes);
-        READ(c->grad + s->vars[i].off, bytes);
+        float *dst = c->grad + s->vars[i].off;
+        if (dtype == DT__PS_BF16) {
+            READ((uint8_t *)dst + bytes, bytes);
+            dt__bf16_widen_tail(dst, (size_t)s->vars[i].numel);
+        } else {
+            READ(dst, bytes);
+        }
     }
     if (left != 0)
         return refuse(c, left, "%s: %" PRIu64 " bytes after the last tensor", what, left);
@@ -718,7 +729,7 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
              c->who, got, h->len);
         return -1;
     }
-    if (read_tensors(c, "shm attach", h->len - DT__PS_SHM_FIXED, 1)) return -1;
+    if (read_tensors(c, "shm attach", h->len - DT__PS_SHM_FIXED, DT__PS_F32, 1)) return -1;
     uint64_t pid = dt__get64(b), fd = dt__get64(b + 8), size = dt__get64(b + 16);
     uint64_t want = DT__SHM_HDR + 2 * (uint64_t)s->total * sizeof(float);
     if (size != want)
@@ -833,7 +844,11 @@ static int handle(conn *c, const dt__ps_hdr *h) {
     dt_ps_server *s = c->s;
     switch (h->type) {
     case DT__PS_INIT: {
-        if (read_tensors(c, "init", h->len, 0)) return -1;
+        if (h->arg != DT__PS_F32)
+            return refuse(c, h->len,
+                          "init from %s: values come as float32 (dtype 0), not dtype %" PRId64,
+                          c->who, h->arg);
+        if (read_tensors(c, "init", h->len, DT__PS_F32, 0)) return -1;
         pthread_rwlock_wrlock(&s->vlock);
         int taken = !s->initialized;
         if (taken) {
@@ -868,7 +883,13 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         }
     case DT__PS_PUSH:
     case DT__PS_PUSH_PULL: {
-        if (read_tensors(c, h->type == DT__PS_PUSH ? "push" : "push_pull", h->len, 0)) return -1;
+        const char *op = h->type == DT__PS_PUSH ? "push" : "push_pull";
+        if (!dt__ps_dtype_size(h->arg))
+            return refuse(c, h->len,
+                          "%s from %s: unknown wire dtype %" PRId64
+                          " (this PS takes 0 float32, 1 bfloat16)",
+                          op, c->who, h->arg);
+        if (read_tensors(c, op, h->len, (int)h->arg, 0)) return -1;
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
         int64_t step = apply_push(c, c->grad);
