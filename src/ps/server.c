@@ -177,6 +177,7 @@ struct conn {
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
     int active;        /* slock: has pushed (sync) */
     int64_t joined;    /* slock: the round it contributed to (-1: none) */
+    int bf16_seen;     /* a bfloat16 push came (logged once) */
 };
 
 /* ---- logging ---- */
@@ -890,6 +891,10 @@ static int handle(conn *c, const dt__ps_hdr *h) {
                           " (this PS takes 0 float32, 1 bfloat16)",
                           op, c->who, h->arg);
         if (read_tensors(c, op, h->len, (int)h->arg, 0)) return -1;
+        if (h->arg == DT__PS_BF16 && !c->bf16_seen) {
+            c->bf16_seen = 1;
+            slog(s, "%s: gradients come as bfloat16", c->who);
+        }
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
         int64_t step = apply_push(c, c->grad);
