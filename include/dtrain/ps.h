@@ -126,9 +126,10 @@ typedef struct dt_ps_client_conf {
     int no_shm;            /* 1: tensors always go over TCP; 0: through a shared-memory
                               segment with each PS that can attach it (same host; others
                               decline and stay on TCP) - docs/WIRE.md, "Shared memory" */
-    dt_ps_wire_dtype wire_dtype; /* pushed gradients over TCP: float32 (default) or
-                                    bfloat16, half the bytes (docs/WIRE.md); values and the
-                                    shared-memory lane stay float32 */
+    dt_ps_wire_dtype wire_dtype; /* a push's gradients and a push_pull's values over TCP:
+                                    float32 (default) or bfloat16, half the bytes
+                                    (docs/WIRE.md); init, pull and the shared-memory lane
+                                    stay float32 */
     FILE *log;             /* reconnects (stderr when NULL) */
 } dt_ps_client_conf;
 

@@ -27,8 +27,11 @@
  *
  * Wire dtype: with conf.wire_dtype bfloat16, a push over TCP narrows each gradient into the
  * link's own buffer (round to nearest even) and the iovecs point there, halving the
- * gradient bytes; the header's arg says so (docs/WIRE.md). INIT and VALUES stay float32,
- * and so does the shared-memory lane (a memcpy on the same host: nothing to save).
+ * gradient bytes; the header's arg says so (docs/WIRE.md). A PUSH_PULL's reply then comes
+ * as VALUES_BF16, read into the upper half of each value's room and widened in place. INIT
+ * and PULL stay float32 (the model as the PS holds it: checkpoints, the end, the
+ * evaluator), and so does the shared-memory lane (a memcpy on the same host: nothing to
+ * save).
  *
  * Redoing a push after a lost reply may apply it twice (at-least-once; docs/WIRE.md).
  *
@@ -355,13 +358,16 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
     return OUT_OK;
 }
 
-/* A VALUES payload straight into the params' values. */
+/* A VALUES payload straight into the params' values; VALUES_BF16's bfloat16 data into the
+ * upper half of each value's room, then widened in place. */
 static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_err *err) {
-    if (h->len != l->list_bytes) {
+    int bf16 = h->type == DT__PS_VALUES_BF16;
+    uint64_t want = bf16 ? l->push_bytes : l->list_bytes;
+    if (h->len != want) {
         *err = dt_err_set(DT_ERR_PROTOCOL,
-                          "ps-%d (%s): VALUES of %" PRIu64 " bytes, expected %" PRIu64
+                          "ps-%d (%s): %s of %" PRIu64 " bytes, expected %" PRIu64
                           " (does the PS serve the same model?)",
-                          l->index, l->addr, h->len, l->list_bytes);
+                          l->index, l->addr, dt__ps_type_name(h->type), h->len, want);
         link_close(l);
         return OUT_FAIL;
     }
@@ -378,9 +384,14 @@ static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_e
             link_close(l);
             return OUT_FAIL;
         }
-        size_t bytes = (size_t)dt_tensor_numel(&p->value) * sizeof(float);
-        if (dt__ps_read(&l->rd, p->value.data, bytes, NULL) != 0)
+        size_t numel = (size_t)dt_tensor_numel(&p->value);
+        if (bf16) {
+            if (dt__ps_read(&l->rd, (uint8_t *)p->value.data + 2 * numel, 2 * numel, NULL) != 0)
+                return fail_transport(l, "reading VALUES_BF16");
+            dt__bf16_widen_tail(p->value.data, numel);
+        } else if (dt__ps_read(&l->rd, p->value.data, numel * sizeof(float), NULL) != 0) {
             return fail_transport(l, "reading VALUES");
+        }
     }
     return OUT_OK;
 mismatch:
@@ -408,14 +419,19 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
     }
     int want = (type == DT__PS_PULL || type == DT__PS_PUSH_PULL) ? DT__PS_VALUES : DT__PS_ACK;
     if (want == DT__PS_VALUES && l->shm_on) want = DT__PS_SHM_VALUES;
-    if (h.type != want || (want != DT__PS_VALUES && h.len != 0)) {
+    /* a bfloat16 PUSH_PULL is answered VALUES_BF16 (or VALUES by a PS short of memory) */
+    if (want == DT__PS_VALUES && type == DT__PS_PUSH_PULL && l->narrow &&
+        h.type == DT__PS_VALUES_BF16)
+        want = DT__PS_VALUES_BF16;
+    if (h.type != want || (want != DT__PS_VALUES && want != DT__PS_VALUES_BF16 && h.len != 0)) {
         *err =
             dt_err_set(DT_ERR_PROTOCOL, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
                        l->index, l->addr, dt__ps_type_name(type), dt__ps_type_name(h.type), h.len);
         link_close(l);
         return OUT_FAIL;
     }
-    if (want == DT__PS_VALUES && (o = read_values(c, l, &h, err))) return o;
+    if ((want == DT__PS_VALUES || want == DT__PS_VALUES_BF16) && (o = read_values(c, l, &h, err)))
+        return o;
     if (want == DT__PS_SHM_VALUES) {
         const float *v = dt__shm_data(&l->shm);
         v += l->lay_total;

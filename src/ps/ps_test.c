@@ -242,6 +242,19 @@ static void test_init_then_pull(void) {
  * not offer it, or TCP because the PS declines it. */
 enum lane { LANE_SHM, LANE_TCP_CLIENT, LANE_TCP_PS };
 
+/* Whether a's values are b's rounded to bfloat16 (exactly), and some differ from b's. */
+static int same_values_bf16(const model *a, const model *b) {
+    int rounded = 0;
+    for (int i = 0; i < a->n; i++)
+        for (int64_t j = 0; j < numel(a->p[i]); j++) {
+            float v = b->p[i]->value.data[j];
+            float r = dt__bf16_to_f32(dt__bf16_from_f32(v));
+            if (memcmp(&a->p[i]->value.data[j], &r, 4)) return 0;
+            rounded += r != v;
+        }
+    return rounded > 0;
+}
+
 /* Round every gradient of m to bfloat16 and back (what a bfloat16 push delivers); returns
  * how many changed. */
 static int round_grads_bf16(model *m) {
@@ -259,7 +272,9 @@ static int round_grads_bf16(model *m) {
 /* nps servers over m; client c (pushing its gradients as `dtype`); local reference r with
  * its own optimizer over the same steps: every push_pull must give bit-identical values,
  * whichever lane carries them. A bfloat16 client's TCP pushes arrive rounded (the
- * reference rounds its gradients the same way); the shared-memory lane does not convert. */
+ * reference rounds its gradients the same way) and its push_pull's values come back
+ * rounded, while a pull gives the PS's float32 values exactly; the shared-memory lane does
+ * not convert. */
 static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps_wire_dtype dtype) {
     char lp[512];
     FILE *log = open_log("async.log", lp, sizeof lp);
@@ -272,6 +287,7 @@ static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps
     dt_ps_server *s[8] = {0};
     dt_ps_client *c = NULL;
     dt_optim *ref = NULL;
+    int narrow = dtype == DT_PS_WIRE_BF16 && lane != LANE_SHM;
     for (int i = 0; i < nps; i++) {
         dt_ps_server_conf sc = server_conf(i, nps, oc, log);
         sc.threads = i + 1; /* results must not depend on the thread count */
@@ -292,10 +308,20 @@ static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps
         fill_grads(&w, 10 + it);
         fill_grads(&r, 10 + it);
         /* the test's gradients are not all bfloat16 numbers: rounding them shows */
-        if (dtype == DT_PS_WIRE_BF16 && lane != LANE_SHM) DT_CHECK(round_grads_bf16(&r) > 0);
+        if (narrow) DT_CHECK(round_grads_bf16(&r) > 0);
         int64_t step = -1;
         if (it % 2 == 0) {
             DT_CHECK_OK(dt_ps_client_push_pull(c, &step));
+            if (narrow) {
+                /* the reply came as bfloat16: the PS's values rounded, the PS's own exact */
+                dt_optim_step(ref, NULL);
+                DT_CHECK(step == it + 1);
+                DT_CHECK(same_values_bf16(&w, &r));
+                DT_CHECK_OK(dt_ps_client_pull(c, &step));
+                DT_CHECK(step == it + 1);
+                DT_CHECK(same_values(&w, &r));
+                continue;
+            }
         } else {
             DT_CHECK_OK(dt_ps_client_push(c, &step));
             DT_CHECK(step == it + 1);
@@ -420,9 +446,9 @@ static void test_bf16_conversion(void) {
     free(h);
 }
 
-/* A bfloat16 client's pushes are the rounded gradients, bit for bit, over TCP (either side
- * turning the shared memory off, one PS or two); on the shared-memory lane nothing is
- * rounded. */
+/* A bfloat16 client's pushes are the rounded gradients, bit for bit, and its push_pulls'
+ * values the PS's rounded, over TCP (either side turning the shared memory off, one PS or
+ * two); on the shared-memory lane nothing is rounded. */
 static void test_async_bf16(void) {
     check_async_dtype(DT_OPTIM_SGD, 1, LANE_TCP_CLIENT, DT_PS_WIRE_BF16);
     check_async_dtype(DT_OPTIM_ADAM, 2, LANE_TCP_PS, DT_PS_WIRE_BF16);

@@ -10,7 +10,8 @@
  *   u16 name_len  u16 ndim  u64 dim[ndim]  name bytes  numel elements of the frame's dtype.
  * The dtype of a PUSH or PUSH_PULL is its header's arg (dt__ps_dtype: 0 float32, 4 bytes an
  * element; 1 bfloat16, 2 bytes, the float32's upper half rounded to nearest even); INIT and
- * VALUES are always float32 (arg 0 on INIT; VALUES' arg is the step).
+ * VALUES are always float32 (arg 0 on INIT; VALUES' arg is the step), VALUES_BF16 (the reply
+ * to a bfloat16 PUSH_PULL) bfloat16.
  */
 #ifndef DTRAIN_PS_WIRE_IMPL_H
 #define DTRAIN_PS_WIRE_IMPL_H
@@ -54,6 +55,9 @@ typedef enum dt__ps_type {
     DT__PS_SHM_PUSH_PULL = 15,
     DT__PS_SHM_PULL = 16,
     DT__PS_SHM_VALUES = 17,
+    /* the reply to a bfloat16 PUSH_PULL: VALUES with bfloat16 data (docs/WIRE.md, "Wire
+     * dtype") */
+    DT__PS_VALUES_BF16 = 18,
 } dt__ps_type;
 
 /* The element types a pushed tensor list may use (the header's arg on PUSH / PUSH_PULL). */

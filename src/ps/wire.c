@@ -4,9 +4,9 @@
  *
  * Design: headers and tensor descriptions are encoded byte by byte (explicit little-endian,
  * no struct punning); tensor data is float32 sent as is (the host is little-endian, checked
- * at compile time in wire-impl.h), or, for pushed gradients on request, bfloat16: the
- * client narrows into a buffer of its own, the PS reads the narrow values into the upper
- * half of the floats' own room and widens them in place (no second buffer). Writing is
+ * at compile time in wire-impl.h), or, for a training step's exchange on request, bfloat16:
+ * the sender narrows into a buffer of its own, the receiver reads the narrow values into the
+ * upper half of the floats' own room and widens them in place (no second buffer). Writing is
  * scatter-gather: callers keep prebuilt iovec arrays (header, descriptions, pointers to the
  * tensors' own data), so a frame of many megabytes leaves in a few sendmsg calls without being
  * copied into a send buffer. Reading goes through a per-connection buffer for the small parts
@@ -40,6 +40,7 @@ const char *dt__ps_type_name(int type) {
         [DT__PS_SHM_PUSH_PULL] = "SHM_PUSH_PULL",
         [DT__PS_SHM_PULL] = "SHM_PULL",
         [DT__PS_SHM_VALUES] = "SHM_VALUES",
+        [DT__PS_VALUES_BF16] = "VALUES_BF16",
     };
     if (type <= 0 || type >= (int)(sizeof names / sizeof names[0])) return "unknown";
     return names[type];
