@@ -12,12 +12,14 @@
 # On the 1gbit link the PS job also runs with parameterServer.wireDtype: bfloat16 (row
 # ps-bf16): a step's push and the values that come back each carry G/2, so the link allows
 # RATE / (G/2) worker steps/s. Every row also prints the job's final eval accuracy (the
-# chief's, in result.json), to compare bf16 with float32 from the same run. The PS job runs with parameterServer.sharedMemory: false (the shared-memory lane would take
-# the tensors past the links: the namespaces share one kernel). On this 2-core machine the
+# chief's, in result.json), to compare bf16 with float32 from the same run. The PS jobs
+# run with parameterServer.sharedMemory: false (the shared-memory lane would take the
+# tensors past the links: the namespaces share one kernel). On this 2-core machine the
 # processes also share the CPU: the no-communication bound (N independent single-thread
 # runs at once) is printed beside the link's, and the lower of the two is the one to meet.
 #
-#   bash bench/netns_bench.sh [--rates "1gbit 10gbit"] [--hosts "2 4"] [--kinds "allreduce ps ps-bf16"] [--keep]
+#   bash bench/netns_bench.sh [--rates "1gbit 10gbit"] [--hosts "2 4"]
+#                             [--kinds "allreduce ps ps-bf16"] [--keep]
 # (--kinds: the jobs to run, default all; ps-bf16 runs on the 1gbit link only)
 # Needs root (ip netns, tc). DTRAIN=PATH picks the binary (default ./build/dtrain).
 set -euo pipefail
