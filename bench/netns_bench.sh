@@ -8,24 +8,31 @@
 #     member's link, so the link allows RATE / (2 (N-1)/N x G) steps/s, x 64 N samples;
 #   PS, 1 PS + N-1 workers (asynchronous): each worker step pushes G and pulls G through the
 #     PS's link, which allows RATE / G worker steps/s, x 64 samples.
-# G is the model's 235,146 float32 parameters (940,584 bytes; framing is not counted). The
-# PS job runs with parameterServer.sharedMemory: false and the all-reduce job with
+# G is the model's 235,146 float32 parameters (940,584 bytes; framing is not counted).
+# On the 1gbit link the PS job also runs with parameterServer.wireDtype: bfloat16 (row
+# ps-bf16): a step's push and the values that come back each carry G/2, so the link allows
+# RATE / (G/2) worker steps/s. Every row also prints the job's final eval accuracy (the
+# chief's, in result.json), to compare bf16 with float32 from the same run. The PS jobs
+# run with parameterServer.sharedMemory: false and the all-reduce job with
 # allreduce.sharedMemory: false (the shared-memory lanes would take the tensors past the
 # links: the namespaces share one kernel). On this 2-core machine the
 # processes also share the CPU: the no-communication bound (N independent single-thread
 # runs at once) is printed beside the link's, and the lower of the two is the one to meet.
 #
-#   bash bench/netns_bench.sh [--rates "1gbit 10gbit"] [--hosts "2 4"] [--keep]
+#   bash bench/netns_bench.sh [--rates "1gbit 10gbit"] [--hosts "2 4"]
+#                             [--kinds "allreduce ps ps-bf16"] [--keep]
+# (--kinds: the jobs to run, default all; ps-bf16 runs on the 1gbit link only)
 # Needs root (ip netns, tc). DTRAIN=PATH picks the binary (default ./build/dtrain).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rates="1gbit 10gbit" hosts_list="2 4" keep=0
+rates="1gbit 10gbit" hosts_list="2 4" kinds_list="allreduce ps ps-bf16" keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --rates) rates=${2:?}; shift ;;
         --hosts) hosts_list=${2:?}; shift ;;
+        --kinds) kinds_list=${2:?}; shift ;;
         --keep) keep=1 ;;
-        *) echo "usage: $0 [--rates \"1gbit 10gbit\"] [--hosts \"2 4\"] [--keep]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--rates \"1gbit 10gbit\"] [--hosts \"2 4\"] [--kinds \"allreduce ps ps-bf16\"] [--keep]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -73,23 +80,30 @@ netns_arg() {
 spec() {
     sed -e 's/^\(    threads:\).*/\1 1/' -e 's/^\(    epochs:\).*/\1 1/' \
         -e "s/^\(  name:\).*/\1 $1/" examples/fashion_mnist_mlp.yaml >"$TMP/$1.yaml"
-    if [ "$2" = allreduce ]; then
-        printf '  replicas: {worker: %d}\n  strategy: allreduce\n  allreduce: {minibatchesPerShard: 16, sharedMemory: false}\n' "$3"
-    else
-        printf '  replicas: {worker: %d, ps: 1}\n  strategy: parameter_server\n  parameterServer: {sharedMemory: false}\n' $(($3 - 1))
-    fi >>"$TMP/$1.yaml"
+    case "$2" in
+    allreduce)
+        printf '  replicas: {worker: %d}\n  strategy: allreduce\n  allreduce: {minibatchesPerShard: 16, sharedMemory: false}\n' "$3" ;;
+    ps)
+        printf '  replicas: {worker: %d, ps: 1}\n  strategy: parameter_server\n  parameterServer: {sharedMemory: false}\n' $(($3 - 1)) ;;
+    ps-bf16)
+        printf '  replicas: {worker: %d, ps: 1}\n  strategy: parameter_server\n  parameterServer: {sharedMemory: false, wireDtype: bfloat16}\n' $(($3 - 1)) ;;
+    esac >>"$TMP/$1.yaml"
 }
 
-# job NAME N: run it across N hosts; print the workers' aggregate samples/s
+# job NAME N: run it across N hosts; print the workers' aggregate samples/s and the final
+# eval accuracy (the chief's: worker-0 when there is no chief; "-" when none reported)
 job() {
     local dir="$TMP/$1"
     "$BIN" run "$TMP/$1.yaml" --job-dir "$dir" --bind "$NET.254" --netns "$(netns_arg "$2")" \
-        >"$TMP/$1.out" 2>&1 || { echo "FAILED: $(tail -3 "$TMP/$1.out")" >&2; echo 0; return; }
+        >"$TMP/$1.out" 2>&1 || { echo "FAILED: $(tail -3 "$TMP/$1.out")" >&2; echo "0 -"; return; }
     "$PY" - "$dir/result.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(sum(float(((rep.get("result") or {}).get("train") or {}).get("samples_per_sec") or 0)
-          for n, rep in r["replicas"].items() if n.startswith("worker-")))
+res = lambda n: (r["replicas"].get(n) or {}).get("result") or {}
+sps = sum(float((res(n).get("train") or {}).get("samples_per_sec") or 0)
+          for n in r["replicas"] if n.startswith("worker-"))
+acc = (res("chief-0").get("eval") or res("worker-0").get("eval") or {}).get("accuracy")
+print(sps, "-" if acc is None else "%.4f" % acc)
 EOF
 }
 
@@ -114,26 +128,30 @@ for n in $hosts_list; do
     nocomm[$n]=$(cat "$TMP"/single$n-*/result.json | grep -o '"samples_per_sec": *[0-9.e+]*' |
         awk -F': *' '{ s += $2 } END { printf "%.0f", s }')
 done
-printf '%-7s %-6s %-10s %12s %14s %12s %10s\n' rate hosts job samples/s link_bound nocomm_bound ratio
+printf '%-7s %-6s %-10s %12s %14s %12s %10s %9s\n' rate hosts job samples/s link_bound nocomm_bound ratio accuracy
 for rate in $rates; do
     for n in $hosts_list; do
         hosts "$n" "$rate"
         bps=$(bits "$rate")
-        for kind in allreduce ps; do
+        for kind in $kinds_list; do
+            [ "$kind" != ps-bf16 ] || [ "$rate" = 1gbit ] || continue
             name="$kind-$n-$rate"
             spec "$name" "$kind" "$n"
-            got=$(job "$name" "$n")
+            read -r got acc < <(job "$name" "$n")
             if [ "$kind" = allreduce ]; then
                 bound=$(awk -v r="$bps" -v g=$G_BYTES -v n="$n" 'BEGIN { printf "%.0f", r / 8 / (2 * (n - 1) / n * g) * 64 * n }')
                 nc=${nocomm[$n]}
             else
-                bound=$(awk -v r="$bps" -v g=$G_BYTES 'BEGIN { printf "%.0f", r / 8 / g * 64 }')
+                g=$G_BYTES
+                [ "$kind" != ps-bf16 ] || g=$((G_BYTES / 2))
+                bound=$(awk -v r="$bps" -v g="$g" 'BEGIN { printf "%.0f", r / 8 / g * 64 }')
                 nc=$(awk -v a="${nocomm[$n]}" -v n="$n" 'BEGIN { printf "%.0f", a * (n - 1) / n }')
             fi
             lower=$(awk -v a="$bound" -v b="$nc" 'BEGIN { print (a < b ? a : b) }')
-            printf '%-7s %-6s %-10s %12.0f %14s %12s %10.2f\n' "$rate" "$n" "$kind" "$got" "$bound" "$nc" \
-                "$(awk -v a="$got" -v b="$lower" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+            printf '%-7s %-6s %-10s %12.0f %14s %12s %10.2f %9s\n' "$rate" "$n" "$kind" "$got" "$bound" "$nc" \
+                "$(awk -v a="$got" -v b="$lower" 'BEGIN { print (b > 0 ? a / b : 0) }')" "$acc"
         done
     done
 done
-echo "(ratio: samples/s over the lower of the link's bound and the no-communication bound)"
+echo "(ratio: samples/s over the lower of the link's bound and the no-communication bound;"
+echo " accuracy: the job's final eval accuracy, to compare ps-bf16 with ps from this run)"

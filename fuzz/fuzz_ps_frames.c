@@ -3,7 +3,9 @@
  * reads them. One real PS (dt_ps_server_start, token "t", partition 0 of 1, two variables,
  * no shared memory) serves on 127.0.0.1 for the whole run; each input is one connection:
  * the bytes are sent, the sending side shut, and the harness reads the PS's answers until
- * it closes, so the input's handling is over before the next one starts.
+ * it closes, so the input's handling is over before the next one starts. A push's header
+ * arg is its gradients' dtype (float32, bfloat16, anything else refused): the seeds
+ * (fuzz/make_seeds.c) have pushes of each.
  */
 #include <netinet/in.h>
 #include <sys/socket.h>

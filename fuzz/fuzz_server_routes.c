@@ -14,22 +14,14 @@
  * is not up); the harness reaps those that have ended after each input. Input: the
  * requests, nothing else.
  */
-#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "fuzz-http-impl.h"
+#include "core/file-impl.h"
 #include "server/server-impl.h"
 
 static dt__server s;
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
 
 /* Empty the server's dir (its three subdirectories made again, empty; no journal). */
 static void empty_dir(void) {
@@ -37,7 +29,7 @@ static void empty_dir(void) {
     for (int i = 0; i < 3; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", s.dir, subs[i]);
-        nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        dt__remove_tree(p);
         mkdir(p, 0700);
     }
     char j[4200];
@@ -49,7 +41,7 @@ static void cleanup(void) {
     dt__http_server_free(s.http);
     dt__sjournal_close(&s);
     empty_dir();
-    nftw(s.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    dt__remove_tree(s.dir);
     while (waitpid(-1, NULL, WNOHANG) > 0) {
     }
 }

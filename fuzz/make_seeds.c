@@ -1,8 +1,8 @@
 /*
  * make_seeds.c - writes the binary seeds of fuzz/corpus/ with the project's own writers:
  * PS frames (dt__ps_hdr_encode, dt__ps_meta_encode: the client's HELLO, INIT, PUSH, PULL,
- * SAVE to fuzz_ps_frames' PS), ring frames (rank 1's HELLO and DATA to fuzz_ring_frames'
- * rank 0: 8 floats in 16-byte chunks), safetensors (dt_safetensors_write), IDX files in the
+ * SAVE to fuzz_ps_frames' PS; pushes in float32, in bfloat16 and of an unknown dtype), ring
+ * frames (rank 1's HELLO and DATA to fuzz_ring_frames' rank 0: 8 floats in 16-byte chunks), safetensors (dt_safetensors_write), IDX files in the
  * layout fuzz_idx reads (2-byte images length, images, labels) and CSV files (fuzz_csv:
  * an options byte, then the file). Run once by hand; its output is committed.
  *
@@ -60,8 +60,9 @@ static void hello(buf *o, const char *token, const char *replica) {
     frame(o, DT__PS_HELLO, 0, p, 16 + tl + rl);
 }
 
-/* the PS's variables: fc/kernel [2,3], fc/bias [3] */
-static void tensors(buf *o, int type, float v) {
+/* the PS's variables: fc/kernel [2,3], fc/bias [3]; the data in dtype (the header's arg:
+ * DT__PS_F32 or DT__PS_BF16; another number is sent with float32 data) */
+static void tensors_as(buf *o, int type, int64_t dtype, float v) {
     uint8_t p[1024];
     size_t n = 0;
     dt__put32(p, 2);
@@ -70,10 +71,21 @@ static void tensors(buf *o, int type, float v) {
     dt_shape shapes[2] = {dt_shape_make(2, (int64_t[]){2, 3}), dt_shape_make(1, (int64_t[]){3})};
     for (int t = 0; t < 2; t++) {
         n += dt__ps_meta_encode(p + n, names[t], &shapes[t]);
-        for (int64_t i = 0; i < dt_shape_numel(&shapes[t]); i++, n += 4)
-            memcpy(p + n, &(float){v + (float)i}, 4);
+        for (int64_t i = 0; i < dt_shape_numel(&shapes[t]); i++) {
+            if (dtype == DT__PS_BF16) {
+                dt__put16(p + n, dt__bf16_from_f32(v + (float)i));
+                n += 2;
+            } else {
+                memcpy(p + n, &(float){v + (float)i}, 4);
+                n += 4;
+            }
+        }
     }
-    frame(o, type, 0, p, n);
+    frame(o, type, dtype, p, n);
+}
+
+static void tensors(buf *o, int type, float v) {
+    tensors_as(o, type, DT__PS_F32, v);
 }
 
 static void ps_seeds(void) {
@@ -94,6 +106,17 @@ static void ps_seeds(void) {
     frame(&o, DT__PS_SHM_ATTACH, 0, "dt-ps-x", 7);
     frame(&o, DT__PS_SHM_PULL, 0, NULL, 0);
     put("fuzz_ps_frames", "shm-declined", o.b, o.n);
+    /* gradients in bfloat16 (docs/WIRE.md, "Wire dtype"), then a push of an unknown dtype */
+    o.n = 0;
+    hello(&o, "t", "worker-3");
+    tensors(&o, DT__PS_INIT, 0.5f);
+    tensors_as(&o, DT__PS_PUSH, DT__PS_BF16, 0.01f);
+    tensors_as(&o, DT__PS_PUSH_PULL, DT__PS_BF16, 0.02f);
+    put("fuzz_ps_frames", "session-bf16", o.b, o.n);
+    o.n = 0;
+    hello(&o, "t", "worker-4");
+    tensors_as(&o, DT__PS_PUSH, 2, 0.01f);
+    put("fuzz_ps_frames", "unknown-dtype", o.b, o.n);
 }
 
 /* ---- ring frames: HELLO (rank, size, token), DATA (sequence number, 16-byte chunks) ---- */

@@ -6,10 +6,12 @@
 #            the trainers passed tensors through shared memory
 #   sync     2 workers (worker-0 is the chief) + 1 PS, synchronous rounds, over TCP
 #   scale    a running job scaled up to 3 workers (the new one trains) and down to 1
+#   bf16     chief + worker + 1 PS over TCP with wireDtype bfloat16: the PS got bfloat16
+#            gradients from both trainers, and the job learns as the float32 ones do
 #   late     a worker stopped (SIGSTOP) past the heartbeat timeout, then continued: its
 #            shard was re-queued, its late report is refused (409); it drops that shard and
 #            trains on, without a restart, and the job succeeds
-# Sections via ONLY="two-ps sync scale late"; KEEP=1 keeps $TMP.
+# Sections via ONLY="two-ps sync scale bf16 late"; KEEP=1 keeps $TMP.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 export DTRAIN_HOME="$TMP/home"
@@ -127,6 +129,29 @@ if section scale; then
 assert r["status"] == "Succeeded", r["status"]
 assert reps["chief-0"]["result"]["eval"]["accuracy"] >= 0.6' &&
         pass "scale: the job succeeded after scaling up and down" || fail "scale: result.json"
+fi
+
+if section bf16; then
+    spec bf16 "{chief: 1, worker: 1, ps: 1}" "{minibatchesPerShard: 4, sharedMemory: false, wireDtype: bfloat16}" 8
+    expect_exit 0 bf16 -- "$DTRAIN" run bf16.yaml --job-dir job-bf16 && pass "bf16: job succeeded"
+    # every trainer that trained pushed bfloat16 (on a loaded machine one of the two may
+    # find every shard taken before it starts)
+    check_result bf16 '
+import re
+log = open(sys.argv[1].replace("result.json", "logs/ps-0.log")).read()
+# a trainer stopped at the end of the job (cleanPodPolicy) may not have written its result
+samples = lambda n: ((reps[n].get("result") or {}).get("train") or {}).get("samples") or 0
+pushed = [n for n in ("chief-0", "worker-0") if samples(n) > 0]
+assert pushed, "no trainer trained"
+for n in pushed:
+    assert re.search("^ps-0: " + n + r" \(.*\): gradients come as bfloat16$", log, re.M), (n, log[:600])' &&
+        pass "bf16: every trainer that trained pushed bfloat16 gradients" || fail "bf16: ps-0.log"
+    check_result bf16 '
+c = reps["chief-0"]["result"]
+assert r["status"] == "Succeeded", r["status"]
+# the two-ps section'"'"'s bound for the same task in float32 (chance is 0.25)
+assert c["eval"]["accuracy"] >= 0.5, c["eval"]' &&
+        pass "bf16: learned" || fail "bf16: result.json"
 fi
 
 if section late; then

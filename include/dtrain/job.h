@@ -99,6 +99,9 @@ typedef struct dt_ps_job_conf {
     int minibatches_per_shard; /* batches in one data shard from the master (default 16) */
     int shared_memory;       /* 1 (default): a trainer on a PS's host passes tensors through
                                 shared memory; 0: always over TCP */
+    int wire_dtype;          /* a dt_ps_wire_dtype (dtrain/ps.h), wireDtype: the trainers'
+                                pushes and push-pulls over TCP in float32 (default) or
+                                bfloat16 */
 } dt_ps_job_conf;
 
 /* How an all-reduce job's global batch follows its size. */

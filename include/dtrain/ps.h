@@ -110,6 +110,9 @@ void dt_ps_server_stop(dt_ps_server *s);
 
 /* ---- the client (workers, chief, evaluator) ---- */
 
+/* The element type of gradients a client pushes over TCP. */
+typedef enum dt_ps_wire_dtype { DT_PS_WIRE_F32 = 0, DT_PS_WIRE_BF16 = 1 } dt_ps_wire_dtype;
+
 typedef struct dt_ps_client_conf {
     const char *const *addrs; /* "host:port" of ps-0 .. ps-(nps-1) */
     int nps;
@@ -123,6 +126,10 @@ typedef struct dt_ps_client_conf {
     int no_shm;            /* 1: tensors always go over TCP; 0: through a shared-memory
                               segment with each PS that can attach it (same host; others
                               decline and stay on TCP) - docs/WIRE.md, "Shared memory" */
+    dt_ps_wire_dtype wire_dtype; /* a push's gradients and a push_pull's values over TCP:
+                                    float32 (default) or bfloat16, half the bytes
+                                    (docs/WIRE.md); init, pull and the shared-memory lane
+                                    stay float32 */
     FILE *log;             /* reconnects (stderr when NULL) */
 } dt_ps_client_conf;
 

@@ -21,4 +21,8 @@ dt_err dt__check_regular(const char *path);
 /* Read a whole file into a malloc'd, NUL-terminated buffer (*len excludes the NUL). */
 dt_err dt__read_file(const char *path, char **data, size_t *len);
 
+/* Remove path and everything under it, without following symbolic links (a job's own dir);
+ * what cannot be removed stays. */
+void dt__remove_tree(const char *path);
+
 #endif

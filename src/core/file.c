@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,4 +131,16 @@ dt_err dt__read_file(const char *path, char **data, size_t *len) {
     *data = buf;
     *len = n;
     return DT_OK;
+}
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0; /* go on: what cannot be removed stays */
+}
+
+void dt__remove_tree(const char *path) {
+    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dtrain/job.h"
+#include "dtrain/ps.h"
 #include "testing/dt_test.h"
 #include "testing/yaml_fixture.h"
 
@@ -1133,18 +1134,25 @@ static void test_parameter_server(void) {
     DT_CHECK((job = parse_ok(text)));
     DT_CHECK(job && job->strategy == DT_STRATEGY_PARAMETER_SERVER && !job->ps.sync &&
              job->ps.sync_timeout_ms == 5000 && job->ps.max_frame == (int64_t)64 << 20 &&
-             job->ps.minibatches_per_shard == 16 && job->ps.shared_memory == 1);
+             job->ps.minibatches_per_shard == 16 && job->ps.shared_memory == 1 &&
+             job->ps.wire_dtype == DT_PS_WIRE_F32);
     dt_job_spec_free(job);
     /* every field */
     snprintf(text, sizeof text,
              "%s  replicas: {chief: 1, ps: 2}\n  parameterServer:\n    sync: true\n"
              "    syncTimeoutSeconds: 0.25\n    maxFrameMB: 8\n    checkpointSeconds: 30\n"
-             "    minibatchesPerShard: 4\n    sharedMemory: false\n",
+             "    minibatchesPerShard: 4\n    sharedMemory: false\n    wireDtype: bfloat16\n",
              TRAIN);
     DT_CHECK((job = parse_ok(text)));
     DT_CHECK(job && job->ps.sync && job->ps.sync_timeout_ms == 250 &&
              job->ps.max_frame == (int64_t)8 << 20 && job->ps.checkpoint_secs == 30 &&
-             job->ps.minibatches_per_shard == 4 && job->ps.shared_memory == 0);
+             job->ps.minibatches_per_shard == 4 && job->ps.shared_memory == 0 &&
+             job->ps.wire_dtype == DT_PS_WIRE_BF16);
+    dt_job_spec_free(job);
+    snprintf(text, sizeof text,
+             "%s  replicas: {worker: 1, ps: 1}\n  parameterServer: {wireDtype: float32}\n", TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->ps.wire_dtype == DT_PS_WIRE_F32);
     dt_job_spec_free(job);
     /* an empty mapping: the defaults; `dtrain train` allows and ignores the key */
     snprintf(text, sizeof text, "%s  replicas: {worker: 1, ps: 1}\n  parameterServer: {}\n", TRAIN);
@@ -1165,7 +1173,12 @@ static void test_err_parameter_server(void) {
     CHECK_FAILS(PS("{syncs: true}"), "parameterServer",
                 "spec.parameterServer.syncs: unknown key 'syncs' (allowed: sync, "
                 "syncTimeoutSeconds, maxFrameMB, checkpointSeconds, minibatchesPerShard, "
-                "sharedMemory)");
+                "sharedMemory, wireDtype)");
+    CHECK_FAILS(PS("{wireDtype: float16}"), "parameterServer",
+                "spec.parameterServer.wireDtype: expected one of float32, bfloat16, got "
+                "'float16'");
+    CHECK_FAILS(PS("{wireDtype: [bfloat16]}"), "parameterServer",
+                "spec.parameterServer.wireDtype: expected one of float32, bfloat16");
     CHECK_FAILS(PS("{sync: yes}"), "parameterServer",
                 "spec.parameterServer.sync: expected true or false, got 'yes'");
     CHECK_FAILS(PS("{sharedMemory: 1}"), "parameterServer",

@@ -12,7 +12,7 @@
  *   elasticPolicy: {minReplicas: N}: as a TFJob's (dtrain's extension)
  *   pytorchEnv:    true: also set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
  *   parameterServer: {sync, syncTimeoutSeconds, maxFrameMB, checkpointSeconds,
- *                  minibatchesPerShard, sharedMemory}: the parameter-server strategy's settings (only with
+ *                  minibatchesPerShard, sharedMemory, wireDtype}: the parameter-server strategy's settings (only with
  *                  strategy parameter_server); job->ps gets its defaults even when absent
  *   allreduce:     {globalBatch, bucketMB, chunkKB, timeoutSeconds, rendezvousTimeoutSeconds,
  *                  checkpointSeconds, minibatchesPerShard}: the all-reduce strategy's
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/ps.h"
 #include "job/job-impl.h"
 #include "spec/spec-impl.h"
 
@@ -134,7 +135,10 @@ static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
                                        "checkpointSeconds",
                                        "minibatchesPerShard",
                                        "sharedMemory",
+                                       "wireDtype",
                                        NULL};
+    static const dt__yenum dtypes[] = {
+        {"float32", DT_PS_WIRE_F32}, {"bfloat16", DT_PS_WIRE_BF16}, {NULL, 0}};
     dt_ps_job_conf *ps = &job->ps;
     dt__yval m, v;
     dt_err e;
@@ -146,6 +150,7 @@ static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
     ps->checkpoint_secs = 0;
     ps->minibatches_per_shard = 16;
     ps->shared_memory = 1;
+    ps->wire_dtype = DT_PS_WIRE_F32;
     if (job->strategy == DT_STRATEGY_PARAMETER_SERVER && (e = check_trainers(job, spec))) return e;
     if (!dt__ymap_get(spec, "parameterServer", &m)) return DT_OK;
     if (job->strategy != DT_STRATEGY_PARAMETER_SERVER)
@@ -175,6 +180,11 @@ static dt_err parse_parameter_server(dt_job_spec *job, const dt__yval *spec) {
         return e;
     if (dt__ymap_get(&m, "sharedMemory", &v) && (e = dt__yget_bool(&v, &ps->shared_memory)))
         return e;
+    if (dt__ymap_get(&m, "wireDtype", &v)) {
+        int dt = 0;
+        if ((e = dt__yget_enum(&v, dtypes, &dt))) return e;
+        ps->wire_dtype = dt;
+    }
     return DT_OK;
 }
 

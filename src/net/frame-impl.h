@@ -3,7 +3,7 @@
  * parameter server's (src/ps/wire-impl.h) and the ring's (src/ring/ring-impl.h) frames are
  * both a 24-byte header, then `len` payload bytes. Header fields, little-endian:
  *   u32 magic "DTPS"   u16 version   u16 type   i64 arg   u64 len
- * The protocols number their types apart (PS 1..17, ring 32..35).
+ * The protocols number their types apart (PS 1..18, ring 32..35).
  *
  * Both open a connection the same way: the connector sends a HELLO whose payload starts
  *   u32 a   u32 b   u32 token_len   token bytes

@@ -25,6 +25,14 @@
  * answered with NOT_INITIALIZED is sent again (10 ms doubling to 500 ms) until the PS has
  * values; a client with conf.offer_init (the chief's) first gives the PS its own with INIT.
  *
+ * Wire dtype: with conf.wire_dtype bfloat16, a push over TCP narrows each gradient into the
+ * link's own buffer (round to nearest even) and the iovecs point there, halving the
+ * gradient bytes; the header's arg says so (docs/WIRE.md). A PUSH_PULL's reply then comes
+ * as VALUES_BF16, read into the upper half of each value's room and widened in place. INIT
+ * and PULL stay float32 (the model as the PS holds it: checkpoints, the end, the
+ * evaluator), and so does the shared-memory lane (a memcpy on the same host: nothing to
+ * save).
+ *
  * Redoing a push after a lost reply may apply it twice (at-least-once; docs/WIRE.md).
  *
  * The shared-memory lane: right after HELLO a link offers the PS its segment (a fresh one
@@ -78,7 +86,11 @@ typedef struct pslink {
     int nvars;
     uint8_t *meta; /* u32 count, then each variable's description */
     size_t *meta_off, *meta_len;
-    uint64_t list_bytes;
+    uint64_t list_bytes; /* a float32 tensor list's payload (INIT, VALUES, float32 pushes) */
+    uint64_t push_bytes; /* a push's payload in the client's wire dtype */
+    uint16_t *narrow;    /* bfloat16 pushes: the gradients narrowed, per variable at
+                            narrow_off[k] (NULL for float32) */
+    size_t *narrow_off;
     struct iovec *iov; /* push frame: header, count, (meta, grad) pairs */
     struct iovec *work;
     uint8_t hdr[DT__PS_HDR];
@@ -284,8 +296,10 @@ static dt_err link_ensure(dt_ps_client *c, pslink *l, int64_t since, int reconne
     for (;;) {
         dt_err err = DT_OK;
         attempts++;
+        /* the last try is a real one (at least 100 ms to connect), so that what it says -
+         * refused, or no answer - is the PS's state, not the end of the budget */
         int64_t left = since + c->conf.retry_ms - dt__now_ms();
-        outcome o = link_connect(c, l, left > 1 ? left : 1, &err);
+        outcome o = link_connect(c, l, left > 100 ? left : 100, &err);
         if (o == OUT_OK) {
             if (reconnect || attempts > 1)
                 clog_(c, "%s ps-%d (%s) after %" PRId64 " ms (%d attempts)",
@@ -324,11 +338,21 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
     }
     if (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_INIT) {
         int n = 2 + 2 * l->nvars;
-        dt__ps_hdr_encode(l->hdr, type, 0, l->list_bytes);
+        int bf16 = type != DT__PS_INIT && l->narrow;
+        dt__ps_hdr_encode(l->hdr, type, bf16 ? DT__PS_BF16 : DT__PS_F32,
+                          bf16 ? l->push_bytes : l->list_bytes);
         memcpy(l->work, l->iov, (size_t)n * sizeof *l->work);
         if (type == DT__PS_INIT)
             for (int k = 0; k < l->nvars; k++)
                 l->work[3 + 2 * k].iov_base = c->params[l->vars[k]]->value.data;
+        if (bf16)
+            for (int k = 0; k < l->nvars; k++) {
+                const dt_param *p = c->params[l->vars[k]];
+                size_t numel = (size_t)dt_tensor_numel(&p->value);
+                dt__bf16_narrow(l->narrow + l->narrow_off[k], p->grad.data, numel);
+                l->work[3 + 2 * k] =
+                    (struct iovec){l->narrow + l->narrow_off[k], numel * sizeof(uint16_t)};
+            }
         if (dt__ps_writev_all(l->fd, l->work, n) != 0) return fail_transport(l, "sending");
         return OUT_OK;
     }
@@ -336,13 +360,16 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
     return OUT_OK;
 }
 
-/* A VALUES payload straight into the params' values. */
+/* A VALUES payload straight into the params' values; VALUES_BF16's bfloat16 data into the
+ * upper half of each value's room, then widened in place. */
 static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_err *err) {
-    if (h->len != l->list_bytes) {
+    int bf16 = h->type == DT__PS_VALUES_BF16;
+    uint64_t want = bf16 ? l->push_bytes : l->list_bytes;
+    if (h->len != want) {
         *err = dt_err_set(DT_ERR_PROTOCOL,
-                          "ps-%d (%s): VALUES of %" PRIu64 " bytes, expected %" PRIu64
+                          "ps-%d (%s): %s of %" PRIu64 " bytes, expected %" PRIu64
                           " (does the PS serve the same model?)",
-                          l->index, l->addr, h->len, l->list_bytes);
+                          l->index, l->addr, dt__ps_type_name(h->type), h->len, want);
         link_close(l);
         return OUT_FAIL;
     }
@@ -359,9 +386,14 @@ static outcome read_values(dt_ps_client *c, pslink *l, const dt__ps_hdr *h, dt_e
             link_close(l);
             return OUT_FAIL;
         }
-        size_t bytes = (size_t)dt_tensor_numel(&p->value) * sizeof(float);
-        if (dt__ps_read(&l->rd, p->value.data, bytes, NULL) != 0)
+        size_t numel = (size_t)dt_tensor_numel(&p->value);
+        if (bf16) {
+            if (dt__ps_read(&l->rd, (uint8_t *)p->value.data + 2 * numel, 2 * numel, NULL) != 0)
+                return fail_transport(l, "reading VALUES_BF16");
+            dt__bf16_widen_tail(p->value.data, numel);
+        } else if (dt__ps_read(&l->rd, p->value.data, numel * sizeof(float), NULL) != 0) {
             return fail_transport(l, "reading VALUES");
+        }
     }
     return OUT_OK;
 mismatch:
@@ -389,14 +421,19 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
     }
     int want = (type == DT__PS_PULL || type == DT__PS_PUSH_PULL) ? DT__PS_VALUES : DT__PS_ACK;
     if (want == DT__PS_VALUES && l->shm_on) want = DT__PS_SHM_VALUES;
-    if (h.type != want || (want != DT__PS_VALUES && h.len != 0)) {
+    /* a bfloat16 PUSH_PULL is answered VALUES_BF16 (or VALUES by a PS short of memory) */
+    if (want == DT__PS_VALUES && type == DT__PS_PUSH_PULL && l->narrow &&
+        h.type == DT__PS_VALUES_BF16)
+        want = DT__PS_VALUES_BF16;
+    if (h.type != want || (want != DT__PS_VALUES && want != DT__PS_VALUES_BF16 && h.len != 0)) {
         *err =
             dt_err_set(DT_ERR_PROTOCOL, "ps-%d (%s): %s answered with %s (%" PRIu64 " bytes)",
                        l->index, l->addr, dt__ps_type_name(type), dt__ps_type_name(h.type), h.len);
         link_close(l);
         return OUT_FAIL;
     }
-    if (want == DT__PS_VALUES && (o = read_values(c, l, &h, err))) return o;
+    if ((want == DT__PS_VALUES || want == DT__PS_VALUES_BF16) && (o = read_values(c, l, &h, err)))
+        return o;
     if (want == DT__PS_SHM_VALUES) {
         const float *v = dt__shm_data(&l->shm);
         v += l->lay_total;
@@ -577,6 +614,9 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
                           conf->nps);
     if (conf->max_frame < 0 || conf->retry_ms < 0)
         return dt_err_set(DT_ERR_ARG, "ps client: max_frame and retry_ms must be >= 0");
+    if (conf->wire_dtype != DT_PS_WIRE_F32 && conf->wire_dtype != DT_PS_WIRE_BF16)
+        return dt_err_set(DT_ERR_ARG, "ps client: wire_dtype %d is neither float32 nor bfloat16",
+                          (int)conf->wire_dtype);
     dt_ps_client *c = calloc(1, sizeof *c);
     if (!c) return dt_err_set(DT_ERR_NOMEM, "ps client: out of memory");
     dt_err err = DT_OK;
@@ -634,8 +674,11 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
         l->meta_len = calloc((size_t)l->nvars + 1, sizeof *l->meta_len);
         l->iov = calloc((size_t)(2 * l->nvars + 2), sizeof *l->iov);
         l->lay = calloc((size_t)l->nvars + 1, sizeof *l->lay);
+        l->narrow_off = calloc((size_t)l->nvars + 1, sizeof *l->narrow_off);
         l->work = calloc((size_t)(2 * l->nvars + 2), sizeof *l->work);
-        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay) goto nomem;
+        if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay ||
+            !l->narrow_off)
+            goto nomem;
         if ((err = dt__ps_reader_init(&l->rd, -1, READ_BUF))) goto fail;
         size_t mb = 4, maxm = 4;
         for (int i = 0, k = 0; i < n; i++) {
@@ -648,7 +691,16 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
             if (l->meta_len[k] > maxm) maxm = l->meta_len[k];
             mb += l->meta_len[k];
             l->list_bytes += (uint64_t)numel[i] * sizeof(float);
+            l->narrow_off[k] = (size_t)(l->push_bytes / sizeof(uint16_t));
+            l->push_bytes += (uint64_t)numel[i] * sizeof(uint16_t);
             k++;
+        }
+        if (conf->wire_dtype == DT_PS_WIRE_BF16) {
+            l->narrow = malloc(l->push_bytes ? (size_t)l->push_bytes : 1);
+            if (!l->narrow) goto nomem;
+            l->push_bytes += mb;
+        } else {
+            l->push_bytes = l->list_bytes + mb;
         }
         l->list_bytes += mb;
         if (l->list_bytes > (uint64_t)c->conf.max_frame) {
@@ -697,6 +749,8 @@ void dt_ps_client_close(dt_ps_client *c) {
         free(l->iov);
         free(l->work);
         free(l->lay);
+        free(l->narrow);
+        free(l->narrow_off);
         dt__shm_free(&l->shm);
         free(l->meta);
         free(l->scratch);

@@ -2,6 +2,7 @@
  * clients in this process, on threads, every server on a free port. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -241,9 +242,40 @@ static void test_init_then_pull(void) {
  * not offer it, or TCP because the PS declines it. */
 enum lane { LANE_SHM, LANE_TCP_CLIENT, LANE_TCP_PS };
 
-/* nps servers over m; client c; local reference r with its own optimizer over the same
- * steps: every push_pull must give bit-identical values, whichever lane carries them. */
-static void check_async_exact(dt_optim_kind kind, int nps, enum lane lane) {
+/* Whether a's values are b's rounded to bfloat16 (exactly), and some differ from b's. */
+static int same_values_bf16(const model *a, const model *b) {
+    int rounded = 0;
+    for (int i = 0; i < a->n; i++)
+        for (int64_t j = 0; j < numel(a->p[i]); j++) {
+            float v = b->p[i]->value.data[j];
+            float r = dt__bf16_to_f32(dt__bf16_from_f32(v));
+            if (memcmp(&a->p[i]->value.data[j], &r, 4)) return 0;
+            rounded += r != v;
+        }
+    return rounded > 0;
+}
+
+/* Round every gradient of m to bfloat16 and back (what a bfloat16 push delivers); returns
+ * how many changed. */
+static int round_grads_bf16(model *m) {
+    int changed = 0;
+    for (int i = 0; i < m->n; i++)
+        for (int64_t j = 0; j < numel(m->p[i]); j++) {
+            float g = m->p[i]->grad.data[j];
+            float r = dt__bf16_to_f32(dt__bf16_from_f32(g));
+            changed += r != g;
+            m->p[i]->grad.data[j] = r;
+        }
+    return changed;
+}
+
+/* nps servers over m; client c (pushing its gradients as `dtype`); local reference r with
+ * its own optimizer over the same steps: every push_pull must give bit-identical values,
+ * whichever lane carries them. A bfloat16 client's TCP pushes arrive rounded (the
+ * reference rounds its gradients the same way) and its push_pull's values come back
+ * rounded, while a pull gives the PS's float32 values exactly; the shared-memory lane does
+ * not convert. */
+static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps_wire_dtype dtype) {
     char lp[512];
     FILE *log = open_log("async.log", lp, sizeof lp);
     model w = {0}, r = {0};
@@ -255,6 +287,7 @@ static void check_async_exact(dt_optim_kind kind, int nps, enum lane lane) {
     dt_ps_server *s[8] = {0};
     dt_ps_client *c = NULL;
     dt_optim *ref = NULL;
+    int narrow = dtype == DT_PS_WIRE_BF16 && lane != LANE_SHM;
     for (int i = 0; i < nps; i++) {
         dt_ps_server_conf sc = server_conf(i, nps, oc, log);
         sc.threads = i + 1; /* results must not depend on the thread count */
@@ -265,6 +298,7 @@ static void check_async_exact(dt_optim_kind kind, int nps, enum lane lane) {
     addrs_of(&ad, s, nps);
     dt_ps_client_conf cc = client_conf(&ad, nps, "worker-0", log);
     cc.no_shm = lane == LANE_TCP_CLIENT;
+    cc.wire_dtype = dtype;
     DT_CHECK_OK(dt_ps_client_open(&c, &cc, w.p, w.n));
     DT_CHECK_OK(dt_optim_init(&ref, &oc, r.p, r.n));
     int taken = 0;
@@ -273,9 +307,21 @@ static void check_async_exact(dt_optim_kind kind, int nps, enum lane lane) {
     for (int it = 0; it < 4; it++) {
         fill_grads(&w, 10 + it);
         fill_grads(&r, 10 + it);
+        /* the test's gradients are not all bfloat16 numbers: rounding them shows */
+        if (narrow) DT_CHECK(round_grads_bf16(&r) > 0);
         int64_t step = -1;
         if (it % 2 == 0) {
             DT_CHECK_OK(dt_ps_client_push_pull(c, &step));
+            if (narrow) {
+                /* the reply came as bfloat16: the PS's values rounded, the PS's own exact */
+                dt_optim_step(ref, NULL);
+                DT_CHECK(step == it + 1);
+                DT_CHECK(same_values_bf16(&w, &r));
+                DT_CHECK_OK(dt_ps_client_pull(c, &step));
+                DT_CHECK(step == it + 1);
+                DT_CHECK(same_values(&w, &r));
+                continue;
+            }
         } else {
             DT_CHECK_OK(dt_ps_client_push(c, &step));
             DT_CHECK(step == it + 1);
@@ -315,6 +361,10 @@ static void check_async_exact(dt_optim_kind kind, int nps, enum lane lane) {
     fclose(log);
 }
 
+static void check_async_exact(dt_optim_kind kind, int nps, enum lane lane) {
+    check_async_dtype(kind, nps, lane, DT_PS_WIRE_F32);
+}
+
 static void test_async_sgd_exact(void) {
     check_async_exact(DT_OPTIM_SGD, 1, LANE_SHM);
     check_async_exact(DT_OPTIM_SGD, 1, LANE_TCP_CLIENT);
@@ -330,6 +380,79 @@ static void test_two_ps_split(void) {
 }
 static void test_more_ps_than_variables(void) {
     check_async_exact(DT_OPTIM_MOMENTUM, 6, LANE_SHM); /* 4 variables over 6 PS: two hold nothing */
+}
+
+/* ---- bfloat16 gradients on the wire ---- */
+
+static float f32_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The conversion: round to nearest even (ties included), NaN, infinities, overflow; and the
+ * in-place widening the PS uses gives back each rounded value, within bfloat16's precision
+ * of the float32 it came from (8 significant bits, rounded to nearest: a relative error of
+ * at most 2^-8). */
+static void test_bf16_conversion(void) {
+    struct {
+        uint32_t in;
+        uint16_t out;
+    } cases[] = {
+        {0x3f800000u, 0x3f80}, /* 1.0 */
+        {0x3f808000u, 0x3f80}, /* 1 + 2^-8: a tie, to the even 0x3f80 */
+        {0x3f818000u, 0x3f82}, /* a tie between 0x3f81 and 0x3f82: to the even one */
+        {0x3f808001u, 0x3f81}, /* just above the tie: up */
+        {0x3f807fffu, 0x3f80}, /* just below: down */
+        {0xbf808001u, 0xbf81}, /* negative: the same, by magnitude */
+        {0x80000000u, 0x8000}, /* -0 */
+        {0x7f800000u, 0x7f80}, /* +inf */
+        {0xff800000u, 0xff80}, /* -inf */
+        {0x7f7fffffu, 0x7f80}, /* FLT_MAX rounds to +inf */
+        {0x00000001u, 0x0000}, /* the smallest subnormal: to 0 */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint16_t got = dt__bf16_from_f32(f32_of(cases[k].in));
+        if (got != cases[k].out)
+            DT_FAIL("0x%08x -> 0x%04x, expected 0x%04x", cases[k].in, got, cases[k].out);
+    }
+    uint16_t nan = dt__bf16_from_f32(f32_of(0x7f800001u)); /* a NaN whose payload is low */
+    DT_CHECK((nan & 0x7f80) == 0x7f80 && (nan & 0x7f) != 0);
+    DT_CHECK(dt__bf16_to_f32(0x3f81) == 1.0078125f);
+
+    enum { N = 1000 };
+    float *x = malloc(N * sizeof *x), *buf = malloc(N * sizeof *buf);
+    uint16_t *h = malloc(N * sizeof *h);
+    DT_CHECK(x && buf && h);
+    uint32_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        /* magnitudes from 1e-6 to 1e3, both signs */
+        double m = (double)(seed >> 8) / (double)(1u << 24);
+        x[i] = (float)((seed & 1 ? -1 : 1) * pow(10.0, -6.0 + 9.0 * m));
+    }
+    dt__bf16_narrow(h, x, N);
+    /* the narrow values in the upper half of the floats' room, as the PS reads them */
+    memcpy((uint8_t *)buf + 2 * N, h, 2 * N);
+    dt__bf16_widen_tail(buf, N);
+    for (int i = 0; i < N; i++) {
+        if (buf[i] != dt__bf16_to_f32(h[i]))
+            DT_FAIL("element %d: widened %g, expected %g", i, buf[i], dt__bf16_to_f32(h[i]));
+        if (fabsf(buf[i] - x[i]) > fabsf(x[i]) * (1.0f / 256))
+            DT_FAIL("element %d: %.9g became %.9g (more than 2^-8 off)", i, x[i], buf[i]);
+    }
+    free(x);
+    free(buf);
+    free(h);
+}
+
+/* A bfloat16 client's pushes are the rounded gradients, bit for bit, and its push_pulls'
+ * values the PS's rounded, over TCP (either side turning the shared memory off, one PS or
+ * two); on the shared-memory lane nothing is rounded. */
+static void test_async_bf16(void) {
+    check_async_dtype(DT_OPTIM_SGD, 1, LANE_TCP_CLIENT, DT_PS_WIRE_BF16);
+    check_async_dtype(DT_OPTIM_ADAM, 2, LANE_TCP_PS, DT_PS_WIRE_BF16);
+    check_async_dtype(DT_OPTIM_ADAM, 1, LANE_SHM, DT_PS_WIRE_BF16);
 }
 
 /* ---- waiting for values ---- */
@@ -675,7 +798,8 @@ static void test_refusals(void) {
         int hello; /* 0: none, 1: wrong token, 2: empty token, 3: good */
         int kind;  /* 0: nothing more, 1: oversize, 2: unknown name, 3: bad shape,
                       4: truncated, 5: duplicate, 6: missing, 7: PULL before HELLO,
-                      8: wrong partition, 9: trailing bytes */
+                      8: wrong partition, 9: trailing bytes, 10: unknown dtype,
+                      11: INIT in bfloat16, 12: float32 data under a bfloat16 header */
     } cases[] = {
         {"wrong token", "intruder (127.0.0.1:", 1, 0},
         {"empty token", "HELLO: wrong token", 2, 0},
@@ -688,6 +812,9 @@ static void test_refusals(void) {
         {"pull first", "expected HELLO, got PULL", 0, 7},
         {"wrong partition", "the client expects ps-1 of 2, this is ps-0 of 1", 3, 8},
         {"trailing", "): 8 bytes after the last tensor", 3, 9},
+        {"unknown dtype", "): unknown wire dtype 7 (this PS takes 0 float32, 1 bfloat16)", 3, 10},
+        {"bf16 init", "): values come as float32 (dtype 0), not dtype 1", 3, 11},
+        {"bf16 sized wrong", "): tensor 1: name length 0 (1 to 63)", 3, 12},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int fd = raw_dial(port);
@@ -735,6 +862,19 @@ static void test_refusals(void) {
             dt__ps_hdr_encode(frame, DT__PS_PUSH, 0, n - DT__PS_HDR);
             break;
         }
+        case 10: /* a well-formed float32 push whose header names dtype 7 */
+            n = build_push(frame, 4, names, shapes);
+            dt__ps_hdr_encode(frame, DT__PS_PUSH, 7, n - DT__PS_HDR);
+            break;
+        case 11:
+            n = build_push(frame, 4, names, shapes);
+            dt__ps_hdr_encode(frame, DT__PS_INIT, DT__PS_BF16, n - DT__PS_HDR);
+            break;
+        case 12: /* float32 data under a bfloat16 header: the second half of fc1/kernel's
+                  * zeros is read as the next tensor's description */
+            n = build_push(frame, 4, names, shapes);
+            dt__ps_hdr_encode(frame, DT__PS_PUSH, DT__PS_BF16, n - DT__PS_HDR);
+            break;
         }
         if (n) raw_send(fd, frame, n);
         if (cases[k].kind == 4) shutdown(fd, SHUT_WR);
@@ -1100,6 +1240,11 @@ static void test_client_conf_errors(void) {
     cc.addrs = ok;
     cc.max_frame = 64;
     DT_CHECK_ERR(dt_ps_client_open(&c, &cc, a.p, a.n), DT_ERR_ARG, "exceed max_frame 64");
+    cc.max_frame = 0;
+    cc.wire_dtype = (dt_ps_wire_dtype)5;
+    DT_CHECK_ERR(dt_ps_client_open(&c, &cc, a.p, a.n), DT_ERR_ARG,
+                 "wire_dtype 5 is neither float32 nor bfloat16");
+    cc.wire_dtype = DT_PS_WIRE_F32;
     /* nothing listens: gives up after retry_ms */
     cc.max_frame = 0;
     cc.retry_ms = 200;
@@ -1252,4 +1397,5 @@ DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_
              DT_T(test_sync_rounds), DT_T(test_sync_timeout_and_leave), DT_T(test_refusals),
              DT_T(test_shm_refusals), DT_T(test_client_conf_errors), DT_T(test_save_restore),
              DT_T(test_client_survives_restart), DT_T(test_pending_connections_bounded),
-             DT_T(test_trickled_hello_closed), DT_T(test_burst_of_clients_admitted))
+             DT_T(test_trickled_hello_closed), DT_T(test_burst_of_clients_admitted),
+             DT_T(test_bf16_conversion), DT_T(test_async_bf16))

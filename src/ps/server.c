@@ -36,7 +36,12 @@
  * layout of the PS's values), checking as it goes that every name belongs to this
  * partition, that every shape matches, that no variable comes twice and that every byte
  * counted by the header is accounted for; only after the last tensor (and the check that
- * every variable came) does the push touch shared state. In async mode the optimizer's
+ * every variable came) does the push touch shared state. A push's header says its
+ * gradients' element type (arg: float32 or bfloat16, wire-impl.h; any other is refused
+ * before a payload byte is read); bfloat16 ones are widened to float32 in c->grad as they
+ * come, so everything after reading is the same for both. A bfloat16 PUSH_PULL is answered
+ * VALUES_BF16: the values narrowed into the connection's copy under the read lock (PULL is
+ * always float32: the model as it is, for checkpoints, evaluation, the end). In async mode the optimizer's
  * params then get their grad pointed at that buffer and one dt_optim_step runs under the
  * write lock. In sync mode the buffer is added into the round's sum under slock.
  *
@@ -124,6 +129,7 @@ struct dt_ps_server {
     uint8_t *meta;
     size_t *meta_off, *meta_len;
     uint64_t list_bytes; /* tensor-list payload size */
+    size_t data_floats;  /* the partition's elements (total without the padding) */
 
     pthread_rwlock_t vlock;
     int initialized;      /* vlock */
@@ -174,6 +180,7 @@ struct conn {
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
     int active;        /* slock: has pushed (sync) */
     int64_t joined;    /* slock: the round it contributed to (-1: none) */
+    int bf16_seen;     /* a bfloat16 push came (logged once) */
 };
 
 /* ---- logging ---- */
@@ -239,10 +246,12 @@ static int find_var(const dt_ps_server *s, const char *name, int hint) {
     return -1;
 }
 
-/* Read a tensor list of `len` payload bytes into c->grad; with `described_only` (SHM_ATTACH)
- * the list has descriptions only, in partition order, and no data. 0: every variable came,
- * valid; -1: the connection is finished (refused or truncated; already logged). */
-static int read_tensors(conn *c, const char *op, uint64_t len, int described_only) {
+/* Read a tensor list of `len` payload bytes into c->grad, its data of element type dtype
+ * (wire-impl.h: a bfloat16 tensor is read into the upper half of its floats' room and
+ * widened there); with `described_only` (SHM_ATTACH) the list has descriptions only, in
+ * partition order, and no data. 0: every variable came, valid; -1: the connection is
+ * finished (refused or truncated; already logged). */
+static int read_tensors(conn *c, const char *op, uint64_t len, int dtype, int described_only) {
     dt_ps_server *s = c->s;
     char what[200];
     snprintf(what, sizeof what, "%s from %s", op, c->who);
@@ -319,9 +328,15 @@ static int read_tensors(conn *c, const char *op, uint64_t len, int described_onl
                           dt_shape_str(&sh, a, sizeof a), dt_shape_str(want, w, sizeof w));
         }
         if (described_only) continue;
-        uint64_t bytes = (uint64_t)s->vars[i].numel * sizeof(float);
+        uint64_t bytes = (uint64_t)s->vars[i].numel * dt__ps_dtype_size(dtype);
         NEED(bytes);
-        READ(c->grad + s->vars[i].off, bytes);
+        float *dst = c->grad + s->vars[i].off;
+        if (dtype == DT__PS_BF16) {
+            READ((uint8_t *)dst + bytes, bytes);
+            dt__bf16_widen_tail(dst, (size_t)s->vars[i].numel);
+        } else {
+            READ(dst, bytes);
+        }
     }
     if (left != 0)
         return refuse(c, left, "%s: %" PRIu64 " bytes after the last tensor", what, left);
@@ -347,17 +362,31 @@ truncated:
 /* VALUES with the current values; takes the read lock. */
 /* VALUES go out from a copy taken under the read lock, so a slow reader holds the lock
  * for a memcpy, not for the whole send, and other workers' updates are not held up. */
-static int send_values(conn *c) {
+/* With `bf16` (a bfloat16 PUSH_PULL's reply) the copy is the values narrowed to bfloat16,
+ * sent as VALUES_BF16; without memory for a copy, float32 VALUES under the lock (the frame's
+ * type says which, and the client takes either). */
+static int send_values(conn *c, int bf16) {
     dt_ps_server *s = c->s;
     uint8_t hdr[DT__PS_HDR];
     size_t bytes = s->total * sizeof(float);
     if (!c->snap && bytes > 0 && posix_memalign((void **)&c->snap, 64, bytes) != 0)
         c->snap = NULL; /* no copy: send under the lock */
+    if (!c->snap) bf16 = 0;
     const float *src = c->snap ? c->snap : s->values;
+    uint16_t *narrow = (uint16_t *)c->snap; /* bf16: var i at vars[i].off (of total) */
     pthread_rwlock_rdlock(&s->vlock);
-    dt__ps_hdr_encode(hdr, DT__PS_VALUES, atomic_load(&s->step), s->list_bytes);
+    if (bf16)
+        dt__ps_hdr_encode(hdr, DT__PS_VALUES_BF16, atomic_load(&s->step),
+                          s->list_bytes - (uint64_t)s->data_floats * 2);
+    else
+        dt__ps_hdr_encode(hdr, DT__PS_VALUES, atomic_load(&s->step), s->list_bytes);
     if (c->snap) {
-        memcpy(c->snap, s->values, bytes);
+        if (bf16)
+            for (int i = 0; i < s->nvars; i++)
+                dt__bf16_narrow(narrow + s->vars[i].off, s->values + s->vars[i].off,
+                                (size_t)s->vars[i].numel);
+        else
+            memcpy(c->snap, s->values, bytes);
         pthread_rwlock_unlock(&s->vlock);
     }
     int n = 0;
@@ -365,8 +394,10 @@ static int send_values(conn *c) {
     c->iov[n++] = (struct iovec){s->meta, 4};
     for (int i = 0; i < s->nvars; i++) {
         c->iov[n++] = (struct iovec){s->meta + s->meta_off[i], s->meta_len[i]};
-        c->iov[n++] = (struct iovec){(void *)(src + s->vars[i].off),
-                                     (size_t)s->vars[i].numel * sizeof(float)};
+        c->iov[n++] = bf16 ? (struct iovec){narrow + s->vars[i].off,
+                                            (size_t)s->vars[i].numel * sizeof(uint16_t)}
+                           : (struct iovec){(void *)(src + s->vars[i].off),
+                                            (size_t)s->vars[i].numel * sizeof(float)};
     }
     int rc = dt__ps_writev_all(c->fd, c->iov, n);
     if (!c->snap) pthread_rwlock_unlock(&s->vlock);
@@ -718,7 +749,7 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
              c->who, got, h->len);
         return -1;
     }
-    if (read_tensors(c, "shm attach", h->len - DT__PS_SHM_FIXED, 1)) return -1;
+    if (read_tensors(c, "shm attach", h->len - DT__PS_SHM_FIXED, DT__PS_F32, 1)) return -1;
     uint64_t pid = dt__get64(b), fd = dt__get64(b + 8), size = dt__get64(b + 16);
     uint64_t want = DT__SHM_HDR + 2 * (uint64_t)s->total * sizeof(float);
     if (size != want)
@@ -833,7 +864,11 @@ static int handle(conn *c, const dt__ps_hdr *h) {
     dt_ps_server *s = c->s;
     switch (h->type) {
     case DT__PS_INIT: {
-        if (read_tensors(c, "init", h->len, 0)) return -1;
+        if (h->arg != DT__PS_F32)
+            return refuse(c, h->len,
+                          "init from %s: values come as float32 (dtype 0), not dtype %" PRId64,
+                          c->who, h->arg);
+        if (read_tensors(c, "init", h->len, DT__PS_F32, 0)) return -1;
         pthread_rwlock_wrlock(&s->vlock);
         int taken = !s->initialized;
         if (taken) {
@@ -852,7 +887,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
                           dt__ps_type_name(h->type), h->len);
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
-        if (h->type == DT__PS_PULL) return send_values(c);
+        if (h->type == DT__PS_PULL) return send_values(c, 0);
         if (!s->ckpt_dir) return refuse(c, 0, "save: this PS has no checkpoint directory");
         {
             char path[DT__PATH_MAX];
@@ -868,13 +903,23 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         }
     case DT__PS_PUSH:
     case DT__PS_PUSH_PULL: {
-        if (read_tensors(c, h->type == DT__PS_PUSH ? "push" : "push_pull", h->len, 0)) return -1;
+        const char *op = h->type == DT__PS_PUSH ? "push" : "push_pull";
+        if (!dt__ps_dtype_size(h->arg))
+            return refuse(c, h->len,
+                          "%s from %s: unknown wire dtype %" PRId64
+                          " (this PS takes 0 float32, 1 bfloat16)",
+                          op, c->who, h->arg);
+        if (read_tensors(c, op, h->len, (int)h->arg, 0)) return -1;
+        if (h->arg == DT__PS_BF16 && !c->bf16_seen) {
+            c->bf16_seen = 1;
+            slog(s, "%s: gradients come as bfloat16", c->who);
+        }
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
         int64_t step = apply_push(c, c->grad);
         if (step < 0) return -1;
         if (h->type == DT__PS_PUSH) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
-        return send_values(c);
+        return send_values(c, h->arg == DT__PS_BF16);
     }
     case DT__PS_SHM_ATTACH:
         return shm_attach(c, h);
@@ -1191,6 +1236,7 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
         s->meta_len[k] = dt__ps_meta_size(p->name, &p->value.shape);
         meta_bytes += s->meta_len[k];
         s->list_bytes += (uint64_t)v->numel * sizeof(float);
+        s->data_floats += (size_t)v->numel;
         s->pp[k] = &v->p;
         k++;
     }

@@ -7,13 +7,18 @@
  * then `len` payload bytes. HELLO's payload is the shared HELLO (u32 index, u32 nps, u32
  * token_len, token), then u32 replica_len, replica.
  * A tensor list (INIT, PUSH, PUSH_PULL, VALUES) is u32 count, then per tensor
- *   u16 name_len  u16 ndim  u64 dim[ndim]  name bytes  numel * 4 bytes of float32.
+ *   u16 name_len  u16 ndim  u64 dim[ndim]  name bytes  numel elements of the frame's dtype.
+ * The dtype of a PUSH or PUSH_PULL is its header's arg (dt__ps_dtype: 0 float32, 4 bytes an
+ * element; 1 bfloat16, 2 bytes, the float32's upper half rounded to nearest even); INIT and
+ * VALUES are always float32 (arg 0 on INIT; VALUES' arg is the step), VALUES_BF16 (the reply
+ * to a bfloat16 PUSH_PULL) bfloat16.
  */
 #ifndef DTRAIN_PS_WIRE_IMPL_H
 #define DTRAIN_PS_WIRE_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "dtrain/tensor.h"
@@ -50,7 +55,41 @@ typedef enum dt__ps_type {
     DT__PS_SHM_PUSH_PULL = 15,
     DT__PS_SHM_PULL = 16,
     DT__PS_SHM_VALUES = 17,
+    /* the reply to a bfloat16 PUSH_PULL: VALUES with bfloat16 data (docs/WIRE.md, "Wire
+     * dtype") */
+    DT__PS_VALUES_BF16 = 18,
 } dt__ps_type;
+
+/* The element types a pushed tensor list may use (the header's arg on PUSH / PUSH_PULL). */
+typedef enum dt__ps_dtype {
+    DT__PS_F32 = 0,
+    DT__PS_BF16 = 1,
+} dt__ps_dtype;
+/* Bytes of one element of dtype (0: not a dtype of the wire). */
+static inline size_t dt__ps_dtype_size(int64_t dtype) {
+    return dtype == DT__PS_F32 ? 4 : dtype == DT__PS_BF16 ? 2 : 0;
+}
+const char *dt__ps_dtype_name(int64_t dtype);
+
+/* float32 -> bfloat16, rounding to nearest even (a NaN stays a NaN, quiet). */
+static inline uint16_t dt__bf16_from_f32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+static inline float dt__bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* n floats into n bfloat16 (dst may not overlap src). */
+void dt__bf16_narrow(uint16_t *dst, const float *src, size_t n);
+/* Widen n bfloat16 stored at byte offset 2 * n of buf into n floats at buf (in place: the
+ * narrow values in the upper half of the floats' own room). */
+void dt__bf16_widen_tail(float *buf, size_t n);
 
 /* SHM_ATTACH's fixed part: u64 pid, u64 fd, u64 segment bytes, 16-byte nonce; the tensor
  * descriptions (a tensor list without data, in partition order) follow. */

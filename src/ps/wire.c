@@ -4,11 +4,14 @@
  *
  * Design: headers and tensor descriptions are encoded byte by byte (explicit little-endian,
  * no struct punning); tensor data is float32 sent as is (the host is little-endian, checked
- * at compile time in wire-impl.h). Writing is scatter-gather: callers keep prebuilt iovec
- * arrays (header, descriptions, pointers to the tensors' own data), so a frame of many
- * megabytes leaves in a few sendmsg calls without being copied into a send buffer. Reading
- * goes through a per-connection buffer for the small parts (headers, descriptions) while
- * tensor data, once the buffer is drained, is read straight into its destination.
+ * at compile time in wire-impl.h), or, for a training step's exchange on request, bfloat16:
+ * the sender narrows into a buffer of its own, the receiver reads the narrow values into the
+ * upper half of the floats' own room and widens them in place (no second buffer). Writing is
+ * scatter-gather: callers keep prebuilt iovec arrays (header, descriptions, pointers to the
+ * tensors' own data), so a frame of many megabytes leaves in a few sendmsg calls without being
+ * copied into a send buffer. Reading goes through a per-connection buffer for the small parts
+ * (headers, descriptions) while tensor data, once the buffer is drained, is read straight into its
+ * destination.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,9 +40,32 @@ const char *dt__ps_type_name(int type) {
         [DT__PS_SHM_PUSH_PULL] = "SHM_PUSH_PULL",
         [DT__PS_SHM_PULL] = "SHM_PULL",
         [DT__PS_SHM_VALUES] = "SHM_VALUES",
+        [DT__PS_VALUES_BF16] = "VALUES_BF16",
     };
     if (type <= 0 || type >= (int)(sizeof names / sizeof names[0])) return "unknown";
     return names[type];
+}
+
+const char *dt__ps_dtype_name(int64_t dtype) {
+    return dtype == DT__PS_F32 ? "float32" : dtype == DT__PS_BF16 ? "bfloat16" : "unknown";
+}
+
+void dt__bf16_narrow(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = dt__bf16_from_f32(src[i]);
+}
+
+void dt__bf16_widen_tail(float *buf, size_t n) {
+    /* ascending: float i (bytes 4i..4i+3) never reaches a narrow value not yet read (at
+     * 2n + 2j for j > i, since 4i + 3 < 2n + 2i + 2 while i < n) */
+    const uint8_t *src = (const uint8_t *)buf + 2 * n;
+    uint8_t *dst = (uint8_t *)buf;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        uint32_t u = (uint32_t)h << 16;
+        memcpy(dst + 4 * i, &u, 4);
+    }
 }
 
 size_t dt__ps_meta_size(const char *name, const dt_shape *shape) {

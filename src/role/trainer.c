@@ -117,6 +117,7 @@ static dt_err setup(trainer *t) {
                              * a checkpoint) the ones it pulled last; the first one wins. */
                             .offer_init = 1,
                             .no_shm = !r->job->ps.shared_memory,
+                            .wire_dtype = (dt_ps_wire_dtype)r->job->ps.wire_dtype,
                             .log = r->log};
     if ((e = dt_ps_client_open(&t->ps, &pc, t->params, t->np))) return e;
     if (r->is_chief) {

@@ -16,14 +16,16 @@
  * The acceptor records each connection (an rconn, libmicrohttpd's socket context from
  * MHD_OPTION_NOTIFY_CONNECTION, bound to the connection by its fd) before handing it to a
  * daemon; at the cap it first closes the connection that has waited longest on its client
- * (idle between requests, or sending its headers or body), never one whose request is being
- * answered; when every connection is being answered the new one is closed instead. Each
- * waiting connection has a total deadline: headers within header_ms of the open or of the
- * previous answer, the body within body_ms of the headers, however slowly it trickles. The
- * acceptor sleeps until the next deadline (a daemon thread that sets an earlier one wakes it
- * through wake_pipe) and closes the late ones. Closing is shutdown() of the socket: its daemon
- * reads the end of the stream and tears the connection down itself. The list is shared by the
- * acceptor and the daemon threads under mu; an rconn is freed only when its daemon reports
+ * (idle between requests, or sending its headers or body, or accepted and not yet started by
+ * its daemon, which takes it up in its own thread some time after MHD_add_connection), never
+ * one whose request is being answered; when every connection is being answered the new one
+ * is closed instead. Each waiting connection has a total deadline: headers within header_ms
+ * of the open or of the previous answer, the body within body_ms of the headers, however
+ * slowly it trickles. The acceptor sleeps until the next deadline (a daemon thread that sets
+ * an earlier one wakes it through wake_pipe) and closes the late ones. Closing is shutdown()
+ * of the socket: its daemon reads the end of the stream and tears the connection down itself;
+ * one not yet started is shut down when its daemon reports it started. The list is shared by
+ * the acceptor and the daemon threads under mu; an rconn is freed only when its daemon reports
  * the connection closed, which it does before it closes the socket, so an fd on the list is
  * always the connection's own.
  */
@@ -88,7 +90,7 @@ typedef struct rconn {
     struct MHD_Connection *conn; /* NULL until its daemon reports it started */
     int fd;
     int busy;        /* a request is being answered: no deadline, never evicted */
-    int closing;     /* shut down: its daemon has yet to reap it; counted no more */
+    int closing;     /* shut down (or to be, when started): not yet reaped; counted no more */
     double since;    /* monotonic seconds: when it began to wait on its client */
     double deadline; /* 0: none */
 } rconn;
@@ -124,10 +126,15 @@ static void rconn_unlink(dt__sv_rest *rest, rconn *r) {
     rest->nconns--;
 }
 
-/* Close a connection (under mu): its daemon sees the end of the stream and reaps it. */
+/* Close a connection (under mu): its daemon sees the end of the stream and reaps it. One its
+ * daemon has yet to start is shut down when it starts (on_connection), as its daemon may have
+ * dropped it and its fd be another file's by now; it keeps its deadline, at which sweep
+ * forgets it if it never started. */
 static void rconn_close(rconn *r) {
-    shutdown(r->fd, SHUT_RDWR);
-    r->deadline = 0;
+    if (r->conn) {
+        shutdown(r->fd, SHUT_RDWR);
+        r->deadline = 0;
+    }
     r->closing = 1;
 }
 
@@ -183,6 +190,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         if (r) {
             r->conn = conn;
             *socket_context = r;
+            if (r->closing) { /* evicted before it started */
+                shutdown(ci->connect_fd, SHUT_RDWR);
+                r->deadline = 0;
+            }
         } else if (ci) {
             shutdown(ci->connect_fd, SHUT_RDWR); /* untracked: it would escape the cap */
         }
@@ -203,8 +214,7 @@ static int make_room(dt__sv_rest *rest) {
     if (open < rest->max_conns) return 1;
     rconn *oldest = NULL;
     for (rconn *r = rest->head; r; r = r->next)
-        if (r->conn && !r->busy && !r->closing && (!oldest || r->since < oldest->since))
-            oldest = r;
+        if (!r->busy && !r->closing && (!oldest || r->since < oldest->since)) oldest = r;
     if (!oldest) return 0;
     rconn_close(oldest);
     return 1;

@@ -23,7 +23,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -348,17 +347,9 @@ void dt__server_resume(dt__server *s, dt__sjob *j) {
     s->dirty = 1;
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
 void dt__server_forget(dt__server *s, dt__sjob *j) {
     dt__sjournal(s, "delete", j, NULL);
-    nftw(j->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    dt__remove_tree(j->dir);
     unlink(j->spec);
     int k = 0;
     for (int i = 0; i < s->njobs; i++)
