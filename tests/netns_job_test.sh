@@ -41,6 +41,9 @@ metadata: {name: netns-job}
 spec:
   replicas: {worker: 2}
   strategy: allreduce
+  # the namespaces share this host's memory: without this the ring would take its
+  # shared-memory lane and not cross the veth links this test is about
+  allreduce: {sharedMemory: false}
   seed: 3
   data:
     train: {format: synthetic, samples: 1024, shape: [16], classes: 4}
@@ -73,6 +76,8 @@ for w in 0 1; do
         pass "worker-$w listened on its host's address $NET.$((w + 1))" ||
         fail "worker-$w: $(grep -m1 listening "$TMP/job/logs/worker-$w.log")"
 done
+! grep -q "through shared memory" "$TMP"/job/logs/worker-*.log &&
+    pass "the ring crossed the links (no shared-memory lane)" || fail "a shared-memory lane between hosts"
 $PY - "$TMP/job/result.json" <<'EOF' && pass "succeeded; every sample of every epoch applied once (20 x 768)" || fail "result.json"
 import json, sys
 r = json.load(open(sys.argv[1]))
