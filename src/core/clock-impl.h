@@ -23,6 +23,13 @@ static inline int64_t dt__now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Microseconds on the monotonic clock, for short spins. */
+static inline int64_t dt__now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* ms milliseconds from now as an absolute CLOCK_MONOTONIC time, for pthread_cond_timedwait
  * on a condition variable set to that clock. */
 static inline struct timespec dt__mono_after_ms(int64_t ms) {

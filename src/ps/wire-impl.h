@@ -69,7 +69,6 @@ typedef enum dt__ps_dtype {
 static inline size_t dt__ps_dtype_size(int64_t dtype) {
     return dtype == DT__PS_F32 ? 4 : dtype == DT__PS_BF16 ? 2 : 0;
 }
-const char *dt__ps_dtype_name(int64_t dtype);
 
 /* float32 -> bfloat16, rounding to nearest even (a NaN stays a NaN, quiet). */
 static inline uint16_t dt__bf16_from_f32(float f) {

@@ -46,10 +46,6 @@ const char *dt__ps_type_name(int type) {
     return names[type];
 }
 
-const char *dt__ps_dtype_name(int64_t dtype) {
-    return dtype == DT__PS_F32 ? "float32" : dtype == DT__PS_BF16 ? "bfloat16" : "unknown";
-}
-
 void dt__bf16_narrow(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++)
         dst[i] = dt__bf16_from_f32(src[i]);

@@ -83,12 +83,6 @@
  * poll (and has the neighbour ring): waking from poll costs more than that. */
 #define LANE_SPIN_US 50
 
-static int64_t now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 typedef struct item {
     uint8_t *p; /* send: the payload; receive: where it goes (reduce: the data to add into) */
     size_t len; /* payload bytes (> 0) */
@@ -593,13 +587,13 @@ static int lane_wait(engine *e, int want_in, int want_out) {
     dt_ring *r = e->r;
     dt__ring_lane *I = want_in ? &r->in : NULL, *O = want_out ? &r->out : NULL;
     if (!I && !O) return 0;
-    int64_t until = now_us() + LANE_SPIN_US;
+    int64_t until = dt__now_us() + LANE_SPIN_US;
     for (int i = 0;; i++) {
         if (I && atomic_load_explicit(&I->ctl->head, memory_order_acquire) != I->head) return 1;
         if (O && atomic_load_explicit(&O->ctl->tail, memory_order_acquire) != O->tail) return 1;
         if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) return 1;
         if ((i & 15) == 15) {
-            if (now_us() >= until) break;
+            if (dt__now_us() >= until) break;
             sched_yield(); /* more members than cores: let the neighbour run */
         }
     }

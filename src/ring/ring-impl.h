@@ -126,7 +126,6 @@ struct dt_ring {
     void *items;      /* the transfer plan's items (collective.c) */
     size_t items_cap; /* entries */
 
-    int no_shm;
     dt__ring_lane out; /* to next: this member's segment (out.on: next attached it) */
     dt__ring_lane in;  /* from prev: prev's segment (in.on: attached) */
 };

@@ -601,8 +601,7 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
         }
         if (!(fl & O_NONBLOCK)) fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK);
         if ((err = handshake(r, listen_fd))) goto fail;
-        r->no_shm = conf->no_shm;
-        if (!r->no_shm && (err = dt__ring_lane_open(r, dt__now_ms() + r->timeout_ms))) goto fail;
+        if (!conf->no_shm && (err = dt__ring_lane_open(r, dt__now_ms() + r->timeout_ms))) goto fail;
     }
     *out = r;
     return DT_OK;

@@ -109,9 +109,8 @@ typedef struct dt__sv_rest {
     atomic_int suspended, unanswered, stopping;
     /* bounds: the connections, under mu */
     pthread_mutex_t mu;
-    int mu_ok;
     rconn *head, *tail;
-    int nconns, max_conns;
+    int max_conns;
     double header_s, body_s;
     double wake_at;   /* when the acceptor will next look at deadlines (0: no deadline) */
     int wake_pipe[2]; /* a daemon thread set a deadline before wake_at */
@@ -123,7 +122,6 @@ static void rconn_unlink(dt__sv_rest *rest, rconn *r) {
     if (r->next) r->next->prev = r->prev;
     else rest->tail = r->prev;
     r->prev = r->next = NULL;
-    rest->nconns--;
 }
 
 /* Close a connection (under mu): its daemon sees the end of the stream and reaps it. One its
@@ -825,7 +823,6 @@ static void *acceptor(void *arg) {
             if (rest->tail) rest->tail->next = r;
             else rest->head = r;
             rest->tail = r;
-            rest->nconns++;
             rconn_wait(rest, r, rest->header_s);
             pthread_mutex_unlock(&rest->mu);
             /* MHD closes the socket itself when it cannot take it */
@@ -871,7 +868,7 @@ static void rest_free(dt__sv_rest *rest) {
         rconn_unlink(rest, r);
         free(r);
     }
-    if (rest->mu_ok) pthread_mutex_destroy(&rest->mu);
+    pthread_mutex_destroy(&rest->mu);
     for (int i = 0; i < 2; i++) {
         if (rest->stop_pipe[i] >= 0) close(rest->stop_pipe[i]);
         if (rest->wake_pipe[i] >= 0) close(rest->wake_pipe[i]);
@@ -896,7 +893,6 @@ dt_err dt__sv_rest_start(dt__sv_server *s, char *url, size_t urllen) {
         free(rest);
         return dt_err_set(DT_ERR_NOMEM, "cannot create the HTTP server's lock");
     }
-    rest->mu_ok = 1;
     dt_err e = DT_OK;
     if (pipe2(rest->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         e = dt_err_set(DT_ERR_IO, "cannot start the HTTP acceptor: %s", strerror(errno));
