@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/clock-impl.h"
+#include "dtrain/shard.h"
 #include "core/path-impl.h"
 #include "dtrain/metrics.h"
 #include "master/master-impl.h"
@@ -310,18 +311,14 @@ static void post_stop(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
 static int int_field(const json_t *obj, dt__http_resp *resp, const char *key, int64_t lo,
                      int64_t hi, int required, int64_t *out);
 static int err_status(dt_err e);
+static int only_fields(const json_t *obj, const char *const *known, const char *prefix,
+                       const char *body, dt__http_resp *resp);
 
 static void post_scale(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
+    static const char *const known[] = {"workers", NULL};
     dt__master *m = ctx;
-    if (!this_job(m, req, resp)) return;
-    const char *key;
-    json_t *val;
-    json_object_foreach(req->json, key, val) {
-        if (strcmp(key, "workers")) {
-            dt__http_resp_error(resp, 400, "%s: unknown field (the body is {\"workers\": N})", key);
-            return;
-        }
-    }
+    if (!this_job(m, req, resp) || !only_fields(req->json, known, "", "{\"workers\": N}", resp))
+        return;
     int64_t n = 0;
     if (!int_field(req->json, resp, "workers", 0, DT__MAX_REPLICAS, 1, &n)) return;
     if (!journaled(m, resp)) return;
@@ -493,6 +490,9 @@ static void prefix_error(dt__http_resp *resp, const char *what, size_t i) {
     dt__http_resp_error(resp, resp->status, "%s[%zu]: %s", what, i, copy);
 }
 
+/* The C client's batch limit is the ledger's */
+_Static_assert(DT_SHARD_MAX_BATCH == DT__LEDGER_MAX_BATCH, "one batch limit");
+
 static json_t *shard_json(const dt__shard *sh) {
     json_t *shard = json_pack("{s:I, s:I, s:I, s:I, s:I}", "epoch", (json_int_t)sh->epoch, "id",
                               (json_int_t)sh->id, "start", (json_int_t)sh->start, "end",
@@ -639,20 +639,11 @@ static void post_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *r
         dt__http_resp_error(resp, err_status(e), "%s", dt_errmsg());
         return;
     }
-    static const char *const known[] = {"replica", "address", "generation", "step", "unreachable"};
-    const char *key;
-    json_t *val;
-    json_object_foreach(req->json, key, val) {
-        size_t k = 0;
-        while (k < sizeof known / sizeof known[0] && strcmp(key, known[k])) k++;
-        if (k == sizeof known / sizeof known[0]) {
-            dt__http_resp_error(resp, 400,
-                                "%s: unknown field (the body is {replica, address, generation, "
-                                "step, unreachable})",
-                                key);
-            return;
-        }
-    }
+    static const char *const known[] = {"replica", "address", "generation", "step",
+                                        "unreachable", NULL};
+    if (!only_fields(req->json, known, "", "{replica, address, generation, step, unreachable}",
+                     resp))
+        return;
     dt__rdzv_reg reg = {0};
     reg.replica = json_string_value(json_object_get(req->json, "replica"));
     if (!reg.replica) {

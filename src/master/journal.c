@@ -161,10 +161,10 @@ void dt__journal_hold(dt__journal *j) {
     if (j) j->held = 1;
 }
 
-int dt__journal_release(dt__journal *j) {
-    if (!j) return 1;
+void dt__journal_release(dt__journal *j) {
+    if (!j) return;
     j->held = 0;
-    return dt__journal_ok(j);
+    flush_backlog(j); /* a failure stays in the backlog: dt__journal_ok says so */
 }
 
 int dt__journal_ok(dt__journal *j) {

@@ -297,10 +297,10 @@ void dt__journal_close(dt__journal *j);
 dt_err dt__journal_append(dt__journal *j, json_t *event);
 /* Between hold and release, appended events wait in memory and release writes them all in
  * one write(2) (a handler whose one request makes several events: a batch of shards). A
- * handler holds only while it runs and answers after the release, so nothing acknowledged
- * waits. Release reports as dt__journal_ok does. */
+ * handler holds only while it runs and checks dt__journal_ok before it answers a change
+ * (a failed write stays in the backlog), so nothing acknowledged waits. */
 void dt__journal_hold(dt__journal *j);
-int dt__journal_release(dt__journal *j);
+void dt__journal_release(dt__journal *j);
 /* Is everything appended so far written (the backlog of failed writes empty: it tries to
  * write it now) and nothing lost? While not, the master acknowledges no change. NULL: 1. */
 int dt__journal_ok(dt__journal *j);

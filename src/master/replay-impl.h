@@ -24,8 +24,8 @@ typedef struct dt__replay {
     int started;        /* the start event was read */
     int http_port;      /* the master's port: the start's, or the last continuation's */
     char token[64];     /* the job's secret */
-    char cwd[4096];     /* where replicas run unless their spec says otherwise */
-    char spec[4096];    /* the spec as given (absolute) */
+    char cwd[DT__PATH_MAX];  /* where replicas run unless their spec says otherwise */
+    char spec[DT__PATH_MAX]; /* the spec as given (absolute) */
     int heartbeat_timeout_ms, lease_timeout_ms; /* as journaled; 0: the default */
     int workers;        /* the worker count the last scale set; -1: never scaled */
 } dt__replay;
