@@ -7,7 +7,8 @@
 # epoch was accepted exactly once, the accepted shards cover every index of every epoch, and
 # the job succeeded (tests/data/shard/verify.py). Also: a shard forgotten by a worker that
 # still beats (its lease passes its deadline), the system clock stepped under the master
-# (libfaketime), the job dir's disk full mid-run (needs root: a small tmpfs), and the 4xx
+# (libfaketime), the job dir's disk full mid-run (needs root: a small tmpfs), no answer that
+# says yes before its journal line (the master killed amid 4 fast clients), and the 4xx
 # answers of the routes.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
@@ -316,6 +317,33 @@ PYEOF
 else
     fail "diskfull: cannot mount a tmpfs (root?)"
 fi
+fi
+
+# ---- no acknowledgment before its journal line: 4 clients fetch and report as fast as they
+# can, the master is killed by SIGKILL right after the 400th answer that said yes, and every
+# fetch and report a client saw acknowledged is in the journal; the resumed master replays
+# it ----
+if section acked; then
+cat >acked.yaml <<YAML
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: acked}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 4
+      restartPolicy: Never
+      template: {spec: {containers: [{name: tensorflow, command: [sleep, "60"]}]}}
+YAML
+expect_exit 0 "acked: detach" -- "$DTRAIN" run acked.yaml --detach --stop-grace 1
+if $PY "$DATA/acked.py" runs/acked acked training 4 400 >"$TMP/acked" 2>&1; then
+    pass "acked: $(cat "$TMP/acked")"
+else
+    fail "acked: $(head -c 1500 "$TMP/acked")"
+fi
+expect_exit 0 "acked: resume (the journal replays)" -- "$DTRAIN" run --resume runs/acked --detach
+"$DTRAIN" stop acked >/dev/null 2>&1
+wait_for finished acked || fail "acked: did not stop"
 fi
 
 # ---- bad requests: 4xx with a JSON error, the ledger unchanged ----
