@@ -216,3 +216,28 @@ void dt_dataset_gather(const dt_dataset *d, const int64_t *idx, int64_t count, f
             memcpy(targets_out + i * td, d->targets + k * td, (size_t)td * sizeof(float));
     }
 }
+
+struct gather_job {
+    const dt_dataset *d;
+    const int64_t *idx;
+    int64_t count;
+    float *x;
+    int32_t *labels;
+    float *targets;
+};
+
+static void gather_kernel(void *arg, int ith, int nth) {
+    const struct gather_job *j = arg;
+    int64_t lo, hi;
+    dt_split(j->count, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    int64_t row = dt_dataset_row(j->d), td = j->d->target_dim;
+    dt_dataset_gather(j->d, j->idx + lo, hi - lo, j->x + lo * row,
+                      j->labels ? j->labels + lo : NULL, j->targets ? j->targets + lo * td : NULL);
+}
+
+void dt_dataset_gather_on(dt_pool *pool, const dt_dataset *d, const int64_t *idx, int64_t count,
+                          float *x_out, int32_t *labels_out, float *targets_out) {
+    struct gather_job j = {d, idx, count, x_out, labels_out, targets_out};
+    dt_pool_run(pool, gather_kernel, &j);
+}
