@@ -40,8 +40,12 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=400, help="timed steps (after 20 warm-up)")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True), as dtrain's kernels run")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.flush_denormal and not torch.set_flush_denormal(True):
+        sys.exit("torch.set_flush_denormal is not supported on this CPU")
     torch.manual_seed(0)
     x = load_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255.0
     y = load_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz")).astype(np.int64)
@@ -71,7 +75,7 @@ def main():
     print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "model": a.model,
                       "torch_threads": a.threads,
                       "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
-                      "batch": a.batch, "steps": a.steps,
+                      "flush_denormal": a.flush_denormal, "batch": a.batch, "steps": a.steps,
                       "samples_per_sec": a.steps * a.batch / dt}))
 
 

@@ -18,6 +18,7 @@
 
 #include "dtrain/err.h"
 #include "dtrain/tensor.h"
+#include "dtrain/threadpool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,6 +89,11 @@ void dt_epoch_order(int64_t *idx, int64_t n, uint64_t seed, int64_t epoch, int s
  * count * target_dim floats. */
 void dt_dataset_gather(const dt_dataset *d, const int64_t *idx, int64_t count, float *x_out,
                        int32_t *labels_out, float *targets_out);
+
+/* The same, the samples split over pool's threads (NULL: the calling thread): a batch's rows
+ * are scattered over memory, and each thread waits for its own. */
+void dt_dataset_gather_on(dt_pool *pool, const dt_dataset *d, const int64_t *idx, int64_t count,
+                          float *x_out, int32_t *labels_out, float *targets_out);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "core/assert-impl.h"
+#include "core/fpenv-impl.h"
 
 #define SPIN_ITERS 20000
 
@@ -51,6 +52,7 @@ static void *worker_main(void *varg) {
     dt_pool *p = wa->p;
     int ith = wa->ith;
     free(wa);
+    (void)dt__fp_flush_denormals(); /* for good: this thread runs only kernels */
     unsigned seen = 0;
     for (;;) {
         unsigned g;

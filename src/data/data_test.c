@@ -971,6 +971,21 @@ static void test_gather(void) {
         ok = ok && x[i * 3] == (float)idx[i] && x[i * 3 + 1] == d->x[idx[i] * 3 + 1] &&
              lab[i] == d->labels[idx[i]];
     dt_dataset_gather(d, idx, 2, x, NULL, NULL); /* labels not wanted */
+    /* split over a pool: the same rows, every one written (3 threads, 4 rows, 1 row) */
+    dt_pool *pool = NULL;
+    DT_CHECK_OK(dt_pool_init(&pool, 3));
+    for (int count = 4; count >= 1; count -= 3) {
+        float px[12];
+        int32_t pl[4];
+        memset(px, 0xff, sizeof px);
+        memset(pl, 0xff, sizeof pl);
+        dt_dataset_gather_on(pool, d, idx, count, px, pl, NULL);
+        for (int i = 0; i < count; i++)
+            ok = ok && !memcmp(px + i * 3, d->x + idx[i] * 3, 3 * sizeof(float)) &&
+                 pl[i] == d->labels[idx[i]];
+        ok = ok && (count == 4 || pl[1] == -1); /* nothing past count */
+    }
+    dt_pool_free(pool);
     dt_dataset_free(d);
     dt_dataset_free(NULL);
     DT_CHECK(ok);

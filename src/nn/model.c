@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "core/assert-impl.h"
+#include "core/fpenv-impl.h"
 #include "nn/act-impl.h"
 
 /* Every buffer (per layer, max_batch samples) and every parameter stays below 2^31 floats,
@@ -484,12 +485,14 @@ dt_err dt_model_forward(dt_model *m, const float *x, int64_t batch, int training
     m->batch = batch;
     m->training = training != 0;
     m->have_loss = 0;
+    unsigned fp = dt__fp_flush_denormals(); /* core/fpenv-impl.h */
     for (int i = 0; i < m->nlayers; i++) {
         dt__layer_step s;
         make_step(m, i, &s);
         s.rng = training ? rng : NULL;
         m->layers[i].ops->forward(&m->layers[i], &s);
     }
+    dt__fp_restore(fp);
     const dt__layer *last = &m->layers[m->nlayers - 1];
     m->out.data = m->y[m->nlayers - 1];
     m->out.shape = batched(batch, &last->out);
@@ -531,8 +534,8 @@ static void mse_onehot(const float *y, const int32_t *labels, int64_t n, int64_t
     *loss = total / (double)(n * k);
 }
 
-dt_err dt_model_loss(dt_model *m, const int32_t *labels, const float *targets, double *loss,
-                     int64_t *correct) {
+static dt_err model_loss(dt_model *m, const int32_t *labels, const float *targets, double *loss,
+                         int64_t *correct) {
     if (m->batch == 0) return dt_err_set(DT_ERR_STATE, "loss: no forward pass to score");
     int last = m->nlayers - 1;
     int64_t n = m->batch, k = dt_shape_numel(&m->layers[last].out);
@@ -561,8 +564,17 @@ dt_err dt_model_loss(dt_model *m, const int32_t *labels, const float *targets, d
     return DT_OK;
 }
 
+dt_err dt_model_loss(dt_model *m, const int32_t *labels, const float *targets, double *loss,
+                     int64_t *correct) {
+    unsigned fp = dt__fp_flush_denormals();
+    dt_err err = model_loss(m, labels, targets, loss, correct);
+    dt__fp_restore(fp);
+    return err;
+}
+
 void dt_model_backward(dt_model *m) {
     DT_ASSERT(m->batch > 0 && m->have_loss); /* forward and loss come first */
+    unsigned fp = dt__fp_flush_denormals();
     for (int i = m->nlayers - 1; i >= 0; i--) {
         dt__layer *l = &m->layers[i];
         int need_dx = m->want_input_grad || i > m->first_param_layer;
@@ -574,6 +586,7 @@ void dt_model_backward(dt_model *m) {
         l->ops->backward(l, &s);
         if (m->hook && l->nparams > 0) m->hook(m->hook_ctx, i);
     }
+    dt__fp_restore(fp);
 }
 
 void dt_model_set_backward_hook(dt_model *m, dt_backward_hook fn, void *ctx) {

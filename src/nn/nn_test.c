@@ -228,6 +228,7 @@ static void test_dense_matches_reference_on_every_split(void) {
             bad += dense_vs_reference(pool, 3, 5, 4, all_acts[a]);      /* small: one thread */
             bad += dense_vs_reference(pool, 70, 50, 80, all_acts[a]);   /* rows split */
             bad += dense_vs_reference(pool, 16, 200, 100, all_acts[a]); /* columns split */
+            bad += dense_vs_reference(pool, 70, 50, 160, all_acts[a]);  /* wide: columns */
         }
         dt_pool_free(pool);
         DT_CHECK(bad == 0);

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "core/assert-impl.h"
+#include "core/fpenv-impl.h"
 
 #define MAX_SLOTS_PER_PARAM 2
 #define SLOT_NAME_MAX 96
@@ -321,7 +322,9 @@ void dt_optim_step(dt_optim *o, dt_pool *pool) {
         j.adam_step_size = (float)((double)j.lr / bc1);
         j.adam_inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
     }
+    unsigned fp = dt__fp_flush_denormals(); /* core/fpenv-impl.h */
     if (o->nparams > 0) dt_pool_run(pool, step_task, &j);
+    dt__fp_restore(fp);
     o->steps++;
 }
 

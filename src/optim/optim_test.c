@@ -1,6 +1,7 @@
 /* optim_test.c - optimizers and learning-rate schedules. */
 #include <float.h>
 
+#include "core/fpenv-impl.h"
 #include "dtrain/optim.h"
 #include "testing/dt_test.h"
 
@@ -588,6 +589,35 @@ static void test_pool_threads_identical(void) {
     dt_pool_free(pools[2]);
 }
 
+/* A moment decaying below FLT_MIN is flushed to zero (core/fpenv-impl.h), on the pool's
+ * threads as on the caller's, and the caller's own floating-point mode is given back. */
+static void test_adam_flushes_denormals(void) {
+    dt_pool *pool = NULL;
+    DT_CHECK_OK(dt_pool_init(&pool, 2));
+    for (int withpool = 0; withpool < 2; withpool++) {
+        enum { N = 64 };
+        dt_param *p = param_new("x/kernel", N, NULL, 0);
+        dt_optim *o = NULL;
+        dt_optim_conf c = conf_of(DT_OPTIM_ADAM, 0.001f);
+        DT_CHECK_OK(dt_optim_init(&o, &c, &p, 1));
+        float *m = dt_optim_slot(o, 0)->data, *v = dt_optim_slot(o, 1)->data;
+        for (int i = 0; i < N; i++) {
+            m[i] = FLT_MIN; /* the smallest normal: beta1 times it is a denormal */
+            v[i] = 1.0f;
+        }
+        DT_CHECK(!dt__fp_flushing());
+        dt_optim_step(o, withpool ? pool : NULL); /* the grads are 0 */
+        DT_CHECK(!dt__fp_flushing());
+        for (int i = 0; i < N; i++)
+            if (m[i] != 0.0f)
+                DT_FAIL("element %d (pool %d): m = %g, not flushed to 0", i, withpool,
+                        (double)m[i]);
+        dt_optim_free(o);
+        param_free(p);
+    }
+    dt_pool_free(pool);
+}
+
 DT_TEST_MAIN(DT_T(test_sgd_matches_formula), DT_T(test_momentum_matches_formula),
              DT_T(test_nesterov_differs_from_momentum), DT_T(test_adam_matches_formula),
              DT_T(test_adam_bias_correction_first_step), DT_T(test_adagrad_matches_formula),
@@ -595,4 +625,5 @@ DT_TEST_MAIN(DT_T(test_sgd_matches_formula), DT_T(test_momentum_matches_formula)
              DT_T(test_against_torch), DT_T(test_schedule_values),
              DT_T(test_step_uses_schedule), DT_T(test_resume_via_slots_and_set_steps),
              DT_T(test_defaults), DT_T(test_validation_errors),
-             DT_T(test_slots_named_per_param), DT_T(test_pool_threads_identical))
+             DT_T(test_slots_named_per_param), DT_T(test_pool_threads_identical),
+             DT_T(test_adam_flushes_denormals))

@@ -690,7 +690,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         int64_t left = t->have_shard ? t->sh.count - t->pos : 0;
         int64_t nb = left < t->batch ? left : t->batch;
         if (nb <= 0) break;
-        dt_dataset_gather(t->train, t->sh.indices + t->pos, nb, t->b.x, t->b.y, t->b.t);
+        dt_dataset_gather_on(t->pool, t->train, t->sh.indices + t->pos, nb, t->b.x, t->b.y, t->b.t);
         t->pos += nb;
         double loss;
         e = dt_model_forward(t->model, t->b.x, nb, 1, &t->rng, NULL);

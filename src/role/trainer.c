@@ -202,7 +202,7 @@ static int checkpoint_due(const trainer *t) {
 static dt_err train_shard(trainer *t, const dt_shard *sh) {
     for (int64_t lo = 0; lo < sh->count; lo += t->batch) {
         int64_t nb = sh->count - lo < t->batch ? sh->count - lo : t->batch;
-        dt_dataset_gather(t->train, sh->indices + lo, nb, t->b.x, t->b.y, t->b.t);
+        dt_dataset_gather_on(t->pool, t->train, sh->indices + lo, nb, t->b.x, t->b.y, t->b.t);
         const dt_tensor *out;
         double loss;
         dt_err e = dt_model_forward(t->model, t->b.x, nb, 1, &t->rng, &out);

@@ -296,7 +296,7 @@ dt_err dt_train_run(const dt_spec *spec, const dt_train_opts *opts_in, dt_train_
         for (int64_t b = r.state.epoch_batch; b < r.steps_per_epoch; b++) {
             int64_t lo = b * r.batch;
             int64_t nb = r.train->n - lo < r.batch ? r.train->n - lo : r.batch;
-            dt_dataset_gather(r.train, r.order + lo, nb, r.xbuf, r.ybuf, r.tbuf);
+            dt_dataset_gather_on(r.pool, r.train, r.order + lo, nb, r.xbuf, r.ybuf, r.tbuf);
             const dt_tensor *out;
             if ((e = dt_model_forward(r.model, r.xbuf, nb, 1, &r.state.rng, &out))) goto end;
             double loss;
