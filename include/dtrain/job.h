@@ -128,6 +128,9 @@ typedef struct dt_allreduce_job_conf {
     int minibatches_per_shard;     /* batches in one data shard from the master (default 4) */
     int shared_memory;             /* 1 (default): ring neighbours on one host pass the data
                                       through shared memory (sharedMemory; docs/WIRE.md) */
+    int wire_dtype;                /* a dt_ring_wire_dtype (dtrain/ring.h), wireDtype: the
+                                      gradients between ring members in float32 (default) or
+                                      bfloat16 */
 } dt_allreduce_job_conf;
 
 typedef struct dt_env_var {

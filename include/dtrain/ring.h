@@ -52,6 +52,11 @@ extern "C" {
 
 typedef struct dt_ring dt_ring;
 
+/* The element type of the all-reduce's data on the wire (docs/WIRE.md, "Ring wire dtype"):
+ * float32, or bfloat16 (half the bytes; the sums still accumulate in float32, and every
+ * member ends with the same bits, each a bfloat16 value on the ring path). */
+typedef enum dt_ring_wire_dtype { DT_RING_WIRE_F32 = 0, DT_RING_WIRE_BF16 = 1 } dt_ring_wire_dtype;
+
 typedef struct dt_ring_conf {
     const char *token;         /* the job's token; both ends must present the same */
     int64_t generation;        /* the ring's generation (from the master) */
@@ -67,6 +72,10 @@ typedef struct dt_ring_conf {
                                 * (0: a shared-memory segment where the neighbour can map it;
                                 * docs/WIRE.md, "Ring shared memory"). Every member of a ring
                                 * must pass the same */
+    dt_ring_wire_dtype wire_dtype; /* the all-reduce's element type between members (the
+                                * shared-memory lane too): every member must pass the same;
+                                * the handshake refuses a neighbour with another one
+                                * (DT_ERR_PROTOCOL naming both). Broadcast is bytes either way */
 } dt_ring_conf;
 
 /* Listen on host:port ("" or NULL host: every interface; port 0: any free port). *fd is the
@@ -82,7 +91,9 @@ void dt_ring_close(dt_ring *r); /* NULL: no-op */
 int dt_ring_rank(const dt_ring *r);
 int dt_ring_size(const dt_ring *r);
 
-/* Sum data[0..n) over all members, in place; every member passes the same n. */
+/* Sum data[0..n) over all members, in place; every member passes the same n. With
+ * wire_dtype bfloat16 the values travel narrowed (rounded to nearest even) and are added in
+ * float32; the result is the same on every member but not the exact float32 sum. */
 dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n);
 
 /* Copy root's bytes[0..len) to every member; every member passes the same len. */

@@ -8,6 +8,7 @@
 
 #include "dtrain/job.h"
 #include "dtrain/ps.h"
+#include "dtrain/ring.h"
 #include "testing/dt_test.h"
 #include "testing/yaml_fixture.h"
 
@@ -1030,7 +1031,7 @@ static void test_allreduce(void) {
              job->allreduce.chunk_bytes == (int64_t)256 << 10 &&
              job->allreduce.timeout_ms == 10000 && job->allreduce.rendezvous_timeout_ms == 10000 &&
              job->allreduce.checkpoint_secs == 0 && job->allreduce.minibatches_per_shard == 4 &&
-             job->allreduce.shared_memory == 1);
+             job->allreduce.shared_memory == 1 && job->allreduce.wire_dtype == DT_RING_WIRE_F32);
     dt_job_spec_free(job);
     snprintf(text, sizeof text, "%s  replicas: {worker: 2, ps: 1}\n", TRAIN);
     DT_CHECK((job = parse_ok(text)));
@@ -1043,10 +1044,12 @@ static void test_allreduce(void) {
              "%s  replicas: {chief: 1, worker: 3}\n  strategy: allreduce\n  allreduce:\n"
              "    globalBatch: fixed\n    bucketMB: 0.5\n    chunkKB: 64\n"
              "    timeoutSeconds: 2.5\n    rendezvousTimeoutSeconds: 0.25\n"
-             "    checkpointSeconds: 30\n    minibatchesPerShard: 8\n    sharedMemory: false\n",
+             "    checkpointSeconds: 30\n    minibatchesPerShard: 8\n    sharedMemory: false\n"
+             "    wireDtype: bfloat16\n",
              TRAIN);
     DT_CHECK((job = parse_ok(text)));
-    DT_CHECK(job && job->allreduce.shared_memory == 0);
+    DT_CHECK(job && job->allreduce.shared_memory == 0 &&
+             job->allreduce.wire_dtype == DT_RING_WIRE_BF16);
     DT_CHECK(job && job->allreduce.global_batch == DT_GLOBAL_BATCH_FIXED &&
              job->allreduce.bucket_bytes == (int64_t)1 << 19 &&
              job->allreduce.chunk_bytes == (int64_t)64 << 10 && job->allreduce.timeout_ms == 2500 &&
@@ -1058,6 +1061,12 @@ static void test_allreduce(void) {
     DT_CHECK((job = parse_ok(text)));
     DT_CHECK(job && job->allreduce.bucket_bytes == (int64_t)4 << 20 &&
              job->allreduce.timeout_ms == 10000);
+    dt_job_spec_free(job);
+    /* float32 said outright */
+    snprintf(text, sizeof text, "%s  replicas: {worker: 2}\n  allreduce: {wireDtype: float32}\n",
+             TRAIN);
+    DT_CHECK((job = parse_ok(text)));
+    DT_CHECK(job && job->allreduce.wire_dtype == DT_RING_WIRE_F32);
     dt_job_spec_free(job);
     dt_spec *sp = NULL;
     DT_CHECK_OK(dt_spec_parse(&sp, text, strlen(text), "t.yaml"));
@@ -1071,7 +1080,11 @@ static void test_err_allreduce(void) {
     CHECK_FAILS(AR("{bucket: 4}"), "allreduce",
                 "spec.allreduce.bucket: unknown key 'bucket' (allowed: globalBatch, bucketMB, "
                 "chunkKB, timeoutSeconds, rendezvousTimeoutSeconds, checkpointSeconds, "
-                "minibatchesPerShard, sharedMemory)");
+                "minibatchesPerShard, sharedMemory, wireDtype)");
+    CHECK_FAILS(AR("{wireDtype: float16}"), "allreduce",
+                "spec.allreduce.wireDtype: expected one of float32, bfloat16, got 'float16'");
+    CHECK_FAILS(AR("{wireDtype: [bfloat16]}"), "allreduce",
+                "spec.allreduce.wireDtype: expected one of float32, bfloat16");
     CHECK_FAILS(AR("{globalBatch: grow}"), "allreduce",
                 "spec.allreduce.globalBatch: expected one of scale, fixed, got 'grow'");
     CHECK_FAILS(AR("{bucketMB: 0}"), "allreduce", "spec.allreduce.bucketMB: expected a");

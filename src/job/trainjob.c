@@ -15,7 +15,7 @@
  *                  minibatchesPerShard, sharedMemory, wireDtype}: the parameter-server strategy's settings (only with
  *                  strategy parameter_server); job->ps gets its defaults even when absent
  *   allreduce:     {globalBatch, bucketMB, chunkKB, timeoutSeconds, rendezvousTimeoutSeconds,
- *                  checkpointSeconds, minibatchesPerShard}: the all-reduce strategy's
+ *                  checkpointSeconds, minibatchesPerShard, sharedMemory, wireDtype}: the all-reduce strategy's
  *                  settings (only with strategy allreduce); job->allreduce gets its defaults
  *                  even when absent
  *
@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "dtrain/ps.h"
+#include "dtrain/ring.h"
 #include "job/job-impl.h"
 #include "spec/spec-impl.h"
 
@@ -202,10 +203,13 @@ static dt_err parse_allreduce(dt_job_spec *job, const dt__yval *spec) {
     static const char *const keys[] = {"globalBatch",        "bucketMB",
                                        "chunkKB",            "timeoutSeconds",
                                        "rendezvousTimeoutSeconds", "checkpointSeconds",
-                                       "minibatchesPerShard", "sharedMemory", NULL};
+                                       "minibatchesPerShard", "sharedMemory",
+                                       "wireDtype",          NULL};
     static const dt__yenum batches[] = {{"scale", DT_GLOBAL_BATCH_SCALE},
                                         {"fixed", DT_GLOBAL_BATCH_FIXED},
                                         {NULL, 0}};
+    static const dt__yenum dtypes[] = {
+        {"float32", DT_RING_WIRE_F32}, {"bfloat16", DT_RING_WIRE_BF16}, {NULL, 0}};
     dt_allreduce_job_conf *ar = &job->allreduce;
     dt__yval m, v;
     dt_err e;
@@ -220,6 +224,7 @@ static dt_err parse_allreduce(dt_job_spec *job, const dt__yval *spec) {
     ar->checkpoint_secs = 0;
     ar->minibatches_per_shard = 4;
     ar->shared_memory = 1;
+    ar->wire_dtype = DT_RING_WIRE_F32;
     if (!dt__ymap_get(spec, "allreduce", &m)) return DT_OK;
     if (job->strategy != DT_STRATEGY_ALLREDUCE)
         return dt__yerr_line(&m, m.decl_line,
@@ -254,6 +259,11 @@ static dt_err parse_allreduce(dt_job_spec *job, const dt__yval *spec) {
         return e;
     if (dt__ymap_get(&m, "sharedMemory", &v) && (e = dt__yget_bool(&v, &ar->shared_memory)))
         return e;
+    if (dt__ymap_get(&m, "wireDtype", &v)) {
+        int dt = 0;
+        if ((e = dt__yget_enum(&v, dtypes, &dt))) return e;
+        ar->wire_dtype = dt;
+    }
     return DT_OK;
 }
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "core/bf16-impl.h" /* the bfloat16 conversions */
 #include "dtrain/tensor.h"
 #include "net/frame-impl.h"
 
@@ -69,26 +70,6 @@ typedef enum dt__ps_dtype {
 static inline size_t dt__ps_dtype_size(int64_t dtype) {
     return dtype == DT__PS_F32 ? 4 : dtype == DT__PS_BF16 ? 2 : 0;
 }
-
-/* float32 -> bfloat16, rounding to nearest even (a NaN stays a NaN, quiet). */
-static inline uint16_t dt__bf16_from_f32(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-static inline float dt__bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-/* n floats into n bfloat16 (dst may not overlap src). */
-void dt__bf16_narrow(uint16_t *dst, const float *src, size_t n);
-/* Widen n bfloat16 stored at byte offset 2 * n of buf into n floats at buf (in place: the
- * narrow values in the upper half of the floats' own room). */
-void dt__bf16_widen_tail(float *buf, size_t n);
 
 /* SHM_ATTACH's fixed part: u64 pid, u64 fd, u64 segment bytes, 16-byte nonce; the tensor
  * descriptions (a tensor list without data, in partition order) follow. */

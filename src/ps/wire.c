@@ -46,24 +46,6 @@ const char *dt__ps_type_name(int type) {
     return names[type];
 }
 
-void dt__bf16_narrow(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        dst[i] = dt__bf16_from_f32(src[i]);
-}
-
-void dt__bf16_widen_tail(float *buf, size_t n) {
-    /* ascending: float i (bytes 4i..4i+3) never reaches a narrow value not yet read (at
-     * 2n + 2j for j > i, since 4i + 3 < 2n + 2i + 2 while i < n) */
-    const uint8_t *src = (const uint8_t *)buf + 2 * n;
-    uint8_t *dst = (uint8_t *)buf;
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, src + 2 * i, 2);
-        uint32_t u = (uint32_t)h << 16;
-        memcpy(dst + 4 * i, &u, 4);
-    }
-}
-
 size_t dt__ps_meta_size(const char *name, const dt_shape *shape) {
     return 4 + 8 * (size_t)shape->ndim + strlen(name);
 }

@@ -29,6 +29,29 @@
  *   broadcast        the root sends chunks (free = all); every other member receives them
  *                    into the buffer and forwards each (free = 0) unless its next is the root.
  *
+ * bfloat16 on the wire (conf.wire_dtype; docs/WIRE.md, "Ring wire dtype"): the all-reduce's
+ * values travel narrowed (core/bf16-impl.h: round to nearest even, a NaN stays a quiet NaN)
+ * while every sum is taken in float32. The plan is the same with items of half the bytes
+ * (chunk_bytes is still the frame's payload: twice the values a chunk) and three duties:
+ * a reduce-scatter send narrows its float32 partial sum into r->wire (the data's narrow
+ * image, element for element) as the item is first offered; a reduce-scatter receive widens
+ * the staged values and adds them into data; an all-gather receive lands in r->wire (from
+ * which the next step forwards it unchanged, as float32 forwards data) and is widened into
+ * data. The owner of a segment narrows its final float32 sum once (all-gather step 0) and
+ * writes the rounded value back into its own data: it sends the bfloat16 value, so it must
+ * keep that value too, or the members would end with different weights. Every member thus
+ * ends with the same bits, each a bfloat16 value. The small all-reduce narrows each member's
+ * whole buffer once (its owner included) and sums the widened buffers in rank order: the
+ * same bits everywhere again, a float32 sum of bfloat16 values.
+ * The region of r->wire a reduce-scatter send narrows into is overwritten by the all-gather
+ * receive of the same segment only after that send left: the all-gather value depends,
+ * through the ring, on it (the argument below).
+ * The shared-memory lane carries the same bfloat16 items rather than float32: memory on one
+ * host is not the bottleneck bf16 is for (links between hosts are), but a ring mixes lanes
+ * and TCP connections (2 hosts x 2 members), and its members must round at the same points
+ * of the algorithm whatever carries each hop, or their weights would differ; one rule for
+ * every hop keeps the bits identical (and halves the lane's copies besides).
+ *
  * Receiving never waits for sending (data received is never data still to be sent: a
  * segment's all-gather value depends, through the ring, on this member's own reduce-scatter
  * send of it), so the engine cannot deadlock whatever the sizes and socket buffers.
@@ -75,6 +98,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/bf16-impl.h"
 #include "core/clock-impl.h"
 #include "ring/ring-impl.h"
 
@@ -84,15 +108,22 @@
 #define LANE_SPIN_US 50
 
 typedef struct item {
-    uint8_t *p; /* send: the payload; receive: where it goes (reduce: the data to add into) */
+    uint8_t *p; /* send: the payload; receive: where it goes (reduce: the data to add into;
+                 * bfloat16: the payload's place in r->wire) */
     size_t len; /* payload bytes (> 0) */
     int step;   /* for messages */
-    int reduce; /* receive: add into p through the staging buffer */
+    int reduce; /* receive: add into p (bfloat16: into f) through the staging buffer */
     int staged; /* receive: the payload goes to the staging buffer (read with its header) */
+    /* bfloat16 all-reduce (len / 2 values): */
+    float *f;   /* the float32 data behind the payload */
+    int narrow; /* send: narrow f into p before the item is first offered */
+    int round;  /* send: and write the narrowed values back into f (the segment's owner) */
+    int widen;  /* receive: widen p into f as it comes */
 } item;
 
 typedef struct plan {
     const char *op;
+    int bf16;         /* all-reduce values are bfloat16 on the wire */
     int reduce_steps; /* steps below this are reduce-scatter (all-reduce), for messages */
     item *send, *recv;
     size_t nsend, nrecv, free;
@@ -137,13 +168,11 @@ static size_t chunks_of(size_t bytes, size_t chunk) {
     return (bytes + chunk - 1) / chunk;
 }
 
-/* Append the chunks of [p, p + bytes) to list at *k. */
-static void add_chunks(item *list, size_t *k, uint8_t *p, size_t bytes, size_t chunk, int step,
-                       int reduce) {
+/* Append the chunks of [p, p + bytes) to list at *k (broadcast: bytes as they are). */
+static void add_chunks(item *list, size_t *k, uint8_t *p, size_t bytes, size_t chunk, int step) {
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t len = bytes - off < chunk ? bytes - off : chunk;
-        list[(*k)++] =
-            (item){.p = p + off, .len = len, .step = step, .reduce = reduce, .staged = reduce};
+        list[(*k)++] = (item){.p = p + off, .len = len, .step = step};
     }
 }
 
@@ -158,19 +187,58 @@ static int mod(int a, int P) {
     return ((a % P) + P) % P;
 }
 
+static dt_err wire_reserve(dt_ring *r, size_t n) {
+    if (n <= r->wire_cap) return DT_OK;
+    uint16_t *p = NULL;
+    if (posix_memalign((void **)&p, 64, n * 2) != 0)
+        return dt_err_set(DT_ERR_NOMEM, "ring: out of memory for %zu bfloat16 values", n);
+    free(r->wire);
+    r->wire = p;
+    r->wire_cap = n;
+    return DT_OK;
+}
+
+/* What a segment's items do (add_segment). */
+enum { SEG_SEND, SEG_SEND_OWN, SEG_RECV_ADD, SEG_RECV };
+
+/* Append the items of values [off, off + len) of data to list at *k, ce values an item:
+ * float32 straight from / into data, or (pl->bf16) bfloat16 from / into r->wire. */
+static void add_segment(const dt_ring *r, const plan *pl, item *list, size_t *k, float *data,
+                        size_t off, size_t len, size_t ce, int step, int what) {
+    for (size_t o = 0; o < len; o += ce) {
+        size_t m = len - o < ce ? len - o : ce;
+        item it = {.step = step};
+        if (pl->bf16) {
+            it.p = (uint8_t *)(r->wire + off + o);
+            it.len = m * 2;
+            it.f = data + off + o;
+            it.narrow = what == SEG_SEND || what == SEG_SEND_OWN;
+            it.round = what == SEG_SEND_OWN;
+            it.widen = what == SEG_RECV;
+        } else {
+            it.p = (uint8_t *)(data + off + o);
+            it.len = m * 4;
+        }
+        it.reduce = it.staged = what == SEG_RECV_ADD;
+        list[(*k)++] = it;
+    }
+}
+
 static dt_err plan_ring(dt_ring *r, plan *pl, float *data, size_t n) {
     int P = r->size, me = r->rank;
-    size_t cf = plan_chunk(r) / 4, per = 0; /* floats per chunk; items per direction */
+    size_t esz = pl->bf16 ? 2 : 4;
+    size_t ce = plan_chunk(r) / esz, per = 0; /* values per chunk; items per direction */
     for (int s = 0; s < P; s++) {
         size_t off, len;
         segment(n, P, s, &off, &len);
-        per += chunks_of(len, cf);
+        per += chunks_of(len, ce);
     }
     /* each direction touches every segment but one in each phase */
     dt_err err = items_reserve(r, 4 * per);
     if (err) return err;
     size_t seg_max = (n + (size_t)P - 1) / (size_t)P;
-    if ((err = stage_reserve(r, (seg_max < cf ? seg_max : cf) * 4))) return err;
+    if ((err = stage_reserve(r, (seg_max < ce ? seg_max : ce) * esz))) return err;
+    if (pl->bf16 && (err = wire_reserve(r, n))) return err;
     item *it = r->items;
     pl->send = it;
     pl->recv = it + 2 * per;
@@ -180,34 +248,45 @@ static dt_err plan_ring(dt_ring *r, plan *pl, float *data, size_t n) {
         int rs = k < P - 1;
         int ss = rs ? mod(me - k, P) : mod(me + 1 - (k - (P - 1)), P);
         int rsg = rs ? mod(me - k - 1, P) : mod(me - (k - (P - 1)), P);
+        /* bfloat16: reduce-scatter sends narrow the partial sums, all-gather step 0 sends
+         * this member's own segment's final sum (narrowed and kept rounded), the later steps
+         * forward what came */
+        int send = rs ? SEG_SEND : k == P - 1 ? SEG_SEND_OWN : -1;
         size_t off, len;
         segment(n, P, ss, &off, &len);
-        add_chunks(pl->send, &pl->nsend, (uint8_t *)(data + off), len * 4, cf * 4, k, 0);
+        add_segment(r, pl, pl->send, &pl->nsend, data, off, len, ce, k, send);
         if (k == 0) pl->free = pl->nsend;
         segment(n, P, rsg, &off, &len);
-        add_chunks(pl->recv, &pl->nrecv, (uint8_t *)(data + off), len * 4, cf * 4, k, rs);
+        add_segment(r, pl, pl->recv, &pl->nrecv, data, off, len, ce, k,
+                    rs ? SEG_RECV_ADD : SEG_RECV);
     }
     return DT_OK;
 }
 
-/* Slots 0..P-1 of n floats in r->stage, slot q holding member q's buffer. */
+/* Slots 0..P-1 of n values in r->stage (float32, or bfloat16 with pl->bf16), slot q holding
+ * member q's buffer. */
 static dt_err plan_small(dt_ring *r, plan *pl, float *data, size_t n) {
     int P = r->size, me = r->rank;
+    size_t bytes = n * (pl->bf16 ? 2 : 4); /* a slot */
     dt_err err = items_reserve(r, 2 * (size_t)P);
     if (err) return err;
-    if ((err = stage_reserve(r, (size_t)P * n * 4))) return err;
+    if ((err = stage_reserve(r, (size_t)P * bytes))) return err;
     item *it = r->items;
+    uint8_t *slots = (uint8_t *)r->stage;
     pl->send = it;
     pl->recv = it + P;
     pl->nsend = pl->nrecv = 0;
     pl->free = 1;
     pl->reduce_steps = 0;
-    memcpy(r->stage + (size_t)me * n, data, n * 4);
+    if (pl->bf16) /* this member's own values, rounded as every other member sees them */
+        dt__bf16_narrow((uint16_t *)(void *)(slots + (size_t)me * bytes), data, n);
+    else
+        memcpy(slots + (size_t)me * bytes, data, bytes);
     for (int k = 0; k < P - 1; k++) {
-        uint8_t *from = (uint8_t *)(r->stage + (size_t)mod(me - k, P) * n);
-        uint8_t *to = (uint8_t *)(r->stage + (size_t)mod(me - k - 1, P) * n);
-        pl->send[pl->nsend++] = (item){.p = from, .len = n * 4, .step = k};
-        pl->recv[pl->nrecv++] = (item){.p = to, .len = n * 4, .step = k, .staged = 1};
+        uint8_t *from = slots + (size_t)mod(me - k, P) * bytes;
+        uint8_t *to = slots + (size_t)mod(me - k - 1, P) * bytes;
+        pl->send[pl->nsend++] = (item){.p = from, .len = bytes, .step = k};
+        pl->recv[pl->nrecv++] = (item){.p = to, .len = bytes, .step = k, .staged = 1};
     }
     return DT_OK;
 }
@@ -223,12 +302,12 @@ static dt_err plan_broadcast(dt_ring *r, plan *pl, uint8_t *bytes, size_t len, i
     pl->reduce_steps = 0;
     int step = mod(r->rank - root, r->size); /* hops from the root */
     if (r->rank == root) {
-        add_chunks(pl->send, &pl->nsend, bytes, len, chunk, step, 0);
+        add_chunks(pl->send, &pl->nsend, bytes, len, chunk, step);
         pl->free = pl->nsend;
         return DT_OK;
     }
-    add_chunks(pl->recv, &pl->nrecv, bytes, len, chunk, step - 1, 0);
-    if (r->next != root) add_chunks(pl->send, &pl->nsend, bytes, len, chunk, step, 0);
+    add_chunks(pl->recv, &pl->nrecv, bytes, len, chunk, step - 1);
+    if (r->next != root) add_chunks(pl->send, &pl->nsend, bytes, len, chunk, step);
     pl->free = 0;
     return DT_OK;
 }
@@ -244,6 +323,7 @@ typedef struct engine {
     dt_ring *r;
     plan *pl;
     size_t si, soff;  /* the item being sent, bytes of its frame (header included) sent */
+    size_t prepared;  /* send items before this have their payload ready (narrowed) */
     size_t ri, rpgot; /* the item being received, payload bytes received */
     uint8_t rhdr[DT__PS_HDR];
     size_t rhgot;      /* header bytes of item ri received (== DT__PS_HDR: in its payload) */
@@ -278,6 +358,27 @@ static int send_ready(const engine *e, size_t i) {
     return i < e->pl->free || e->ri >= i - e->pl->free + 1;
 }
 
+/* Before send item i (ready, the next unprepared) is first offered: narrow its values into
+ * its payload (bfloat16), and for the segment's owner keep the rounded values. */
+static void prepare(engine *e, size_t i) {
+    const item *it = &e->pl->send[i];
+    if (it->narrow) {
+        dt__bf16_narrow((uint16_t *)(void *)it->p, it->f, it->len / 2);
+        if (it->round) dt__bf16_widen(it->f, (const uint16_t *)(const void *)it->p, it->len / 2);
+    }
+    e->prepared = i + 1;
+}
+
+/* Receive item it's payload is whole in its place: add or widen it into the data. */
+static void received(engine *e, const item *it) {
+    if (it->reduce && e->pl->bf16)
+        dt__bf16_add(it->f, (const uint16_t *)(const void *)e->r->stage, it->len / 2);
+    else if (it->reduce)
+        add_f32((float *)(void *)it->p, e->r->stage, it->len / 4);
+    else if (it->widen)
+        dt__bf16_widen(it->f, (const uint16_t *)(const void *)it->p, it->len / 2);
+}
+
 /* One sendmsg of every ready frame. 1: all offered bytes went; 0: the socket is full;
  * -1: failed (errno). */
 static int send_some(engine *e, size_t *sent_bytes) {
@@ -288,6 +389,7 @@ static int send_some(engine *e, size_t *sent_bytes) {
     int n = 0, nh = 0;
     size_t offered = 0;
     for (size_t i = e->si; i < pl->nsend && n + 2 <= SEND_IOV && send_ready(e, i); i++) {
+        if (i == e->prepared) prepare(e, i);
         item *it = &pl->send[i];
         size_t skip = i == e->si ? e->soff : 0;
         if (skip < DT__PS_HDR) {
@@ -385,7 +487,7 @@ static int recv_some(engine *e, size_t *got) {
         e->rpgot += left;
         return 0; /* a payload cut short: the socket is dry */
     }
-    if (it->reduce) add_f32((float *)it->p, r->stage, it->len / 4);
+    received(e, it);
     left -= pay;
     e->ri++;
     e->rpgot = 0;
@@ -419,6 +521,14 @@ static void ring_add(const dt__ring_lane *L, uint64_t pos, float *d, size_t len)
     size_t at = (size_t)(pos % L->cap), first = L->cap - at < len ? L->cap - at : len;
     add_f32(d, (const float *)(const void *)(L->data + at), first / 4);
     add_f32(d + first / 4, (const float *)(const void *)L->data, (len - first) / 4);
+}
+
+/* Add len bytes of bfloat16 at ring position pos (2-aligned; cap is a multiple of 4, so no
+ * value straddles the wrap) into d, widened. */
+static void ring_add_bf16(const dt__ring_lane *L, uint64_t pos, float *d, size_t len) {
+    size_t at = (size_t)(pos % L->cap), first = L->cap - at < len ? L->cap - at : len;
+    dt__bf16_add(d, (const uint16_t *)(const void *)(L->data + at), first / 2);
+    dt__bf16_add(d + first / 2, (const uint16_t *)(const void *)L->data, (len - first) / 2);
 }
 
 /* The peer's published position (the receiving lane's head, the sending lane's tail),
@@ -503,6 +613,7 @@ static int lane_send(engine *e, size_t *sent_bytes) {
     size_t total = 0;
     int full = 0;
     while (e->si < pl->nsend && send_ready(e, e->si)) {
+        if (e->si == e->prepared) prepare(e, e->si);
         const item *it = &pl->send[e->si];
         uint64_t pos = e->soff == 0 ? align4(L->head) : L->head;
         if (pos - L->tail >= L->cap) {
@@ -548,12 +659,20 @@ static int lane_recv(engine *e, size_t *got) {
         if (pos >= L->head) break;
         size_t len = it->len - e->rpgot;
         if (len > L->head - pos) len = (size_t)(L->head - pos);
-        if (it->reduce) len &= ~(size_t)3; /* whole floats; the rest comes with the next */
+        /* whole values to add or widen; the rest comes with the next */
+        size_t unit = it->reduce ? (pl->bf16 ? 2 : 4) : it->widen ? 2 : 1;
+        len -= len % unit;
         if (len == 0) break;
-        if (it->reduce)
+        if (it->reduce && pl->bf16) {
+            ring_add_bf16(L, pos, it->f + e->rpgot / 2, len);
+        } else if (it->reduce) {
             ring_add(L, pos, (float *)(void *)(it->p + e->rpgot), len);
-        else
+        } else {
             ring_copy(L, pos, it->p + e->rpgot, len, 0);
+            if (it->widen)
+                dt__bf16_widen(it->f + e->rpgot / 2,
+                               (const uint16_t *)(const void *)(it->p + e->rpgot), len / 2);
+        }
         L->tail = pos + len;
         e->rpgot += len;
         total += len;
@@ -764,11 +883,17 @@ dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n) {
     if (n > SIZE_MAX / 4 / (size_t)r->size)
         return dt_err_set(DT_ERR_ARG, "ring allreduce: n %zu is too large", n);
     if (r->size == 1 || n == 0) return DT_OK;
-    plan pl = {.op = "allreduce"};
-    int small = n * 4 <= dt__ring_small_bytes;
+    plan pl = {.op = "allreduce", .bf16 = r->bf16};
+    int small = n * 4 <= dt__ring_small_bytes; /* the float32 size, whatever the wire's */
     if ((err = small ? plan_small(r, &pl, data, n) : plan_ring(r, &pl, data, n))) return err;
     if ((err = run(r, &pl))) return err;
-    if (small) {
+    if (small && pl.bf16) {
+        /* the widened buffers summed in rank order, the same on every member */
+        const uint16_t *slots = (const uint16_t *)(const void *)r->stage;
+        dt__bf16_widen(data, slots, n);
+        for (int q = 1; q < r->size; q++)
+            dt__bf16_add(data, slots + (size_t)q * n, n);
+    } else if (small) {
         /* the sum in rank order, the same on every member */
         memcpy(data, r->stage, n * 4);
         for (int q = 1; q < r->size; q++)

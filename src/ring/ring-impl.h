@@ -7,13 +7,17 @@
  * 24-byte header "DTPS", version, type, i64 arg, u64 len, little-endian) with their own
  * types, above the PS's:
  *   RING_HELLO  connector -> acceptor  arg generation; payload u32 rank, u32 size,
- *                                      u32 token_len, token
+ *                                      u32 token_len, token, u32 wire dtype (0 float32,
+ *                                      1 bfloat16: dt_ring_wire_dtype)
  *   RING_OK     acceptor -> connector  arg generation; no payload
- *   RING_ERROR  acceptor -> connector  arg 0; payload the reason (UTF-8, at most 1024 bytes)
+ *   RING_ERROR  acceptor -> connector  arg 0: refused, try again (another generation...);
+ *                                      1: the ring cannot form (the wire dtypes differ), give
+ *                                      up; payload the reason (UTF-8, at most 1024 bytes)
  *   RING_DATA   connector -> acceptor  arg the frame's sequence number on this connection
- *                                      (0 for the first after the handshake); payload float32
- *                                      values or broadcast bytes, of the length both ends
- *                                      computed from the call's arguments
+ *                                      (0 for the first after the handshake); payload the
+ *                                      all-reduce's values in the ring's wire dtype, or
+ *                                      broadcast bytes, of the length both ends computed from
+ *                                      the call's arguments
  * The shared-memory lane (lane.c; docs/WIRE.md, "Ring shared memory"), right after RING_OK
  * unless the members were opened with no_shm:
  *   RING_SHM_OFFER  connector -> acceptor  arg 0; payload empty (no segment) or u64 pid,
@@ -50,7 +54,9 @@ typedef enum dt__ring_type {
  * plan_chunk); a lane's byte ring holds four of them (lane.c). */
 #define DT__RING_LANE_CHUNK ((size_t)64 << 10)
 
-/* the HELLO's shared part (net/frame-impl.h): rank, size, token_len, token */
+/* the HELLO's shared part (net/frame-impl.h): rank, size, token_len, token; the ring's own
+ * field follows (DT__RING_HELLO_OWN bytes: u32 wire dtype) */
+#define DT__RING_HELLO_OWN 4
 #define DT__RING_HELLO_MIN DT__FRAME_HELLO_MIN
 #define DT__RING_HELLO_MAX DT__FRAME_HELLO_MAX /* payloads longer than this are refused */
 #define DT__RING_TOKEN_MAX DT__FRAME_TOKEN_MAX /* dt_ring_open refuses longer tokens */
@@ -107,6 +113,7 @@ struct dt_ring {
     int timeout_ms;
     int hello_timeout_ms; /* an accepted connection's HELLO must come within it */
     size_t chunk;         /* bytes, a multiple of 4 */
+    int bf16;             /* the all-reduce's wire dtype is bfloat16 (collective.c) */
     FILE *log;
     char *token;
     dt__ring_peer *peers; /* size */
@@ -123,6 +130,9 @@ struct dt_ring {
 
     float *stage;     /* receive staging (reduce-scatter chunks; small all-reduce slots) */
     size_t stage_cap; /* bytes */
+    uint16_t *wire;   /* bfloat16 all-reduce: the data's narrow image, element for element
+                         (what this member sends and receives); collective.c */
+    size_t wire_cap;  /* elements */
     void *items;      /* the transfer plan's items (collective.c) */
     size_t items_cap; /* entries */
 
@@ -138,6 +148,9 @@ extern size_t dt__ring_small_bytes;
 /* The member of this rank declines every segment offered to it (-1: none): ring_test's way to
  * form rings whose connections mix lanes and TCP, as rings spanning hosts do. */
 extern int dt__ring_decline_rank;
+
+/* "float32" / "bfloat16" for a wire dtype, "unknown" for another number. */
+const char *dt__ring_dtype_name(uint32_t dtype);
 
 /* Log one line "ring gen G rank R: ..." to r->log. */
 void dt__ring_log(const dt_ring *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

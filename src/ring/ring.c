@@ -15,14 +15,19 @@
  *        acceptor may be at the right generation by the next attempt.
  *   in   the listening socket and up to IN_MAX accepted connections reading their HELLO.
  *        Each is checked whole (magic, version, type, length, token, generation, size, the
- *        sender being the previous member); the first that matches gets OK and becomes the
+ *        sender being the previous member, the wire dtype); the first that matches gets OK and becomes the
  *        receiving connection; one that does not is logged as one line naming its address
  *        and the reason, answered ERROR with the same reason and closed, and the loop goes
  *        on waiting for the right one. When IN_MAX are pending, the oldest is dropped (after
  *        reading what it has sent: a HELLO already complete in its socket is not lost to
  *        a flood behind it), and one that has not sent its whole HELLO within
  *        hello_timeout_ms of its accept is refused ("no HELLO within N ms") however slowly
- *        its bytes come. Only one connection is ever authenticated (the previous member's);
+ *        its bytes come. A previous member whose wire dtype differs (every check but that
+ *        one passed: it is the ring's member, configured otherwise) is a mistake no retry
+ *        mends: it is answered ERROR with arg 1 ("give up") and both members fail with
+ *        DT_ERR_PROTOCOL naming the two dtypes, instead of waiting out the timeout or, worse,
+ *        reading each other's data at the wrong width.
+ *        Only one connection is ever authenticated (the previous member's);
  *        another valid HELLO is refused as "connected already". Between dt_ring_open calls
  *        nothing is accepted: connections wait in the listen backlog (LISTEN_BACKLOG).
  *
@@ -60,7 +65,13 @@
 
 size_t dt__ring_small_bytes = 16 << 10;
 
+#define FATAL_MAX (2 * DT__RING_TEXT_MAX + 512) /* a handshake's give-up reason */
+
 /* ---- helpers ---- */
+
+const char *dt__ring_dtype_name(uint32_t dtype) {
+    return dtype == DT_RING_WIRE_F32 ? "float32" : dtype == DT_RING_WIRE_BF16 ? "bfloat16" : "unknown";
+}
 
 void dt__ring_log(const dt_ring *r, const char *fmt, ...) {
     FILE *f = r->log ? r->log : stderr;
@@ -130,6 +141,7 @@ typedef struct outconn {
     int attempts;
     char last[DT__RING_TEXT_MAX + 128];   /* why the last attempt failed */
     char logged[DT__RING_TEXT_MAX + 128]; /* the last refusal logged */
+    char fatal[FATAL_MAX]; /* the next member gave up on this ring (ERROR arg 1): why */
 } outconn;
 
 typedef struct inconn {
@@ -266,6 +278,16 @@ static void out_step(dt_ring *r, outconn *o, short revents, int64_t now) {
                     o->want += tl;
                     continue;
                 }
+                if (h.arg == 1) { /* no retry can mend it */
+                    char text[DT__RING_TEXT_MAX + 1];
+                    memcpy(text, o->reply + DT__PS_HDR, o->got - DT__PS_HDR);
+                    dt__frame_text_clean(text, o->got - DT__PS_HDR);
+                    snprintf(o->fatal, sizeof o->fatal, "rank %d (%s) refused the ring: %s",
+                             r->next, r->peers[r->next].addr, text);
+                    out_close(o);
+                    o->state = OUT_WAIT;
+                    return;
+                }
                 out_fail(r, o, now, "refused the connection: %.*s", (int)(o->got - DT__PS_HDR),
                          (const char *)o->reply + DT__PS_HDR);
                 if (strcmp(o->last, o->logged) != 0) {
@@ -293,10 +315,11 @@ static void in_close(inconn *c) {
     c->fd = -1;
 }
 
-/* Log the reason, answer ERROR with it (best effort), close. */
-static void in_refuse(dt_ring *r, inconn *c, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void in_refuse(dt_ring *r, inconn *c, const char *fmt, ...) {
+/* Log the reason, answer ERROR with it (best effort; arg 1 with give_up: the connector must
+ * not try again), close. */
+static void in_refuse_as(dt_ring *r, inconn *c, int give_up, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void in_refuse_as(dt_ring *r, inconn *c, int give_up, const char *fmt, ...) {
     char why[DT__RING_TEXT_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -308,6 +331,7 @@ static void in_refuse(dt_ring *r, inconn *c, const char *fmt, ...) {
         text[0] = '\0';
     uint8_t fr[DT__FRAME_HDR + DT__FRAME_TEXT_MAX];
     size_t fl = dt__frame_error(fr, DT__RING_ERROR, text);
+    if (give_up) dt__frame_encode(fr, DT__RING_ERROR, 1, fl - DT__FRAME_HDR);
     (void)!send(c->fd, fr, fl, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(c->fd, SHUT_WR);
     /* discard what already came (a few KiB at most), so that the close sends a FIN, not a
@@ -317,10 +341,12 @@ static void in_refuse(dt_ring *r, inconn *c, const char *fmt, ...) {
     }
     in_close(c);
 }
+#define in_refuse(r, c, ...) in_refuse_as(r, c, 0, __VA_ARGS__)
 
 /* Read what an accepted connection sent. Returns 1 when it is the previous member's valid
- * HELLO (answered OK; c->fd is then the caller's). */
-static int in_step(dt_ring *r, inconn *c, int have_prev) {
+ * HELLO (answered OK; c->fd is then the caller's). The previous member with another wire
+ * dtype is refused for good and the reason written to fatal (FATAL_MAX bytes). */
+static int in_step(dt_ring *r, inconn *c, int have_prev, char *fatal) {
     for (;;) {
         ssize_t k = recv(c->fd, c->buf + c->got, c->want - c->got, MSG_DONTWAIT);
         if (k < 0 && errno == EINTR) continue;
@@ -354,10 +380,10 @@ static int in_step(dt_ring *r, inconn *c, int have_prev) {
             c->want += (size_t)h.len;
             continue;
         }
-        /* the shared HELLO (net/frame-impl.h); nothing follows the token */
+        /* the shared HELLO (net/frame-impl.h); the wire dtype follows the token */
         dt__frame_hello hl;
         if (dt__frame_hello_parse(c->buf + DT__PS_HDR, (size_t)h.len, &hl) != DT_OK ||
-            hl.rest_len != 0) {
+            hl.rest_len != DT__RING_HELLO_OWN) {
             in_refuse(r, c,
                       "a HELLO whose token length %" PRIu32 " does not fit its %" PRIu64 " bytes",
                       dt__get32(c->buf + DT__PS_HDR + 8), h.len);
@@ -382,6 +408,19 @@ static int in_step(dt_ring *r, inconn *c, int have_prev) {
                       r->prev);
             return 0;
         }
+        uint32_t dtype = dt__get32(hl.rest), mine = (uint32_t)r->bf16;
+        if (dtype != mine) {
+            char why[FATAL_MAX / 2];
+            snprintf(why, sizeof why,
+                     "rank %" PRIu32 " sends %s (wire dtype %" PRIu32 ") on the wire, this member "
+                     "%s: every member of a ring must use the same wire dtype "
+                     "(allreduce.wireDtype)",
+                     rank, dt__ring_dtype_name(dtype), dtype, dt__ring_dtype_name(mine));
+            snprintf(fatal, FATAL_MAX, "rank %" PRIu32 " (%s, connecting from %s): %s", rank,
+                     r->peers[r->prev].addr, c->who, why);
+            in_refuse_as(r, c, 1, "%s", why);
+            return 0;
+        }
         if (have_prev) {
             in_refuse(r, c, "rank %" PRIu32 " is connected already", rank);
             return 0;
@@ -402,7 +441,7 @@ static int in_step(dt_ring *r, inconn *c, int have_prev) {
     }
 }
 
-static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin) {
+static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin, char *fatal) {
     for (;;) {
         struct sockaddr_storage sa;
         socklen_t sl = sizeof sa;
@@ -410,7 +449,7 @@ static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin) {
         if (fd < 0) return; /* EAGAIN, or a connection that went away: poll again */
         if (*nin == IN_MAX) {
             /* the oldest may have its whole HELLO in its socket already: read it first */
-            if (in_step(r, &in[0], r->prev_fd >= 0)) {
+            if (in_step(r, &in[0], r->prev_fd >= 0, fatal)) {
                 r->prev_fd = in[0].fd;
                 in[0].fd = -1;
             }
@@ -436,6 +475,7 @@ static dt_err handshake(dt_ring *r, int lfd) {
     outconn *o = calloc(1, sizeof *o);
     inconn *in = calloc(IN_MAX, sizeof *in);
     int nin = 0;
+    char fatal[FATAL_MAX] = ""; /* the previous member's wire dtype differs: why */
     if (!o || !in) {
         err = dt_err_set(DT_ERR_NOMEM, "ring: out of memory for the handshake");
         goto end;
@@ -445,6 +485,8 @@ static dt_err handshake(dt_ring *r, int lfd) {
     snprintf(o->last, sizeof o->last, "no attempt yet");
     size_t pl =
         dt__frame_hello_put(o->hello + DT__PS_HDR, (uint32_t)r->rank, (uint32_t)r->size, r->token);
+    dt__put32(o->hello + DT__PS_HDR + pl, (uint32_t)r->bf16);
+    pl += DT__RING_HELLO_OWN;
     dt__ps_hdr_encode(o->hello, DT__RING_HELLO, r->generation, pl);
     o->hello_len = DT__PS_HDR + pl;
 
@@ -452,6 +494,13 @@ static dt_err handshake(dt_ring *r, int lfd) {
     o->retry_at = start;
     for (;;) {
         int64_t now = dt__now_ms();
+        if (fatal[0] || o->fatal[0]) {
+            const char *why = fatal[0] ? fatal : o->fatal;
+            dt__ring_log(r, "%s", why);
+            err = dt_err_set(DT_ERR_PROTOCOL, "ring gen %" PRId64 " rank %d: %s", r->generation,
+                             r->rank, why);
+            goto end;
+        }
         if (o->state == OUT_WAIT && now >= o->retry_at) {
             out_start(r, o, now);
             out_step(r, o, 0, now); /* an immediate connect goes on to HELLO */
@@ -512,7 +561,7 @@ static dt_err handshake(dt_ring *r, int lfd) {
         if (opos >= 0 && pf[opos].revents) out_step(r, o, pf[opos].revents, now);
         for (int i = 0; i < nin; i++) {
             if (!pf[ipos + i].revents) continue;
-            if (in_step(r, &in[i], r->prev_fd >= 0)) {
+            if (in_step(r, &in[i], r->prev_fd >= 0, fatal)) {
                 r->prev_fd = in[i].fd;
                 in[i].fd = -1;
             }
@@ -522,7 +571,7 @@ static dt_err handshake(dt_ring *r, int lfd) {
         for (int i = 0; i < nin; i++)
             if (in[i].fd >= 0) in[m++] = in[i];
         nin = m;
-        if (lpos >= 0 && (pf[lpos].revents & POLLIN) && r->prev_fd < 0) in_accept(r, lfd, in, &nin);
+        if (lpos >= 0 && (pf[lpos].revents & POLLIN) && r->prev_fd < 0) in_accept(r, lfd, in, &nin, fatal);
     }
     r->next_fd = o->fd;
     o->fd = -1;
@@ -556,6 +605,9 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
     if (strlen(token) > DT__RING_TOKEN_MAX)
         return dt_err_set(DT_ERR_ARG, "ring: the token is longer than %d bytes",
                           DT__RING_TOKEN_MAX);
+    if (conf->wire_dtype != DT_RING_WIRE_F32 && conf->wire_dtype != DT_RING_WIRE_BF16)
+        return dt_err_set(DT_ERR_ARG, "ring: wire_dtype %d is neither float32 nor bfloat16",
+                          (int)conf->wire_dtype);
     if (conf->size > 1 && listen_fd < 0)
         return dt_err_set(DT_ERR_ARG, "ring: listen_fd %d is not a socket", listen_fd);
 
@@ -574,6 +626,7 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
     size_t chunk = conf->chunk_bytes ? conf->chunk_bytes : DT_RING_DEFAULT_CHUNK;
     if (chunk > DT__RING_CHUNK_MAX) chunk = DT__RING_CHUNK_MAX;
     r->chunk = chunk & ~(size_t)3;
+    r->bf16 = conf->wire_dtype == DT_RING_WIRE_BF16;
     r->log = conf->log;
     r->failed_peer = -1;
     atomic_init(&r->aborted, 0);
@@ -618,6 +671,7 @@ void dt_ring_close(dt_ring *r) {
     dt__ring_lane_close(r);
     free(r->stage);
     free(r->items);
+    free(r->wire);
     free(r->peers);
     free(r->token);
     free(r);

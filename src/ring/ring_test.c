@@ -76,6 +76,7 @@ struct member {
     int timeout_ms;
     int hello_ms; /* conf.hello_timeout_ms (0: the default) */
     size_t chunk;
+    dt_ring_wire_dtype wire; /* conf.wire_dtype */
     FILE *log;
     member_fn fn;
     void *arg;
@@ -105,7 +106,8 @@ static void *member_main(void *p) {
                       .chunk_bytes = m->chunk,
                       .hello_timeout_ms = m->hello_ms,
                       .log = m->log,
-                      .no_shm = tcp_only};
+                      .no_shm = tcp_only,
+                      .wire_dtype = m->wire};
     dt_ring *r = NULL;
     m->open_err = dt_ring_open(&r, m->g->lfd[m->rank], &c);
     if (m->open_err) {
@@ -386,15 +388,17 @@ static int read_all(int fd, void *p, size_t n) {
     return 0;
 }
 
+/* A HELLO of a float32 ring. */
 static int send_hello(int fd, int64_t gen, uint32_t rank, uint32_t size, const char *token) {
-    uint8_t b[DT__PS_HDR + 12 + 256];
+    uint8_t b[DT__PS_HDR + 16 + 256];
     size_t tl = strlen(token);
-    dt__ps_hdr_encode(b, DT__RING_HELLO, gen, 12 + tl);
+    dt__ps_hdr_encode(b, DT__RING_HELLO, gen, 16 + tl);
     dt__put32(b + DT__PS_HDR, rank);
     dt__put32(b + DT__PS_HDR + 4, size);
     dt__put32(b + DT__PS_HDR + 8, (uint32_t)tl);
     memcpy(b + DT__PS_HDR + 12, token, tl);
-    return write_all(fd, b, DT__PS_HDR + 12 + tl);
+    dt__put32(b + DT__PS_HDR + 12 + tl, DT_RING_WIRE_F32);
+    return write_all(fd, b, DT__PS_HDR + 16 + tl);
 }
 
 /* Read the answer: its type; the ERROR text into text. -1: nothing. */
@@ -1304,6 +1308,186 @@ static void test_bad_arguments(void) {
     dt_ring_close(NULL);
 }
 
+/* ---- bfloat16 on the wire ---- */
+
+static float bits_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Values of many magnitudes that bfloat16 cannot hold: every 5th a tie (the lower half
+ * exactly 0x8000, rounded to even), and rank 1's element 2 a signalling NaN whose payload is
+ * in the lower half only (truncated, it would become an infinity). */
+static float bf16_value(int rank, size_t i) {
+    if (rank == 1 && i == 2) return bits_float(0x7f800001u);
+    float v = rough_value(rank, i);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u = i % 5 == 0 ? (u & 0xffff0000u) | 0x8000u : u | 1u;
+    return bits_float(u);
+}
+
+static float nb(float v) { /* v as it arrives in bfloat16 */
+    return dt__bf16_to_f32(dt__bf16_from_f32(v));
+}
+
+/* What element i of an n-value bfloat16 all-reduce over P members must be, each member's
+ * values from bf16_value: on the ring path (collective.c) segment s starts at member s and
+ * gathers member s+1's, s+2's... each adding its own float32 value to the narrowed partial
+ * sum, the owner's sum narrowed once; on the small path every buffer narrowed, summed in
+ * rank order. */
+static float bf16_expected(int P, size_t n, size_t i, int small) {
+    if (small) {
+        float acc = nb(bf16_value(0, i));
+        for (int q = 1; q < P; q++)
+            acc += nb(bf16_value(q, i));
+        return acc;
+    }
+    int s = 0;
+    for (; s < P; s++) { /* collective.c's segment(): the first n % P get one more */
+        size_t base = n / (size_t)P, extra = n % (size_t)P, us = (size_t)s;
+        size_t off = us * base + (us < extra ? us : extra), len = base + (us < extra);
+        if (i >= off && i < off + len) break;
+    }
+    float acc = bf16_value(s, i);
+    for (int j = 1; j < P; j++)
+        acc = bf16_value((s + j) % P, i) + nb(acc);
+    return nb(acc);
+}
+
+static const size_t bf16_ns[] = {1, 2, 3, 7, 1001, 4099, 100003};
+#define NBF (sizeof bf16_ns / sizeof bf16_ns[0])
+
+static void bf16_fn(member *m, dt_ring *r) {
+    float **out = (float **)m->arg + (size_t)m->rank * NBF;
+    m->ok = 1;
+    for (size_t k = 0; k < NBF; k++) {
+        size_t n = bf16_ns[k];
+        float *d = malloc(n * sizeof *d);
+        for (size_t i = 0; i < n; i++)
+            d[i] = bf16_value(m->rank, i);
+        dt_err e = dt_ring_allreduce(r, d, n);
+        out[k] = d;
+        if (e) {
+            member_record(m, e, r);
+            m->ok = 0;
+            return;
+        }
+    }
+    member_record(m, DT_OK, r);
+}
+
+/* Every n of bf16_ns over `size` members with wire dtype bfloat16: each member's result is
+ * bf16_expected's, bit for bit the same on every member, and not the float32 sum. */
+static void check_bf16(int size, size_t chunk, size_t small) {
+    size_t saved = dt__ring_small_bytes;
+    dt__ring_small_bytes = small;
+    group g;
+    DT_CHECK(group_listen(&g, size) == 0);
+    member ms[MAXM];
+    float *out[MAXM * NBF];
+    memset(out, 0, sizeof out);
+    members_init(ms, &g, bf16_fn, out);
+    for (int i = 0; i < size; i++) {
+        ms[i].chunk = chunk;
+        ms[i].wire = DT_RING_WIRE_BF16;
+    }
+    DT_CHECK(run_members(ms, size) == 0);
+    group_close(&g);
+    dt__ring_small_bytes = saved;
+    int bad = 0;
+    for (int i = 0; i < size; i++)
+        if (ms[i].open_err || !ms[i].ok) {
+            fprintf(stderr, "bf16 size %d rank %d: %s\n", size, i, ms[i].msg);
+            bad = 1;
+        }
+    for (size_t k = 0; k < NBF && !bad; k++) {
+        size_t n = bf16_ns[k], differ = 0;
+        int is_small = n * 4 <= small;
+        for (size_t i = 0; i < n && !bad; i++) {
+            float want = bf16_expected(size, n, i, is_small), f32 = 0;
+            for (int q = 0; q < size; q++)
+                f32 += bf16_value(q, i);
+            differ += !isnan(f32) && f32 != want;
+            for (int q = 0; q < size && !bad; q++) {
+                float got = out[(size_t)q * NBF + k][i];
+                if (isnan(want) ? !isnan(got) : got != want) {
+                    fprintf(stderr,
+                            "bf16 size %d chunk %zu n %zu%s rank %d element %zu: %.9g, want "
+                            "%.9g\n",
+                            size, chunk, n, is_small ? " (small)" : "", q, i, (double)got,
+                            (double)want);
+                    bad = 1;
+                }
+            }
+        }
+        /* the float32 sums are not what came: the values did travel narrowed */
+        if (!bad && n >= 7 && differ == 0) {
+            fprintf(stderr, "bf16 size %d n %zu: every sum is the float32 one\n", size, n);
+            bad = 1;
+        }
+        for (int q = 1; q < size && !bad; q++)
+            if (memcmp(out[(size_t)q * NBF + k], out[k], n * 4) != 0) {
+                fprintf(stderr, "bf16 size %d n %zu: rank %d's bits differ from rank 0's\n",
+                        size, n, q);
+                bad = 1;
+            }
+    }
+    for (size_t j = 0; j < (size_t)MAXM * NBF; j++)
+        free(out[j]);
+    DT_CHECK(!bad);
+}
+
+/* bfloat16 on the wire over TCP (as between hosts), on the lane, and on rings that mix them
+ * (whose members cut their transfers differently): the ring path with the default and with
+ * odd small chunks, and the small path. */
+static void test_allreduce_bf16(void) {
+    for (int mode = 0; mode < 3 && !dt__test_failed; mode++) {
+        tcp_only = mode == 0;
+        dt__ring_decline_rank = mode == 2 ? 1 : -1;
+        for (int size = 2; size <= 3 && !dt__test_failed; size++) {
+            check_bf16(size, 0, dt__ring_small_bytes);
+            if (!dt__test_failed) check_bf16(size, 1004, 0);
+            if (!dt__test_failed && mode == 0) check_bf16(size, 0, (size_t)1 << 20);
+        }
+    }
+    tcp_only = 0;
+    dt__ring_decline_rank = -1;
+}
+
+/* Members with different wire dtypes: the ring does not form; both fail at the handshake
+ * with DT_ERR_PROTOCOL naming both dtypes (not at the timeout, not reading each other's data
+ * at the wrong width). */
+static void test_wire_dtype_mismatch(void) {
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    FILE *log = tmpfile();
+    member ms[MAXM];
+    members_init(ms, &g, simple_allreduce_fn, NULL);
+    ms[1].wire = DT_RING_WIRE_BF16;
+    for (int i = 0; i < 2; i++) {
+        ms[i].log = log;
+        ms[i].timeout_ms = 60000; /* a failure by timeout would take this long */
+    }
+    DT_CHECK(run_members(ms, 2) == 0);
+    for (int i = 0; i < 2; i++) {
+        if (ms[i].open_err != DT_ERR_PROTOCOL)
+            DT_FAIL("rank %d: code %d, %s", i, (int)ms[i].open_err, ms[i].msg);
+        if (!strstr(ms[i].msg, "float32") || !strstr(ms[i].msg, "bfloat16") ||
+            !strstr(ms[i].msg, "wire dtype"))
+            DT_FAIL("rank %d: \"%s\" does not name both dtypes", i, ms[i].msg);
+    }
+    /* whichever saw the other's HELLO first refused it; the other may learn it from that
+     * refusal ("refused the ring") before it reads the first's HELLO */
+    char *lg = slurp(log);
+    DT_CHECK(strstr(lg, "rank 0 sends float32 (wire dtype 0) on the wire, this member bfloat16") ||
+             strstr(lg, "rank 1 sends bfloat16 (wire dtype 1) on the wire, this member float32"));
+    free(lg);
+    fclose(log);
+    group_close(&g);
+}
+
 /* Rings that mix lanes and TCP connections (as rings spanning hosts do): rank 1 declines
  * its previous member's segment. Members with a TCP connection cut their transfers at
  * chunk_bytes, the others finer (collective.c, plan_chunk): the sums and broadcasts must come
@@ -1342,4 +1526,4 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_bad_arguments), DT_T(test_idle_flood_does_not_lock_out),
              DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions),
              DT_T(test_lane_declined_falls_back_to_tcp), DT_T(test_mixed_lanes),
-             DT_T(test_tcp_lane))
+             DT_T(test_tcp_lane), DT_T(test_allreduce_bf16), DT_T(test_wire_dtype_mismatch))

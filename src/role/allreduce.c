@@ -76,6 +76,7 @@ typedef struct ar_conf {
     double checkpoint_secs;
     int64_t minibatches_per_shard;
     int no_shm; /* allreduce.sharedMemory: false */
+    dt_ring_wire_dtype wire_dtype; /* allreduce.wireDtype */
 } ar_conf;
 
 typedef struct bucket {
@@ -169,7 +170,8 @@ static ar_conf settings(const dt_job_spec *job) {
                  .timeout_ms = (int)a->timeout_ms,
                  .checkpoint_secs = (double)a->checkpoint_secs,
                  .minibatches_per_shard = a->minibatches_per_shard,
-                 .no_shm = !a->shared_memory};
+                 .no_shm = !a->shared_memory,
+                 .wire_dtype = (dt_ring_wire_dtype)a->wire_dtype};
     if (c.bucket_floats < 1024) c.bucket_floats = 1024;
     return c;
 }
@@ -575,7 +577,8 @@ static dt_err join(trainer *t, const char *lost_member) {
                            .timeout_ms = t->conf.timeout_ms,
                            .chunk_bytes = t->conf.chunk_bytes,
                            .log = r->log,
-                           .no_shm = t->conf.no_shm};
+                           .no_shm = t->conf.no_shm,
+                           .wire_dtype = t->conf.wire_dtype};
         dt_ring *ring = NULL;
         e = dt_ring_open(&ring, t->listen_fd, &rc);
         if (!e) {
