@@ -119,15 +119,21 @@ static void ps_seeds(void) {
     put("fuzz_ps_frames", "unknown-dtype", o.b, o.n);
 }
 
-/* ---- ring frames: HELLO (rank, size, token), DATA (sequence number, 16-byte chunks) ---- */
-static void ring_hello(buf *o, int64_t generation, uint32_t rank, const char *token) {
+/* ---- ring frames: HELLO (rank, size, token, wire dtype), DATA (sequence number, 16-byte
+ * chunks) ---- */
+static void ring_hello_as(buf *o, int64_t generation, uint32_t rank, const char *token,
+                          uint32_t dtype) {
     uint8_t p[64];
     size_t tl = strlen(token);
     dt__put32(p, rank);
     dt__put32(p + 4, 2);
     dt__put32(p + 8, (uint32_t)tl);
     memcpy(p + 12, token, tl);
-    frame(o, DT__RING_HELLO, generation, p, DT__RING_HELLO_MIN + tl);
+    dt__put32(p + 12 + tl, dtype);
+    frame(o, DT__RING_HELLO, generation, p, DT__RING_HELLO_MIN + tl + DT__RING_HELLO_OWN);
+}
+static void ring_hello(buf *o, int64_t generation, uint32_t rank, const char *token) {
+    ring_hello_as(o, generation, rank, token, DT_RING_WIRE_F32);
 }
 
 static void ring_seeds(void) {
@@ -145,6 +151,9 @@ static void ring_seeds(void) {
     ring_hello(&o, 1, 1, "t");
     frame(&o, DT__RING_DATA, 1, v, sizeof v);
     put("fuzz_ring_frames", "wrong-sequence", o.b, o.n);
+    o.n = 0;
+    ring_hello_as(&o, 1, 1, "t", DT_RING_WIRE_BF16); /* rank 0 is float32: refused for good */
+    put("fuzz_ring_frames", "wrong-dtype", o.b, o.n);
 }
 
 /* ---- safetensors ---- */
