@@ -11,7 +11,9 @@
 # G is the model's 235,146 float32 parameters (940,584 bytes; framing is not counted).
 # On the 1gbit link the PS job also runs with parameterServer.wireDtype: bfloat16 (row
 # ps-bf16): a step's push and the values that come back each carry G/2, so the link allows
-# RATE / (G/2) worker steps/s. Every row also prints the job's final eval accuracy (the
+# RATE / (G/2) worker steps/s; and the all-reduce job with allreduce.wireDtype: bfloat16
+# (row allreduce-bf16): the ring moves 2 (N-1)/N x G/2 bytes a step, so the link allows
+# twice the float32 ring's steps. Every row also prints the job's final eval accuracy (the
 # chief's, in result.json), to compare bf16 with float32 from the same run. The PS jobs
 # run with parameterServer.sharedMemory: false and the all-reduce job with
 # allreduce.sharedMemory: false (the shared-memory lanes would take the tensors past the
@@ -20,19 +22,19 @@
 # runs at once) is printed beside the link's, and the lower of the two is the one to meet.
 #
 #   bash bench/netns_bench.sh [--rates "1gbit 10gbit"] [--hosts "2 4"]
-#                             [--kinds "allreduce ps ps-bf16"] [--keep]
-# (--kinds: the jobs to run, default all; ps-bf16 runs on the 1gbit link only)
+#                             [--kinds "allreduce allreduce-bf16 ps ps-bf16"] [--keep]
+# (--kinds: the jobs to run, default all; the -bf16 kinds run on the 1gbit link only)
 # Needs root (ip netns, tc). DTRAIN=PATH picks the binary (default ./build/dtrain).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rates="1gbit 10gbit" hosts_list="2 4" kinds_list="allreduce ps ps-bf16" keep=0
+rates="1gbit 10gbit" hosts_list="2 4" kinds_list="allreduce allreduce-bf16 ps ps-bf16" keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --rates) rates=${2:?}; shift ;;
         --hosts) hosts_list=${2:?}; shift ;;
         --kinds) kinds_list=${2:?}; shift ;;
         --keep) keep=1 ;;
-        *) echo "usage: $0 [--rates \"1gbit 10gbit\"] [--hosts \"2 4\"] [--kinds \"allreduce ps ps-bf16\"] [--keep]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--rates \"1gbit 10gbit\"] [--hosts \"2 4\"] [--kinds \"allreduce allreduce-bf16 ps ps-bf16\"] [--keep]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -83,6 +85,8 @@ spec() {
     case "$2" in
     allreduce)
         printf '  replicas: {worker: %d}\n  strategy: allreduce\n  allreduce: {minibatchesPerShard: 16, sharedMemory: false}\n' "$3" ;;
+    allreduce-bf16)
+        printf '  replicas: {worker: %d}\n  strategy: allreduce\n  allreduce: {minibatchesPerShard: 16, sharedMemory: false, wireDtype: bfloat16}\n' "$3" ;;
     ps)
         printf '  replicas: {worker: %d, ps: 1}\n  strategy: parameter_server\n  parameterServer: {sharedMemory: false}\n' $(($3 - 1)) ;;
     ps-bf16)
@@ -128,18 +132,20 @@ for n in $hosts_list; do
     nocomm[$n]=$(cat "$TMP"/single$n-*/result.json | grep -o '"samples_per_sec": *[0-9.e+]*' |
         awk -F': *' '{ s += $2 } END { printf "%.0f", s }')
 done
-printf '%-7s %-6s %-10s %12s %14s %12s %10s %9s\n' rate hosts job samples/s link_bound nocomm_bound ratio accuracy
+printf '%-7s %-6s %-14s %12s %14s %12s %10s %9s\n' rate hosts job samples/s link_bound nocomm_bound ratio accuracy
 for rate in $rates; do
     for n in $hosts_list; do
         hosts "$n" "$rate"
         bps=$(bits "$rate")
         for kind in $kinds_list; do
-            [ "$kind" != ps-bf16 ] || [ "$rate" = 1gbit ] || continue
+            case "$kind" in *-bf16) [ "$rate" = 1gbit ] || continue ;; esac
             name="$kind-$n-$rate"
             spec "$name" "$kind" "$n"
             read -r got acc < <(job "$name" "$n")
-            if [ "$kind" = allreduce ]; then
-                bound=$(awk -v r="$bps" -v g=$G_BYTES -v n="$n" 'BEGIN { printf "%.0f", r / 8 / (2 * (n - 1) / n * g) * 64 * n }')
+            if [ "$kind" = allreduce ] || [ "$kind" = allreduce-bf16 ]; then
+                g=$G_BYTES
+                [ "$kind" != allreduce-bf16 ] || g=$((G_BYTES / 2))
+                bound=$(awk -v r="$bps" -v g="$g" -v n="$n" 'BEGIN { printf "%.0f", r / 8 / (2 * (n - 1) / n * g) * 64 * n }')
                 nc=${nocomm[$n]}
             else
                 g=$G_BYTES
@@ -148,10 +154,10 @@ for rate in $rates; do
                 nc=$(awk -v a="${nocomm[$n]}" -v n="$n" 'BEGIN { printf "%.0f", a * (n - 1) / n }')
             fi
             lower=$(awk -v a="$bound" -v b="$nc" 'BEGIN { print (a < b ? a : b) }')
-            printf '%-7s %-6s %-10s %12.0f %14s %12s %10.2f %9s\n' "$rate" "$n" "$kind" "$got" "$bound" "$nc" \
+            printf '%-7s %-6s %-14s %12.0f %14s %12s %10.2f %9s\n' "$rate" "$n" "$kind" "$got" "$bound" "$nc" \
                 "$(awk -v a="$got" -v b="$lower" 'BEGIN { print (b > 0 ? a / b : 0) }')" "$acc"
         done
     done
 done
 echo "(ratio: samples/s over the lower of the link's bound and the no-communication bound;"
-echo " accuracy: the job's final eval accuracy, to compare ps-bf16 with ps from this run)"
+echo " accuracy: the job's final eval accuracy, to compare each -bf16 row with its float32 one from this run)"

@@ -385,7 +385,8 @@ static int in_step(dt_ring *r, inconn *c, int have_prev, char *fatal) {
         if (dt__frame_hello_parse(c->buf + DT__PS_HDR, (size_t)h.len, &hl) != DT_OK ||
             hl.rest_len != DT__RING_HELLO_OWN) {
             in_refuse(r, c,
-                      "a HELLO whose token length %" PRIu32 " does not fit its %" PRIu64 " bytes",
+                      "a HELLO whose token length %" PRIu32 " does not fit its %" PRIu64
+                      " bytes (with the 4-byte wire dtype after the token)",
                       dt__get32(c->buf + DT__PS_HDR + 8), h.len);
             return 0;
         }
@@ -654,6 +655,8 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
         }
         if (!(fl & O_NONBLOCK)) fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK);
         if ((err = handshake(r, listen_fd))) goto fail;
+        /* said once a ring, as the PS says it of a bfloat16 client: a job's logs show it */
+        if (r->bf16) dt__ring_log(r, "all-reduce values go as bfloat16 (wire dtype 1)");
         if (!conf->no_shm && (err = dt__ring_lane_open(r, dt__now_ms() + r->timeout_ms))) goto fail;
     }
     *out = r;
