@@ -5,7 +5,7 @@
 #            rank 0 checkpointed (with the optimizer's state), the chief exported the model;
 #            the ring's data went through shared memory (allreduce.sharedMemory's default)
 #   fixed    globalBatch fixed, small buckets, sharedMemory false (the ring over loopback
-#            TCP, as between hosts): scaled from 2 workers to 1, the survivor
+#            TCP, as between hosts) with wireDtype bfloat16: scaled from 2 workers to 1, the survivor
 #            accumulates 2 micro-batches a step; then, alone, it is killed: restarted without
 #            TF_CONFIG (the job's only replica), it learns who it is all the same and trains
 #            on alone; succeeds and learns
@@ -100,7 +100,7 @@ fi
 if section fixed; then
     # globalBatch fixed: 2 workers in the spec; scaled down to 1, the remaining worker
     # accumulates 2 micro-batches a step (the global batch stays 2 x 32)
-    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 2, sharedMemory: false}" 1500 2048
+    spec fixed "{worker: 2}" "{globalBatch: fixed, bucketMB: 0.001, minibatchesPerShard: 2, sharedMemory: false, wireDtype: bfloat16}" 1500 2048
     expect_exit 0 fixed-start -- "$DTRAIN" run fixed.yaml --job-dir job-fixed --detach
     two_ring() { grep -q "rank [01] of 2.*1 micro-batches a step" job-fixed/logs/worker-0.log 2>/dev/null; }
     WAIT_POLLS=600 wait_for two_ring && pass "fixed: a ring of 2, one micro-batch a step" ||
@@ -130,6 +130,9 @@ assert r["status"] == "Succeeded" and c["eval"]["accuracy"] >= 0.5, c' &&
     ! grep -q "through shared memory" job-fixed/logs/worker-*.log &&
         pass "fixed: sharedMemory false: the ring stayed on TCP" ||
         fail "fixed: a shared-memory lane despite sharedMemory: false"
+    grep -q "ring gen [0-9]* rank [01]: all-reduce values go as bfloat16" job-fixed/logs/worker-0.log &&
+        pass "fixed: wireDtype bfloat16: the ring's values went as bfloat16" ||
+        fail "fixed: no bfloat16 ring in worker-0's log: $(grep 'ring gen' job-fixed/logs/worker-0.log | tail -3)"
 fi
 
 if section kill; then

@@ -96,6 +96,11 @@ int dt_ring_size(const dt_ring *r);
  * float32; the result is the same on every member but not the exact float32 sum. */
 dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n);
 
+/* dt_ring_allreduce in float32 on the wire whatever the ring's wire dtype: for values whose
+ * sums must be exact (counters: bfloat16 holds integers exactly only up to 256). Every
+ * member makes the same calls in the same order. */
+dt_err dt_ring_allreduce_exact(dt_ring *r, float *data, size_t n);
+
 /* Copy root's bytes[0..len) to every member; every member passes the same len. */
 dt_err dt_ring_broadcast(dt_ring *r, void *bytes, size_t len, int root);
 

@@ -875,7 +875,7 @@ static dt_err usable(dt_ring *r, const char *op) {
     return DT_OK;
 }
 
-dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n) {
+static dt_err allreduce(dt_ring *r, float *data, size_t n, int bf16) {
     if (!r) return dt_err_set(DT_ERR_ARG, "ring allreduce: ring is NULL");
     dt_err err = usable(r, "allreduce");
     if (err) return err;
@@ -883,7 +883,7 @@ dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n) {
     if (n > SIZE_MAX / 4 / (size_t)r->size)
         return dt_err_set(DT_ERR_ARG, "ring allreduce: n %zu is too large", n);
     if (r->size == 1 || n == 0) return DT_OK;
-    plan pl = {.op = "allreduce", .bf16 = r->bf16};
+    plan pl = {.op = "allreduce", .bf16 = bf16};
     int small = n * 4 <= dt__ring_small_bytes; /* the float32 size, whatever the wire's */
     if ((err = small ? plan_small(r, &pl, data, n) : plan_ring(r, &pl, data, n))) return err;
     if ((err = run(r, &pl))) return err;
@@ -900,6 +900,14 @@ dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n) {
             add_f32(data, r->stage + (size_t)q * n, n);
     }
     return DT_OK;
+}
+
+dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n) {
+    return allreduce(r, data, n, r && r->bf16);
+}
+
+dt_err dt_ring_allreduce_exact(dt_ring *r, float *data, size_t n) {
+    return allreduce(r, data, n, 0);
 }
 
 dt_err dt_ring_broadcast(dt_ring *r, void *bytes, size_t len, int root) {

@@ -1456,6 +1456,53 @@ static void test_allreduce_bf16(void) {
     dt__ring_decline_rank = -1;
 }
 
+/* dt_ring_allreduce_exact on a bfloat16 ring: counters that bfloat16 cannot hold (257,
+ * 60001) sum exactly, on the small path and the ring path, between bfloat16 calls. */
+static void exact_fn(member *m, dt_ring *r) {
+    m->ok = 1;
+    for (int round = 0; round < 2 && m->ok; round++) {
+        size_t n = round ? 50000 : 4; /* the ring path, then the small one */
+        float *d = malloc(n * sizeof *d), g[7];
+        for (size_t i = 0; i < n; i++)
+            d[i] = (float)(60001 + (int)i % 1000 + m->rank);
+        for (int i = 0; i < 7; i++)
+            g[i] = bf16_value(m->rank, (size_t)i);
+        dt_err e = dt_ring_allreduce_exact(r, d, n);
+        if (!e) e = dt_ring_allreduce(r, g, 7);
+        member_record(m, e, r);
+        int P = m->g->size;
+        for (size_t i = 0; i < n && !e && m->ok; i++)
+            if (d[i] != (float)(P * (60001 + (int)i % 1000) + P * (P - 1) / 2)) {
+                snprintf(m->msg, sizeof m->msg, "n %zu element %zu: %.9g", n, i, (double)d[i]);
+                m->ok = 0;
+            }
+        /* the bfloat16 call after it still rounds */
+        if (!e && m->ok && g[3] != bf16_expected(P, 7, 3, 7 * 4 <= dt__ring_small_bytes)) {
+            snprintf(m->msg, sizeof m->msg, "bfloat16 after exact: %.9g", (double)g[3]);
+            m->ok = 0;
+        }
+        m->ok = m->ok && !e;
+        free(d);
+    }
+}
+
+static void test_allreduce_exact_on_bf16(void) {
+    tcp_only = 1;
+    group g;
+    DT_CHECK(group_listen(&g, 3) == 0);
+    member ms[MAXM];
+    members_init(ms, &g, exact_fn, NULL);
+    for (int i = 0; i < 3; i++)
+        ms[i].wire = DT_RING_WIRE_BF16;
+    DT_CHECK(run_members(ms, 3) == 0);
+    for (int i = 0; i < 3; i++) {
+        if (ms[i].open_err || !ms[i].ok) fprintf(stderr, "rank %d: %s\n", i, ms[i].msg);
+        DT_CHECK(!ms[i].open_err && ms[i].ok);
+    }
+    group_close(&g);
+    tcp_only = 0;
+}
+
 /* Members with different wire dtypes: the ring does not form; both fail at the handshake
  * with DT_ERR_PROTOCOL naming both dtypes (not at the timeout, not reading each other's data
  * at the wrong width). */
@@ -1526,4 +1573,5 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_bad_arguments), DT_T(test_idle_flood_does_not_lock_out),
              DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions),
              DT_T(test_lane_declined_falls_back_to_tcp), DT_T(test_mixed_lanes),
-             DT_T(test_tcp_lane), DT_T(test_allreduce_bf16), DT_T(test_wire_dtype_mismatch))
+             DT_T(test_tcp_lane), DT_T(test_allreduce_bf16),
+             DT_T(test_allreduce_exact_on_bf16), DT_T(test_wire_dtype_mismatch))

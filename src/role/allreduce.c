@@ -27,7 +27,11 @@
  * buffer holds the parameters last layer first, so the backward hook hands the comm thread
  * each bucket as soon as its layers are done (overlap with the rest of the backward pass).
  * Two counters ride in the first bucket: samples (the mean divides by the ring's total) and
- * "not done" members (when both are zero every member's data is exhausted: the end).
+ * "not done" members (when both are zero every member's data is exhausted: the end). With
+ * allreduce.wireDtype bfloat16 the counters are a bucket of their own, summed in float32
+ * (dt_ring_allreduce_exact): bfloat16 holds integers exactly only up to 256, and a sample
+ * count rounded would break the mean and the exactly-once accounting; it goes first, while
+ * the backward pass still runs.
  *
  * Data: shards come from the master's shard service (dataset "training") without blocking:
  * a member with nothing to do yet contributes zeros and keeps stepping with its ring. A
@@ -39,6 +43,7 @@
  * the evaluator at the end.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -82,6 +87,7 @@ typedef struct ar_conf {
 typedef struct bucket {
     size_t off, n;  /* floats of the flat buffer */
     int min_layer;  /* ready once the backward pass has done this layer */
+    int exact;      /* the counters alone: summed in float32 whatever the wire dtype */
 } bucket;
 
 typedef struct trainer {
@@ -181,9 +187,15 @@ static ar_conf settings(const dt_job_spec *job) {
 static dt_err layout(trainer *t) {
     size_t off = TRAILER;
     t->param_off = malloc((size_t)t->np * sizeof *t->param_off);
-    t->buckets = malloc((size_t)(t->np + 1) * sizeof *t->buckets);
+    t->buckets = malloc((size_t)(t->np + 2) * sizeof *t->buckets);
     if (!t->param_off || !t->buckets) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     bucket cur = {.off = 0, .n = TRAILER, .min_layer = -1};
+    if (t->conf.wire_dtype == DT_RING_WIRE_BF16) {
+        /* ready at once: the counters are set before the backward pass */
+        t->buckets[t->nbuckets++] = (bucket){.off = 0, .n = TRAILER, .min_layer = INT_MAX,
+                                             .exact = 1};
+        cur = (bucket){.off = TRAILER, .n = 0, .min_layer = -1};
+    }
     for (int i = t->np - 1; i >= 0; i--) {
         size_t n = (size_t)dt_tensor_numel(&t->params[i]->grad);
         int layer = dt_model_param_layer(t->model, i);
@@ -253,9 +265,10 @@ static void *comm_main(void *arg) {
         int b = t->done;
         dt_ring *ring = t->ring;
         pthread_mutex_unlock(&t->mu);
+        const bucket *bk = &t->buckets[b];
         dt_err e = t->comm_failed ? DT_ERR_STATE
-                                  : dt_ring_allreduce(ring, t->flat + t->buckets[b].off,
-                                                      t->buckets[b].n);
+                   : bk->exact    ? dt_ring_allreduce_exact(ring, t->flat + bk->off, bk->n)
+                                  : dt_ring_allreduce(ring, t->flat + bk->off, bk->n);
         pthread_mutex_lock(&t->mu);
         if (e && !t->comm_failed) {
             t->comm_failed = 1;
