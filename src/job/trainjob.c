@@ -15,9 +15,9 @@
  *                  minibatchesPerShard, sharedMemory, wireDtype}: the parameter-server strategy's settings (only with
  *                  strategy parameter_server); job->ps gets its defaults even when absent
  *   allreduce:     {globalBatch, bucketMB, chunkKB, timeoutSeconds, rendezvousTimeoutSeconds,
- *                  checkpointSeconds, minibatchesPerShard, sharedMemory, wireDtype}: the all-reduce strategy's
- *                  settings (only with strategy allreduce); job->allreduce gets its defaults
- *                  even when absent
+ *                  checkpointSeconds, minibatchesPerShard, sharedMemory, wireDtype}: the
+ *                  all-reduce strategy's settings (only with strategy allreduce);
+ *                  job->allreduce gets its defaults even when absent
  *
  * and metadata.namespace. The training part is read by spec.c's dt__spec_parse_doc, which
  * is told to allow these keys (spec-impl.h); this file reads them from the same document.

@@ -15,21 +15,21 @@
  *        acceptor may be at the right generation by the next attempt.
  *   in   the listening socket and up to IN_MAX accepted connections reading their HELLO.
  *        Each is checked whole (magic, version, type, length, token, generation, size, the
- *        sender being the previous member, the wire dtype); the first that matches gets OK and becomes the
- *        receiving connection; one that does not is logged as one line naming its address
- *        and the reason, answered ERROR with the same reason and closed, and the loop goes
- *        on waiting for the right one. When IN_MAX are pending, the oldest is dropped (after
- *        reading what it has sent: a HELLO already complete in its socket is not lost to
- *        a flood behind it), and one that has not sent its whole HELLO within
+ *        sender being the previous member, the wire dtype); the first that matches gets OK
+ *        and becomes the receiving connection; one that does not is logged as one line
+ *        naming its address and the reason, answered ERROR with the same reason and closed,
+ *        and the loop goes on waiting for the right one. When IN_MAX are pending, the oldest
+ *        is dropped (after reading what it has sent: a HELLO already complete in its socket
+ *        is not lost to a flood behind it), and one that has not sent its whole HELLO within
  *        hello_timeout_ms of its accept is refused ("no HELLO within N ms") however slowly
  *        its bytes come. A previous member whose wire dtype differs (every check but that
  *        one passed: it is the ring's member, configured otherwise) is a mistake no retry
  *        mends: it is answered ERROR with arg 1 ("give up") and both members fail with
  *        DT_ERR_PROTOCOL naming the two dtypes, instead of waiting out the timeout or, worse,
- *        reading each other's data at the wrong width.
- *        Only one connection is ever authenticated (the previous member's);
- *        another valid HELLO is refused as "connected already". Between dt_ring_open calls
- *        nothing is accepted: connections wait in the listen backlog (LISTEN_BACKLOG).
+ *        reading each other's data at the wrong width. Only one connection is ever
+ *        authenticated (the previous member's); another valid HELLO is refused as
+ *        "connected already". Between dt_ring_open calls nothing is accepted: connections
+ *        wait in the listen backlog (LISTEN_BACKLOG).
  *
  * Both halves share one deadline, timeout_ms after the call. A connection that TCP
  * simultaneous open connected to itself (possible when the next member's port is in the
@@ -70,7 +70,9 @@ size_t dt__ring_small_bytes = 16 << 10;
 /* ---- helpers ---- */
 
 const char *dt__ring_dtype_name(uint32_t dtype) {
-    return dtype == DT_RING_WIRE_F32 ? "float32" : dtype == DT_RING_WIRE_BF16 ? "bfloat16" : "unknown";
+    return dtype == DT_RING_WIRE_F32    ? "float32"
+           : dtype == DT_RING_WIRE_BF16 ? "bfloat16"
+                                        : "unknown";
 }
 
 void dt__ring_log(const dt_ring *r, const char *fmt, ...) {
@@ -572,7 +574,8 @@ static dt_err handshake(dt_ring *r, int lfd) {
         for (int i = 0; i < nin; i++)
             if (in[i].fd >= 0) in[m++] = in[i];
         nin = m;
-        if (lpos >= 0 && (pf[lpos].revents & POLLIN) && r->prev_fd < 0) in_accept(r, lfd, in, &nin, fatal);
+        if (lpos >= 0 && (pf[lpos].revents & POLLIN) && r->prev_fd < 0)
+            in_accept(r, lfd, in, &nin, fatal);
     }
     r->next_fd = o->fd;
     o->fd = -1;

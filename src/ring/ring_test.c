@@ -1429,8 +1429,8 @@ static void check_bf16(int size, size_t chunk, size_t small) {
         }
         for (int q = 1; q < size && !bad; q++)
             if (memcmp(out[(size_t)q * NBF + k], out[k], n * 4) != 0) {
-                fprintf(stderr, "bf16 size %d n %zu: rank %d's bits differ from rank 0's\n",
-                        size, n, q);
+                fprintf(stderr, "bf16 size %d n %zu: rank %d's bits differ from rank 0's\n", size,
+                        n, q);
                 bad = 1;
             }
     }
@@ -1573,5 +1573,5 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_bad_arguments), DT_T(test_idle_flood_does_not_lock_out),
              DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions),
              DT_T(test_lane_declined_falls_back_to_tcp), DT_T(test_mixed_lanes),
-             DT_T(test_tcp_lane), DT_T(test_allreduce_bf16),
-             DT_T(test_allreduce_exact_on_bf16), DT_T(test_wire_dtype_mismatch))
+             DT_T(test_tcp_lane), DT_T(test_allreduce_bf16), DT_T(test_allreduce_exact_on_bf16),
+             DT_T(test_wire_dtype_mismatch))
