@@ -57,13 +57,13 @@ static int drain(int fd) {
     size_t got = 0;
     int ok = 0;
     ssize_t k;
-    while ((k = recv(fd, buf + (got < DT__PS_HDR ? got : 0),
-                     got < DT__PS_HDR ? DT__PS_HDR - got : sizeof buf, 0)) > 0) {
-        if (got < DT__PS_HDR && (got += (size_t)k) == DT__PS_HDR) {
-            dt__ps_hdr h;
-            dt__ps_hdr_decode(buf, &h);
-            ok = h.magic == DT__PS_MAGIC && h.type == DT__RING_OK;
-            if (h.magic == DT__PS_MAGIC && h.type == DT__RING_ERROR && h.arg == 1) ok = 2;
+    while ((k = recv(fd, buf + (got < DT__FRAME_HDR ? got : 0),
+                     got < DT__FRAME_HDR ? DT__FRAME_HDR - got : sizeof buf, 0)) > 0) {
+        if (got < DT__FRAME_HDR && (got += (size_t)k) == DT__FRAME_HDR) {
+            dt__frame_hdr h;
+            dt__frame_decode(buf, &h);
+            ok = h.magic == DT__FRAME_MAGIC && h.type == DT__RING_OK;
+            if (h.magic == DT__FRAME_MAGIC && h.type == DT__RING_ERROR && h.arg == 1) ok = 2;
         }
     }
     return ok;
@@ -77,13 +77,13 @@ static void *play_rank1(void *arg) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) abort();
         poll(&(struct pollfd){.fd = lfd1, .events = POLLIN}, 1, -1);
     }
-    uint8_t hello[DT__PS_HDR + DT__RING_HELLO_MIN + 1 + DT__RING_HELLO_OWN];
+    uint8_t hello[DT__FRAME_HDR + DT__RING_HELLO_MIN + 1 + DT__RING_HELLO_OWN];
     size_t got = 0;
     ssize_t k;
     while (got < sizeof hello && (k = recv(out, hello + got, sizeof hello - got, 0)) > 0)
         got += (size_t)k;
-    uint8_t ok[DT__PS_HDR];
-    dt__ps_hdr_encode(ok, DT__RING_OK, 1, 0);
+    uint8_t ok[DT__FRAME_HDR];
+    dt__frame_encode(ok, DT__RING_OK, 1, 0);
     send_all(out, ok, sizeof ok);
     /* the input, as rank 1's connection to rank 0 */
     int in = connect0();
@@ -92,13 +92,13 @@ static void *play_rank1(void *arg) {
     if (!drain(in)) {
         close(in);
         in = connect0();
-        uint8_t valid[DT__PS_HDR + DT__RING_HELLO_MIN + 1 + DT__RING_HELLO_OWN];
-        dt__ps_hdr_encode(valid, DT__RING_HELLO, 1, DT__RING_HELLO_MIN + 1 + DT__RING_HELLO_OWN);
-        dt__put32(valid + DT__PS_HDR, 1);
-        dt__put32(valid + DT__PS_HDR + 4, 2);
-        dt__put32(valid + DT__PS_HDR + 8, 1);
-        valid[DT__PS_HDR + DT__RING_HELLO_MIN] = 't';
-        dt__put32(valid + DT__PS_HDR + DT__RING_HELLO_MIN + 1, DT_RING_WIRE_F32);
+        uint8_t valid[DT__FRAME_HDR + DT__RING_HELLO_MIN + 1 + DT__RING_HELLO_OWN];
+        dt__frame_encode(valid, DT__RING_HELLO, 1, DT__RING_HELLO_MIN + 1 + DT__RING_HELLO_OWN);
+        dt__put32(valid + DT__FRAME_HDR, 1);
+        dt__put32(valid + DT__FRAME_HDR + 4, 2);
+        dt__put32(valid + DT__FRAME_HDR + 8, 1);
+        valid[DT__FRAME_HDR + DT__RING_HELLO_MIN] = 't';
+        dt__put32(valid + DT__FRAME_HDR + DT__RING_HELLO_MIN + 1, DT_RING_WIRE_F32);
         send_all(in, valid, sizeof valid);
         shutdown(in, SHUT_WR);
         drain(in);

@@ -1,10 +1,11 @@
 /*
  * make_seeds.c - writes the binary seeds of fuzz/corpus/ with the project's own writers:
- * PS frames (dt__ps_hdr_encode, dt__ps_meta_encode: the client's HELLO, INIT, PUSH, PULL,
+ * PS frames (dt__frame_encode, dt__ps_meta_encode: the client's HELLO, INIT, PUSH, PULL,
  * SAVE to fuzz_ps_frames' PS; pushes in float32, in bfloat16 and of an unknown dtype), ring
- * frames (rank 1's HELLO and DATA to fuzz_ring_frames' rank 0: 8 floats in 16-byte chunks), safetensors (dt_safetensors_write), IDX files in the
- * layout fuzz_idx reads (2-byte images length, images, labels) and CSV files (fuzz_csv:
- * an options byte, then the file). Run once by hand; its output is committed.
+ * frames (rank 1's HELLO and DATA to fuzz_ring_frames' rank 0: 8 floats in 16-byte chunks),
+ * safetensors (dt_safetensors_write), IDX files in the layout fuzz_idx reads (2-byte images length,
+ * images, labels) and CSV files (fuzz_csv: an options byte, then the file). Run once by hand; its
+ * output is committed.
  *
  *   make_seeds CORPUS_DIR
  */
@@ -42,8 +43,8 @@ typedef struct buf {
 } buf;
 
 static void frame(buf *o, int type, int64_t arg, const void *payload, size_t len) {
-    dt__ps_hdr_encode(o->b + o->n, type, arg, len);
-    o->n += DT__PS_HDR;
+    dt__frame_encode(o->b + o->n, type, arg, len);
+    o->n += DT__FRAME_HDR;
     memcpy(o->b + o->n, payload, len);
     o->n += len;
 }

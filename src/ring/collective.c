@@ -325,8 +325,8 @@ typedef struct engine {
     size_t si, soff;  /* the item being sent, bytes of its frame (header included) sent */
     size_t prepared;  /* send items before this have their payload ready (narrowed) */
     size_t ri, rpgot; /* the item being received, payload bytes received */
-    uint8_t rhdr[DT__PS_HDR];
-    size_t rhgot;      /* header bytes of item ri received (== DT__PS_HDR: in its payload) */
+    uint8_t rhdr[DT__FRAME_HDR];
+    size_t rhgot;      /* header bytes of item ri received (== DT__FRAME_HDR: in its payload) */
     int prev_readable; /* lane: poll saw the previous member's socket readable */
 } engine;
 
@@ -385,20 +385,20 @@ static int send_some(engine *e, size_t *sent_bytes) {
     dt_ring *r = e->r;
     plan *pl = e->pl;
     struct iovec iov[SEND_IOV];
-    uint8_t hdr[SEND_IOV / 2][DT__PS_HDR];
+    uint8_t hdr[SEND_IOV / 2][DT__FRAME_HDR];
     int n = 0, nh = 0;
     size_t offered = 0;
     for (size_t i = e->si; i < pl->nsend && n + 2 <= SEND_IOV && send_ready(e, i); i++) {
         if (i == e->prepared) prepare(e, i);
         item *it = &pl->send[i];
         size_t skip = i == e->si ? e->soff : 0;
-        if (skip < DT__PS_HDR) {
-            dt__ps_hdr_encode(hdr[nh], DT__RING_DATA, (int64_t)(r->send_seq + i), it->len);
-            iov[n++] = (struct iovec){hdr[nh++] + skip, DT__PS_HDR - skip};
-            offered += DT__PS_HDR - skip;
+        if (skip < DT__FRAME_HDR) {
+            dt__frame_encode(hdr[nh], DT__RING_DATA, (int64_t)(r->send_seq + i), it->len);
+            iov[n++] = (struct iovec){hdr[nh++] + skip, DT__FRAME_HDR - skip};
+            offered += DT__FRAME_HDR - skip;
             skip = 0;
         } else {
-            skip -= DT__PS_HDR;
+            skip -= DT__FRAME_HDR;
         }
         iov[n++] = (struct iovec){it->p + skip, it->len - skip};
         offered += it->len - skip;
@@ -413,7 +413,7 @@ static int send_some(engine *e, size_t *sent_bytes) {
     *sent_bytes = (size_t)k;
     size_t left = (size_t)k;
     while (left > 0) {
-        size_t frame = DT__PS_HDR + pl->send[e->si].len - e->soff;
+        size_t frame = DT__FRAME_HDR + pl->send[e->si].len - e->soff;
         if (left < frame) {
             e->soff += left;
             break;
@@ -429,8 +429,8 @@ static int send_some(engine *e, size_t *sent_bytes) {
 static dt_err check_hdr(engine *e) {
     dt_ring *r = e->r;
     const item *it = &e->pl->recv[e->ri];
-    dt__ps_hdr h;
-    dt__ps_hdr_decode(e->rhdr, &h);
+    dt__frame_hdr h;
+    dt__frame_decode(e->rhdr, &h);
     uint64_t seq = r->recv_seq + e->ri;
     if (dt__frame_check(&h) || h.type != DT__RING_DATA || h.arg != (int64_t)seq || h.len != it->len)
         return fail(e, DT_ERR_PROTOCOL, r->prev,
@@ -451,15 +451,15 @@ static int recv_some(engine *e, size_t *got) {
     struct iovec iov[2];
     int n = 0;
     uint8_t *dst = it->reduce ? (uint8_t *)r->stage : it->p;
-    if (e->rhgot < DT__PS_HDR) {
-        iov[n++] = (struct iovec){e->rhdr + e->rhgot, DT__PS_HDR - e->rhgot};
+    if (e->rhgot < DT__FRAME_HDR) {
+        iov[n++] = (struct iovec){e->rhdr + e->rhgot, DT__FRAME_HDR - e->rhgot};
         /* a payload bound for the staging buffer may come along: it is not used before the
          * header has been checked */
         if (it->staged) iov[n++] = (struct iovec){dst, it->len};
     } else {
         iov[n++] = (struct iovec){dst + e->rpgot, it->len - e->rpgot};
         /* the next header may come along, never anything beyond this call */
-        if (e->ri + 1 < pl->nrecv) iov[n++] = (struct iovec){e->rhdr, DT__PS_HDR};
+        if (e->ri + 1 < pl->nrecv) iov[n++] = (struct iovec){e->rhdr, DT__FRAME_HDR};
     }
     size_t asked = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -474,11 +474,11 @@ static int recv_some(engine *e, size_t *got) {
     }
     *got = (size_t)k;
     size_t left = (size_t)k;
-    if (e->rhgot < DT__PS_HDR) {
-        size_t h = left < DT__PS_HDR - e->rhgot ? left : DT__PS_HDR - e->rhgot;
+    if (e->rhgot < DT__FRAME_HDR) {
+        size_t h = left < DT__FRAME_HDR - e->rhgot ? left : DT__FRAME_HDR - e->rhgot;
         e->rhgot += h;
         left -= h;
-        if (e->rhgot < DT__PS_HDR) return 0; /* a header cut short: the socket is dry */
+        if (e->rhgot < DT__FRAME_HDR) return 0; /* a header cut short: the socket is dry */
         if (check_hdr(e)) return -2;
         if (left == 0) return (size_t)k == asked;
     }
@@ -491,8 +491,8 @@ static int recv_some(engine *e, size_t *got) {
     left -= pay;
     e->ri++;
     e->rpgot = 0;
-    e->rhgot = left; /* bytes of the next header (at most DT__PS_HDR) */
-    if (e->rhgot == DT__PS_HDR && check_hdr(e)) return -2;
+    e->rhgot = left; /* bytes of the next header (at most DT__FRAME_HDR) */
+    if (e->rhgot == DT__FRAME_HDR && check_hdr(e)) return -2;
     return (size_t)k == asked;
 }
 
@@ -569,9 +569,9 @@ static int lane_bells(engine *e, dt__ring_lane *L, int fd, int type, int peer) {
         }
         L->in_got += (size_t)k;
         size_t off = 0;
-        for (; L->in_got - off >= DT__PS_HDR; off += DT__PS_HDR) {
-            dt__ps_hdr h;
-            dt__ps_hdr_decode(L->in + off, &h);
+        for (; L->in_got - off >= DT__FRAME_HDR; off += DT__FRAME_HDR) {
+            dt__frame_hdr h;
+            dt__frame_decode(L->in + off, &h);
             /* counts in all: never less than the last doorbell's; SHM_DATA never more than
              * fits, SHM_FREE never more than written */
             uint64_t lo = L->rung;

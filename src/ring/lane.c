@@ -43,12 +43,12 @@ void dt__ring_bell_set(dt__ring_bell *b, int type, uint64_t arg) {
         b->len = b->sent = 0;
     } else if (b->sent > 0) {
         /* the first frame is under way: the new one follows (or replaces a waiting second) */
-        dt__ps_hdr_encode(b->b + DT__PS_HDR, type, (int64_t)arg, 0);
-        b->len = 2 * DT__PS_HDR;
+        dt__frame_encode(b->b + DT__FRAME_HDR, type, (int64_t)arg, 0);
+        b->len = 2 * DT__FRAME_HDR;
         return;
     }
-    dt__ps_hdr_encode(b->b, type, (int64_t)arg, 0); /* nothing of it went yet: replace */
-    b->len = DT__PS_HDR;
+    dt__frame_encode(b->b, type, (int64_t)arg, 0); /* nothing of it went yet: replace */
+    b->len = DT__FRAME_HDR;
     b->sent = 0;
 }
 
@@ -58,11 +58,11 @@ int dt__ring_bell_flush(dt__ring_bell *b, int fd) {
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
         b->sent += (size_t)k;
-        if (b->sent >= DT__PS_HDR && b->len == 2 * DT__PS_HDR && b->sent < b->len) {
+        if (b->sent >= DT__FRAME_HDR && b->len == 2 * DT__FRAME_HDR && b->sent < b->len) {
             /* the first went whole: the second moves to the front */
-            memmove(b->b, b->b + DT__PS_HDR, DT__PS_HDR);
-            b->sent -= DT__PS_HDR;
-            b->len = DT__PS_HDR;
+            memmove(b->b, b->b + DT__FRAME_HDR, DT__FRAME_HDR);
+            b->sent -= DT__FRAME_HDR;
+            b->len = DT__FRAME_HDR;
         }
     }
     b->len = b->sent = 0;
@@ -80,7 +80,7 @@ static dt_err lane_err(dt_ring *r, dt_err e, int peer, const char *what) {
 }
 
 /* Read one whole frame of the given type (payload at most cap bytes) from fd. */
-static dt_err read_frame(dt_ring *r, int fd, int peer, int type, int64_t deadline, dt__ps_hdr *h,
+static dt_err read_frame(dt_ring *r, int fd, int peer, int type, int64_t deadline, dt__frame_hdr *h,
                          uint8_t *payload, size_t cap) {
     dt_err e = dt__frame_read_hdr(fd, deadline, cap, h, NULL);
     if (!e && (int)h->type != type)
@@ -93,8 +93,8 @@ static dt_err read_frame(dt_ring *r, int fd, int peer, int type, int64_t deadlin
 
 static dt_err write_frame(dt_ring *r, int fd, int peer, int type, int64_t arg, const void *p,
                           size_t len, int64_t deadline) {
-    uint8_t h[DT__PS_HDR];
-    dt__ps_hdr_encode(h, type, arg, len);
+    uint8_t h[DT__FRAME_HDR];
+    dt__frame_encode(h, type, arg, len);
     struct iovec iov[2] = {{h, sizeof h}, {(void *)p, len}};
     dt_err e = dt__sock_writev_all(fd, iov, len ? 2 : 1, deadline);
     if (e) return lane_err(r, e, peer, "setting up");
@@ -126,7 +126,7 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
     if (e) return e;
 
     /* the previous member's offer: map it, answer */
-    dt__ps_hdr h;
+    dt__frame_hdr h;
     uint8_t in[DT__RING_SHM_FIXED];
     if ((e = read_frame(r, r->prev_fd, r->prev, DT__RING_SHM_OFFER, deadline, &h, in, sizeof in)))
         return e;

@@ -36,7 +36,7 @@
 
 #include "core/shm-impl.h"
 #include "dtrain/ring.h"
-#include "ps/wire-impl.h"
+#include "net/frame-impl.h"
 
 typedef enum dt__ring_type {
     DT__RING_HELLO = 32,
@@ -72,7 +72,7 @@ typedef struct dt__ring_peer {
 
 /* A doorbell waiting to go: at most two header-only frames (one partly sent, the newest). */
 typedef struct dt__ring_bell {
-    uint8_t b[2 * DT__PS_HDR];
+    uint8_t b[2 * DT__FRAME_HDR];
     size_t len, sent;
 } dt__ring_bell;
 
@@ -101,7 +101,7 @@ typedef struct dt__ring_lane {
     uint64_t head;               /* written (sender) / last seen in ctl (receiver) */
     uint64_t tail;               /* last seen in ctl (sender) / consumed (receiver) */
     uint64_t rung;               /* the last doorbell's count read from the peer */
-    uint8_t in[16 * DT__PS_HDR]; /* doorbells read from the socket, not yet parsed */
+    uint8_t in[16 * DT__FRAME_HDR]; /* doorbells read from the socket, not yet parsed */
     size_t in_got;
     dt__ring_bell bell; /* the doorbell to send: SHM_DATA (sender), SHM_FREE (receiver) */
 } dt__ring_lane;

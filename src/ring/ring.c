@@ -136,9 +136,9 @@ typedef struct outconn {
     int state, fd;
     struct addrinfo *ai, *cur; /* the next member's addresses, the one being tried */
     int64_t retry_at, backoff;
-    uint8_t hello[DT__PS_HDR + DT__RING_HELLO_MAX];
+    uint8_t hello[DT__FRAME_HDR + DT__RING_HELLO_MAX];
     size_t hello_len, hello_sent;
-    uint8_t reply[DT__PS_HDR + DT__RING_TEXT_MAX];
+    uint8_t reply[DT__FRAME_HDR + DT__RING_TEXT_MAX];
     size_t got, want;
     int attempts;
     char last[DT__RING_TEXT_MAX + 128];   /* why the last attempt failed */
@@ -149,7 +149,7 @@ typedef struct outconn {
 typedef struct inconn {
     int fd;
     char who[64]; /* the peer's address */
-    uint8_t buf[DT__PS_HDR + DT__RING_HELLO_MAX];
+    uint8_t buf[DT__FRAME_HDR + DT__RING_HELLO_MAX];
     size_t got, want;
     int64_t deadline; /* dt__now_ms: its whole HELLO must have come by then */
 } inconn;
@@ -189,7 +189,7 @@ static void out_connected(dt_ring *r, outconn *o, int64_t now) {
     o->state = OUT_HELLO;
     o->hello_sent = 0;
     o->got = 0;
-    o->want = DT__PS_HDR;
+    o->want = DT__FRAME_HDR;
 }
 
 static void out_start(dt_ring *r, outconn *o, int64_t now) {
@@ -265,8 +265,8 @@ static void out_step(dt_ring *r, outconn *o, short revents, int64_t now) {
             }
             o->got += (size_t)k;
             if (o->got < o->want) continue;
-            dt__ps_hdr h;
-            dt__ps_hdr_decode(o->reply, &h);
+            dt__frame_hdr h;
+            dt__frame_decode(o->reply, &h);
             if (dt__frame_check(&h)) {
                 out_fail(r, o, now,
                          "answered HELLO with something else than a dtrain frame (magic "
@@ -276,22 +276,22 @@ static void out_step(dt_ring *r, outconn *o, short revents, int64_t now) {
             }
             if (h.type == DT__RING_ERROR) {
                 size_t tl = h.len < DT__RING_TEXT_MAX ? (size_t)h.len : DT__RING_TEXT_MAX;
-                if (o->want == DT__PS_HDR && tl > 0) {
+                if (o->want == DT__FRAME_HDR && tl > 0) {
                     o->want += tl;
                     continue;
                 }
                 if (h.arg == 1) { /* no retry can mend it */
                     char text[DT__RING_TEXT_MAX + 1];
-                    memcpy(text, o->reply + DT__PS_HDR, o->got - DT__PS_HDR);
-                    dt__frame_text_clean(text, o->got - DT__PS_HDR);
+                    memcpy(text, o->reply + DT__FRAME_HDR, o->got - DT__FRAME_HDR);
+                    dt__frame_text_clean(text, o->got - DT__FRAME_HDR);
                     snprintf(o->fatal, sizeof o->fatal, "rank %d (%s) refused the ring: %s",
                              r->next, r->peers[r->next].addr, text);
                     out_close(o);
                     o->state = OUT_WAIT;
                     return;
                 }
-                out_fail(r, o, now, "refused the connection: %.*s", (int)(o->got - DT__PS_HDR),
-                         (const char *)o->reply + DT__PS_HDR);
+                out_fail(r, o, now, "refused the connection: %.*s", (int)(o->got - DT__FRAME_HDR),
+                         (const char *)o->reply + DT__FRAME_HDR);
                 if (strcmp(o->last, o->logged) != 0) {
                     snprintf(o->logged, sizeof o->logged, "%s", o->last);
                     dt__ring_log(r, "rank %d (%s) %s; trying again", r->next,
@@ -361,9 +361,9 @@ static int in_step(dt_ring *r, inconn *c, int have_prev, char *fatal) {
         }
         c->got += (size_t)k;
         if (c->got < c->want) continue;
-        dt__ps_hdr h;
-        dt__ps_hdr_decode(c->buf, &h);
-        if (c->want == DT__PS_HDR) {
+        dt__frame_hdr h;
+        dt__frame_decode(c->buf, &h);
+        if (c->want == DT__FRAME_HDR) {
             if (dt__frame_check(&h)) {
                 in_refuse(r, c, "not a dtrain frame (magic 0x%08" PRIx32 ", version %u)", h.magic,
                           h.version);
@@ -384,12 +384,12 @@ static int in_step(dt_ring *r, inconn *c, int have_prev, char *fatal) {
         }
         /* the shared HELLO (net/frame-impl.h); the wire dtype follows the token */
         dt__frame_hello hl;
-        if (dt__frame_hello_parse(c->buf + DT__PS_HDR, (size_t)h.len, &hl) != DT_OK ||
+        if (dt__frame_hello_parse(c->buf + DT__FRAME_HDR, (size_t)h.len, &hl) != DT_OK ||
             hl.rest_len != DT__RING_HELLO_OWN) {
             in_refuse(r, c,
                       "a HELLO whose token length %" PRIu32 " does not fit its %" PRIu64
                       " bytes (with the 4-byte wire dtype after the token)",
-                      dt__get32(c->buf + DT__PS_HDR + 8), h.len);
+                      dt__get32(c->buf + DT__FRAME_HDR + 8), h.len);
             return 0;
         }
         uint32_t rank = hl.a, size = hl.b;
@@ -428,8 +428,8 @@ static int in_step(dt_ring *r, inconn *c, int have_prev, char *fatal) {
             in_refuse(r, c, "rank %" PRIu32 " is connected already", rank);
             return 0;
         }
-        uint8_t ok[DT__PS_HDR];
-        dt__ps_hdr_encode(ok, DT__RING_OK, r->generation, 0);
+        uint8_t ok[DT__FRAME_HDR];
+        dt__frame_encode(ok, DT__RING_OK, r->generation, 0);
         ssize_t s;
         do
             s = send(c->fd, ok, sizeof ok, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -466,7 +466,7 @@ static void in_accept(dt_ring *r, int lfd, inconn *in, int *nin, char *fatal) {
         inconn *c = &in[(*nin)++];
         c->fd = fd;
         c->got = 0;
-        c->want = DT__PS_HDR;
+        c->want = DT__FRAME_HDR;
         c->deadline = dt__now_ms() + r->hello_timeout_ms;
         dt__sock_addr_text(&sa, c->who, sizeof c->who);
         dt__ring_tune(fd);
@@ -486,12 +486,12 @@ static dt_err handshake(dt_ring *r, int lfd) {
     o->fd = -1;
     o->backoff = BACKOFF_FIRST_MS;
     snprintf(o->last, sizeof o->last, "no attempt yet");
-    size_t pl =
-        dt__frame_hello_put(o->hello + DT__PS_HDR, (uint32_t)r->rank, (uint32_t)r->size, r->token);
-    dt__put32(o->hello + DT__PS_HDR + pl, (uint32_t)r->bf16);
+    size_t pl = dt__frame_hello_put(o->hello + DT__FRAME_HDR, (uint32_t)r->rank, (uint32_t)r->size,
+                                    r->token);
+    dt__put32(o->hello + DT__FRAME_HDR + pl, (uint32_t)r->bf16);
     pl += DT__RING_HELLO_OWN;
-    dt__ps_hdr_encode(o->hello, DT__RING_HELLO, r->generation, pl);
-    o->hello_len = DT__PS_HDR + pl;
+    dt__frame_encode(o->hello, DT__RING_HELLO, r->generation, pl);
+    o->hello_len = DT__FRAME_HDR + pl;
 
     int64_t start = dt__now_ms(), deadline = start + r->timeout_ms;
     o->retry_at = start;

@@ -23,6 +23,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "core/bf16-impl.h"
 #include "dtrain/ring.h"
 #include "ring/ring-impl.h"
 #include "testing/dt_test.h"
@@ -390,23 +391,23 @@ static int read_all(int fd, void *p, size_t n) {
 
 /* A HELLO of a float32 ring. */
 static int send_hello(int fd, int64_t gen, uint32_t rank, uint32_t size, const char *token) {
-    uint8_t b[DT__PS_HDR + 16 + 256];
+    uint8_t b[DT__FRAME_HDR + 16 + 256];
     size_t tl = strlen(token);
-    dt__ps_hdr_encode(b, DT__RING_HELLO, gen, 16 + tl);
-    dt__put32(b + DT__PS_HDR, rank);
-    dt__put32(b + DT__PS_HDR + 4, size);
-    dt__put32(b + DT__PS_HDR + 8, (uint32_t)tl);
-    memcpy(b + DT__PS_HDR + 12, token, tl);
-    dt__put32(b + DT__PS_HDR + 12 + tl, DT_RING_WIRE_F32);
-    return write_all(fd, b, DT__PS_HDR + 16 + tl);
+    dt__frame_encode(b, DT__RING_HELLO, gen, 16 + tl);
+    dt__put32(b + DT__FRAME_HDR, rank);
+    dt__put32(b + DT__FRAME_HDR + 4, size);
+    dt__put32(b + DT__FRAME_HDR + 8, (uint32_t)tl);
+    memcpy(b + DT__FRAME_HDR + 12, token, tl);
+    dt__put32(b + DT__FRAME_HDR + 12 + tl, DT_RING_WIRE_F32);
+    return write_all(fd, b, DT__FRAME_HDR + 16 + tl);
 }
 
 /* Read the answer: its type; the ERROR text into text. -1: nothing. */
 static int read_answer(int fd, char *text, size_t cap) {
-    uint8_t h[DT__PS_HDR];
+    uint8_t h[DT__FRAME_HDR];
     if (read_all(fd, h, sizeof h)) return -1;
-    dt__ps_hdr hd;
-    dt__ps_hdr_decode(h, &hd);
+    dt__frame_hdr hd;
+    dt__frame_decode(h, &hd);
     text[0] = '\0';
     if (hd.type == DT__RING_ERROR && hd.len < cap) {
         if (read_all(fd, text, (size_t)hd.len)) return -1;
@@ -461,17 +462,17 @@ static void test_refuses_wrong_connections(void) {
     fds[nbad] = dial(g.addr[1]);
     DT_CHECK(write_all(fds[nbad], "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27) == 0);
     fds[nbad + 1] = dial(g.addr[1]);
-    uint8_t h[DT__PS_HDR];
-    dt__ps_hdr_encode(h, DT__RING_HELLO, 1, 1 << 20);
+    uint8_t h[DT__FRAME_HDR];
+    dt__frame_encode(h, DT__RING_HELLO, 1, 1 << 20);
     DT_CHECK(write_all(fds[nbad + 1], h, sizeof h) == 0);
     /* a HELLO whose token length does not match its length */
     fds[nbad + 2] = dial(g.addr[1]);
-    uint8_t b[DT__PS_HDR + 15];
-    dt__ps_hdr_encode(b, DT__RING_HELLO, 1, 15);
-    dt__put32(b + DT__PS_HDR, 0);
-    dt__put32(b + DT__PS_HDR + 4, 3);
-    dt__put32(b + DT__PS_HDR + 8, 200);
-    memcpy(b + DT__PS_HDR + 12, "tok", 3);
+    uint8_t b[DT__FRAME_HDR + 15];
+    dt__frame_encode(b, DT__RING_HELLO, 1, 15);
+    dt__put32(b + DT__FRAME_HDR, 0);
+    dt__put32(b + DT__FRAME_HDR + 4, 3);
+    dt__put32(b + DT__FRAME_HDR + 8, 200);
+    memcpy(b + DT__FRAME_HDR + 12, "tok", 3);
     DT_CHECK(write_all(fds[nbad + 2], b, sizeof b) == 0);
     /* one that says nothing and goes away */
     int quiet = dial(g.addr[1]);
@@ -801,13 +802,13 @@ static void *accept_hello(void *p) {
     if (fd < 0) return NULL;
     int fl = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    uint8_t b[DT__PS_HDR + 64];
-    dt__ps_hdr hd;
-    if (read_all(fd, b, DT__PS_HDR)) return NULL;
-    dt__ps_hdr_decode(b, &hd);
-    if (hd.len > 64 || read_all(fd, b + DT__PS_HDR, (size_t)hd.len)) return NULL;
-    uint8_t ok[DT__PS_HDR];
-    dt__ps_hdr_encode(ok, DT__RING_OK, 1, 0);
+    uint8_t b[DT__FRAME_HDR + 64];
+    dt__frame_hdr hd;
+    if (read_all(fd, b, DT__FRAME_HDR)) return NULL;
+    dt__frame_decode(b, &hd);
+    if (hd.len > 64 || read_all(fd, b + DT__FRAME_HDR, (size_t)hd.len)) return NULL;
+    uint8_t ok[DT__FRAME_HDR];
+    dt__frame_encode(ok, DT__RING_OK, 1, 0);
     write_all(fd, ok, sizeof ok);
     return NULL;
 }
@@ -863,14 +864,14 @@ static void *accept_hello_lane(void *p) {
     fake *f = p;
     accept_hello(p);
     if (f->from_real < 0) return NULL;
-    uint8_t b[DT__PS_HDR + DT__RING_SHM_FIXED];
-    dt__ps_hdr hd;
-    if (read_all(f->from_real, b, DT__PS_HDR)) return NULL;
-    dt__ps_hdr_decode(b, &hd);
-    if (hd.len > DT__RING_SHM_FIXED || read_all(f->from_real, b + DT__PS_HDR, (size_t)hd.len))
+    uint8_t b[DT__FRAME_HDR + DT__RING_SHM_FIXED];
+    dt__frame_hdr hd;
+    if (read_all(f->from_real, b, DT__FRAME_HDR)) return NULL;
+    dt__frame_decode(b, &hd);
+    if (hd.len > DT__RING_SHM_FIXED || read_all(f->from_real, b + DT__FRAME_HDR, (size_t)hd.len))
         return NULL;
-    uint8_t no[DT__PS_HDR];
-    dt__ps_hdr_encode(no, DT__RING_SHM_ANSWER, 0, 0);
+    uint8_t no[DT__FRAME_HDR];
+    dt__frame_encode(no, DT__RING_SHM_ANSWER, 0, 0);
     write_all(f->from_real, no, sizeof no);
     return NULL;
 }
@@ -901,20 +902,20 @@ static dt_err with_fake_lane(int mode, char *msg, size_t cap, int *failed_peer, 
                       .log = log};
     f.to_real = dial(f.g.addr[1]);
     send_hello(f.to_real, 1, 0, 2, "tok");
-    uint8_t offer[DT__PS_HDR + DT__RING_SHM_FIXED];
-    dt__ps_hdr_encode(offer, DT__RING_SHM_OFFER, 0, DT__RING_SHM_FIXED);
-    dt__put64(offer + DT__PS_HDR, (uint64_t)getpid());
-    dt__put64(offer + DT__PS_HDR + 8, (uint64_t)seg.fd);
-    dt__put64(offer + DT__PS_HDR + 16, (uint64_t)seg.size);
-    memcpy(offer + DT__PS_HDR + 24, seg.nonce, DT__SHM_NONCE);
-    if (mode == 2) offer[DT__PS_HDR + 24] ^= 0xff;
+    uint8_t offer[DT__FRAME_HDR + DT__RING_SHM_FIXED];
+    dt__frame_encode(offer, DT__RING_SHM_OFFER, 0, DT__RING_SHM_FIXED);
+    dt__put64(offer + DT__FRAME_HDR, (uint64_t)getpid());
+    dt__put64(offer + DT__FRAME_HDR + 8, (uint64_t)seg.fd);
+    dt__put64(offer + DT__FRAME_HDR + 16, (uint64_t)seg.size);
+    memcpy(offer + DT__FRAME_HDR + 24, seg.nonce, DT__SHM_NONCE);
+    if (mode == 2) offer[DT__FRAME_HDR + 24] ^= 0xff;
     write_all(f.to_real, offer, sizeof offer);
     dt_ring *r = NULL;
     dt_err e = dt_ring_open(&r, f.g.lfd[1], &c);
     pthread_join(acc, NULL);
     char text[64];
-    uint8_t ah[DT__PS_HDR];
-    dt__ps_hdr hd = {0};
+    uint8_t ah[DT__FRAME_HDR];
+    dt__frame_hdr hd = {0};
     if (e || read_answer(f.to_real, text, sizeof text) != DT__RING_OK ||
         read_all(f.to_real, ah, sizeof ah)) {
         snprintf(msg, cap, "open: %s", dt_errmsg());
@@ -922,7 +923,7 @@ static dt_err with_fake_lane(int mode, char *msg, size_t cap, int *failed_peer, 
         dt__shm_free(&seg);
         return DT_ERR_NOTFOUND;
     }
-    dt__ps_hdr_decode(ah, &hd);
+    dt__frame_decode(ah, &hd);
     *lane = r->in.on;
     dt__ring_ctl *ctl = dt__shm_data(&seg);
     uint64_t beyond = (uint64_t)1 << 40;
@@ -932,16 +933,16 @@ static dt_err with_fake_lane(int mode, char *msg, size_t cap, int *failed_peer, 
         if (hd.type == DT__RING_SHM_ANSWER && hd.arg == 0 && hd.len < cap &&
             read_all(f.to_real, msg, (size_t)hd.len) == 0)
             msg[hd.len] = '\0';
-        uint8_t fr[DT__PS_HDR + 4000];
-        dt__ps_hdr_encode(fr, DT__RING_DATA, 0, 4000);
+        uint8_t fr[DT__FRAME_HDR + 4000];
+        dt__frame_encode(fr, DT__RING_DATA, 0, 4000);
         for (int i = 0; i < 1000; i++) {
             float two = 2;
-            memcpy(fr + DT__PS_HDR + 4 * i, &two, 4);
+            memcpy(fr + DT__FRAME_HDR + 4 * i, &two, 4);
         }
         write_all(f.to_real, fr, sizeof fr);
     } else if (mode == 1) {
-        uint8_t bell[DT__PS_HDR];
-        dt__ps_hdr_encode(bell, DT__RING_SHM_DATA, (int64_t)beyond, 0);
+        uint8_t bell[DT__FRAME_HDR];
+        dt__frame_encode(bell, DT__RING_SHM_DATA, (int64_t)beyond, 0);
         write_all(f.to_real, bell, sizeof bell);
     } else {
         atomic_store(&ctl->head, beyond);
@@ -1074,8 +1075,8 @@ static void test_trickled_hello_closed(void) {
     ms[1].hello_ms = 300;
     pthread_create(&ms[1].th, NULL, member_main, &ms[1]); /* rank 0 comes later */
     int fd = dial(g.addr[1]);
-    uint8_t h[DT__PS_HDR];
-    dt__ps_hdr_encode(h, DT__RING_HELLO, 1, DT__RING_HELLO_MAX);
+    uint8_t h[DT__FRAME_HDR];
+    dt__frame_encode(h, DT__RING_HELLO, 1, DT__RING_HELLO_MAX);
     DT_CHECK(write_all(fd, h, sizeof h) == 0);
     /* a byte of the payload each time 20 ms pass without an answer: it would take 80 s */
     size_t sent = 0;
@@ -1117,16 +1118,16 @@ static void test_bad_data_frames(void) {
         const char *want;
     } cases[] = {
         {0x12345678u, DT__RING_DATA, 0, 4000, "magic 0x12345678"},
-        {DT__PS_MAGIC, DT__RING_HELLO, 0, 4000, "type 32"},
-        {DT__PS_MAGIC, DT__RING_DATA, 5, 4000, "sequence 5"},
-        {DT__PS_MAGIC, DT__RING_DATA, 0, (uint64_t)1 << 40, "1099511627776 bytes"},
-        {DT__PS_MAGIC, DT__RING_DATA, 0, 3996, "3996 bytes where DATA sequence 0 of 4000"},
+        {DT__FRAME_MAGIC, DT__RING_HELLO, 0, 4000, "type 32"},
+        {DT__FRAME_MAGIC, DT__RING_DATA, 5, 4000, "sequence 5"},
+        {DT__FRAME_MAGIC, DT__RING_DATA, 0, (uint64_t)1 << 40, "1099511627776 bytes"},
+        {DT__FRAME_MAGIC, DT__RING_DATA, 0, 3996, "3996 bytes where DATA sequence 0 of 4000"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        uint8_t fr[DT__PS_HDR + 4000];
-        dt__ps_hdr_encode(fr, cases[i].type, cases[i].seq, cases[i].len);
+        uint8_t fr[DT__FRAME_HDR + 4000];
+        dt__frame_encode(fr, cases[i].type, cases[i].seq, cases[i].len);
         dt__put32(fr, cases[i].magic);
-        memset(fr + DT__PS_HDR, 0x41, 4000);
+        memset(fr + DT__FRAME_HDR, 0x41, 4000);
         char msg[1024];
         int peer = -2;
         dt_err e = with_fake_frame(fr, sizeof fr, 0, msg, sizeof msg, &peer);
@@ -1137,8 +1138,8 @@ static void test_bad_data_frames(void) {
         DT_CHECK(peer == 0);
     }
     /* a frame cut short by the peer closing */
-    uint8_t fr[DT__PS_HDR + 100];
-    dt__ps_hdr_encode(fr, DT__RING_DATA, 0, 4000);
+    uint8_t fr[DT__FRAME_HDR + 100];
+    dt__frame_encode(fr, DT__RING_DATA, 0, 4000);
     char msg[1024];
     int peer = -2;
     DT_CHECK(with_fake_frame(fr, sizeof fr, 1, msg, sizeof msg, &peer) == DT_ERR_NETWORK);
