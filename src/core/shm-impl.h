@@ -40,6 +40,15 @@ dt_err dt__shm_create(dt__shm *m, const char *name, size_t size);
  * says which); the caller falls back to its socket. */
 dt_err dt__shm_attach(dt__shm *m, int64_t pid, int64_t fd, size_t size,
                       const uint8_t nonce[DT__SHM_NONCE]);
+/* The offer a creator sends its peer over their connection (docs/WIRE.md: SHM_ATTACH, the
+ * ring's SHM_OFFER): u64 pid, u64 fd, u64 size, the nonce; integers little-endian. */
+#define DT__SHM_OFFER 40
+void dt__shm_offer_encode(const dt__shm *m, uint8_t out[DT__SHM_OFFER]);
+/* The size an offer describes, for the receiver to check before it maps anything. */
+uint64_t dt__shm_offer_size(const uint8_t in[DT__SHM_OFFER]);
+/* dt__shm_attach on what an offer describes (a pid or fd beyond int64: DT_ERR_NOTFOUND). */
+dt_err dt__shm_attach_offer(dt__shm *m, const uint8_t in[DT__SHM_OFFER]);
+
 /* Unmap and close. A zeroed or freed dt__shm is a no-op. */
 void dt__shm_free(dt__shm *m);
 

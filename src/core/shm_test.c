@@ -13,15 +13,15 @@ static void test_child_process_attaches_and_writes(void) {
     float *f = dt__shm_data(&m);
     DT_CHECK(f[0] == 0 && f[1023] == 0);
     f[0] = 1.5f;
-    pid_t parent = getpid();
-    uint8_t nonce[DT__SHM_NONCE];
-    memcpy(nonce, m.nonce, sizeof nonce);
+    uint8_t offer[DT__SHM_OFFER]; /* what the creator sends its peer */
+    dt__shm_offer_encode(&m, offer);
+    DT_CHECK(dt__shm_offer_size(offer) == m.size);
     pid_t pid = fork();
     if (pid == 0) {
-        /* the child drops the inherited mapping and fd's view: it attaches by pid and fd as
-         * another process would */
+        /* the child drops the inherited mapping and fd's view: it attaches by the offer's pid
+         * and fd as another process would */
         dt__shm a;
-        if (dt__shm_attach(&a, parent, m.fd, m.size, nonce) != DT_OK) _exit(3);
+        if (dt__shm_attach_offer(&a, offer) != DT_OK) _exit(3);
         float *g = dt__shm_data(&a);
         if (g[0] != 1.5f) _exit(4);
         g[1023] = 42.0f;
@@ -54,6 +54,10 @@ static void test_attach_refusals_name_the_cause(void) {
     bad[3] ^= 1;
     DT_CHECK_ERR(dt__shm_attach(&a, getpid(), m.fd, m.size, bad), DT_ERR_NOTFOUND,
                  "not the segment announced");
+    uint8_t offer[DT__SHM_OFFER];
+    dt__shm_offer_encode(&m, offer);
+    offer[7] = 0x80; /* a pid beyond int64 */
+    DT_CHECK_ERR(dt__shm_attach_offer(&a, offer), DT_ERR_NOTFOUND, "pid or fd out of range");
     DT_CHECK_ERR(dt__shm_attach(&a, getpid(), m.fd, m.size + 64, m.nonce), DT_ERR_NOTFOUND,
                  "bytes, ");
     DT_CHECK_ERR(dt__shm_attach(&a, getpid(), 9999, m.size, m.nonce), DT_ERR_NOTFOUND,

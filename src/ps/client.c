@@ -213,10 +213,7 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
         }
     }
     uint8_t fixed[DT__PS_SHM_FIXED], hdr[DT__PS_HDR];
-    dt__put64(fixed, (uint64_t)getpid());
-    dt__put64(fixed + 8, (uint64_t)l->shm.fd);
-    dt__put64(fixed + 16, (uint64_t)l->shm.size);
-    memcpy(fixed + 24, l->shm.nonce, DT__SHM_NONCE);
+    dt__shm_offer_encode(&l->shm, fixed);
     size_t mb = l->nvars ? l->meta_off[l->nvars - 1] + l->meta_len[l->nvars - 1] : 4;
     dt__ps_hdr_encode(hdr, DT__PS_SHM_ATTACH, 0, DT__PS_SHM_FIXED + mb);
     struct iovec iov[3] = {{hdr, sizeof hdr}, {fixed, sizeof fixed}, {l->meta, mb}};

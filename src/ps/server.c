@@ -750,7 +750,7 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
         return -1;
     }
     if (read_tensors(c, "shm attach", h->len - DT__PS_SHM_FIXED, DT__PS_F32, 1)) return -1;
-    uint64_t pid = dt__get64(b), fd = dt__get64(b + 8), size = dt__get64(b + 16);
+    uint64_t size = dt__shm_offer_size(b);
     uint64_t want = DT__SHM_HDR + 2 * (uint64_t)s->total * sizeof(float);
     if (size != want)
         return refuse(c, 0,
@@ -759,13 +759,10 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
     dt__shm_free(&c->shm);
     c->shm_grad = c->shm_vals = NULL;
     dt__shm m;
-    if (s->conf.no_shm || pid > INT64_MAX || fd > INT64_MAX ||
-        dt__shm_attach(&m, (int64_t)pid, (int64_t)fd, (size_t)size, b + 24) != DT_OK) {
+    if (s->conf.no_shm || dt__shm_attach_offer(&m, b) != DT_OK) {
         char why[DT__PS_TEXT_MAX];
         snprintf(why, sizeof why, "%s",
-                 s->conf.no_shm                      ? "shared memory is off on this PS"
-                 : pid > INT64_MAX || fd > INT64_MAX ? "pid or fd out of range"
-                                                     : dt_errmsg());
+                 s->conf.no_shm ? "shared memory is off on this PS" : dt_errmsg());
         dt_err_clear();
         slog(s, "%s: shared memory declined: %s; its tensors come over TCP", c->who, why);
         return dt__ps_send_frame(c->fd, DT__PS_SHM_DECLINED, 0, why, strlen(why));

@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 
 #include "core/bf16-impl.h" /* the bfloat16 conversions */
+#include "core/shm-impl.h"  /* the shared-memory offer */
 #include "dtrain/tensor.h"
 #include "net/frame-impl.h"
 
@@ -73,7 +74,7 @@ static inline size_t dt__ps_dtype_size(int64_t dtype) {
 
 /* SHM_ATTACH's fixed part: u64 pid, u64 fd, u64 segment bytes, 16-byte nonce; the tensor
  * descriptions (a tensor list without data, in partition order) follow. */
-#define DT__PS_SHM_FIXED 40
+#define DT__PS_SHM_FIXED DT__SHM_OFFER
 /* A variable's place in the segment's gradient and value areas: in partition order, each
  * starting at a multiple of 16 floats (64 bytes). */
 static inline size_t dt__ps_shm_floats(int64_t numel) {

@@ -105,15 +105,12 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
     /* the byte ring: four of the lane's chunks in flight, small enough to stay in the caches
      * (a 1 MiB ring measured slower than this) */
     size_t cap = LANE_RING;
-    uint8_t offer[DT__RING_SHM_FIXED];
+    uint8_t offer[DT__SHM_OFFER];
     size_t offer_len = 0;
     char name[32];
     snprintf(name, sizeof name, "dtrain-ring-%d", r->rank);
     if (dt__shm_create(&r->out.seg, name, DT__SHM_HDR + DT__RING_CTL + cap) == DT_OK) {
-        dt__put64(offer, (uint64_t)getpid());
-        dt__put64(offer + 8, (uint64_t)r->out.seg.fd);
-        dt__put64(offer + 16, (uint64_t)r->out.seg.size);
-        memcpy(offer + 24, r->out.seg.nonce, DT__SHM_NONCE);
+        dt__shm_offer_encode(&r->out.seg, offer);
         offer_len = sizeof offer;
         r->out.cap = cap;
     } else {
@@ -127,7 +124,7 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
 
     /* the previous member's offer: map it, answer */
     dt__frame_hdr h;
-    uint8_t in[DT__RING_SHM_FIXED];
+    uint8_t in[DT__SHM_OFFER];
     if ((e = read_frame(r, r->prev_fd, r->prev, DT__RING_SHM_OFFER, deadline, &h, in, sizeof in)))
         return e;
     char why[DT__RING_TEXT_MAX] = "";
@@ -135,17 +132,16 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
         snprintf(why, sizeof why, "rank %d offered no segment", r->prev);
     } else if (r->rank == dt__ring_decline_rank) {
         snprintf(why, sizeof why, "declined for a test");
-    } else if (h.len != DT__RING_SHM_FIXED) {
+    } else if (h.len != DT__SHM_OFFER) {
         e = dt_err_set(DT_ERR_PROTOCOL, "an SHM_OFFER of %" PRIu64 " bytes (0 or %d)", h.len,
-                       DT__RING_SHM_FIXED);
+                       DT__SHM_OFFER);
         return lane_err(r, e, r->prev, "setting up");
     } else {
-        uint64_t size = dt__get64(in + 16);
+        uint64_t size = dt__shm_offer_size(in);
         uint64_t fixed = DT__SHM_HDR + DT__RING_CTL;
         if (size <= fixed || size > fixed + LANE_MAX || (size - fixed) % 64) {
             snprintf(why, sizeof why, "a segment of %" PRIu64 " bytes is not a ring's", size);
-        } else if (dt__shm_attach(&r->in.seg, (int64_t)dt__get64(in), (int64_t)dt__get64(in + 8),
-                                  (size_t)size, in + 24) != DT_OK) {
+        } else if (dt__shm_attach_offer(&r->in.seg, in) != DT_OK) {
             snprintf(why, sizeof why, "%s", dt_errmsg());
             dt_err_clear();
         } else {

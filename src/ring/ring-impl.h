@@ -49,7 +49,6 @@ typedef enum dt__ring_type {
     DT__RING_SHM_FREE = 39,
 } dt__ring_type;
 
-#define DT__RING_SHM_FIXED 40 /* SHM_OFFER's payload: pid, fd, bytes, nonce */
 /* A member whose two connections are lanes pipelines in pieces of at most this (collective.c,
  * plan_chunk); a lane's byte ring holds four of them (lane.c). */
 #define DT__RING_LANE_CHUNK ((size_t)64 << 10)

@@ -864,11 +864,11 @@ static void *accept_hello_lane(void *p) {
     fake *f = p;
     accept_hello(p);
     if (f->from_real < 0) return NULL;
-    uint8_t b[DT__FRAME_HDR + DT__RING_SHM_FIXED];
+    uint8_t b[DT__FRAME_HDR + DT__SHM_OFFER];
     dt__frame_hdr hd;
     if (read_all(f->from_real, b, DT__FRAME_HDR)) return NULL;
     dt__frame_decode(b, &hd);
-    if (hd.len > DT__RING_SHM_FIXED || read_all(f->from_real, b + DT__FRAME_HDR, (size_t)hd.len))
+    if (hd.len > DT__SHM_OFFER || read_all(f->from_real, b + DT__FRAME_HDR, (size_t)hd.len))
         return NULL;
     uint8_t no[DT__FRAME_HDR];
     dt__frame_encode(no, DT__RING_SHM_ANSWER, 0, 0);
@@ -902,8 +902,8 @@ static dt_err with_fake_lane(int mode, char *msg, size_t cap, int *failed_peer, 
                       .log = log};
     f.to_real = dial(f.g.addr[1]);
     send_hello(f.to_real, 1, 0, 2, "tok");
-    uint8_t offer[DT__FRAME_HDR + DT__RING_SHM_FIXED];
-    dt__frame_encode(offer, DT__RING_SHM_OFFER, 0, DT__RING_SHM_FIXED);
+    uint8_t offer[DT__FRAME_HDR + DT__SHM_OFFER];
+    dt__frame_encode(offer, DT__RING_SHM_OFFER, 0, DT__SHM_OFFER);
     dt__put64(offer + DT__FRAME_HDR, (uint64_t)getpid());
     dt__put64(offer + DT__FRAME_HDR + 8, (uint64_t)seg.fd);
     dt__put64(offer + DT__FRAME_HDR + 16, (uint64_t)seg.size);
