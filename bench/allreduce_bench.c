@@ -18,14 +18,16 @@
  * with busbw = B * 2(P-1)/P / time (GB = 1e9 bytes).
  *
  *     allreduce_bench [--ranks P] [--bytes 1K,1M,16M,64M] [--iters N] [--chunk BYTES]
- *                     [--min-time S] [--small BYTES] [--tcp] [--no-shm]
+ *                     [--min-time S] [--small BYTES] [--tcp] [--no-shm] [--bf16]
  *
  * Sizes take K, M, G suffixes (powers of 1024) and must be positive multiples of 4.
  * --small sets the size up to which the ring gathers whole buffers instead of
  * reduce-scatter + all-gather (for measuring the crossover). --tcp first prints the
  * throughput of one plain loopback TCP stream of 64 MiB transfers (default socket options),
  * the transport's own ceiling: "tcp stream GBps=G". --no-shm opens the rings with no_shm
- * (every byte over loopback TCP, as between hosts) and names the lines "dtrain-tcp".
+ * (every byte over loopback TCP, as between hosts) and names the lines "dtrain-tcp". --bf16
+ * opens them with wire_dtype bfloat16 (the check's small integers are exact in bfloat16) and
+ * adds "-bf16" to the lines' names.
  */
 #include <errno.h>
 #include <math.h>
@@ -107,6 +109,7 @@ typedef struct opts {
     long long chunk;
     double min_time;
     int no_shm;
+    int bf16; /* --bf16: wire_dtype bfloat16 (the check's values are small integers: exact) */
 } opts;
 
 static int die(dt_ring *r, const char *what, dt_err e) {
@@ -124,7 +127,8 @@ static int member(const opts *o, int rank, int lfd, const char *const *peers) {
                          .peers = peers,
                          .timeout_ms = 60000,
                          .chunk_bytes = (size_t)o->chunk,
-                         .no_shm = o->no_shm};
+                         .no_shm = o->no_shm,
+                         .wire_dtype = o->bf16 ? DT_RING_WIRE_BF16 : DT_RING_WIRE_F32};
     dt_ring *r = NULL;
     dt_err e = dt_ring_open(&r, lfd, &conf);
     if (e) return die(NULL, "open", e);
@@ -174,14 +178,15 @@ static int member(const opts *o, int rank, int lfd, const char *const *peers) {
         double mean = (now_s() - t0) / (double)iters;
         memset(times, 0, sizeof times);
         times[rank] = (float)mean;
-        if ((e = dt_ring_allreduce(r, times, (size_t)P))) return die(r, "gather times", e);
+        if ((e = dt_ring_allreduce_exact(r, times, (size_t)P))) return die(r, "gather times", e);
         if (rank == 0) {
             double worst = 0;
             for (int q = 0; q < P; q++)
                 if (times[q] > worst) worst = times[q];
             double bus = (double)o->sizes[s] * 2.0 * (P - 1) / P / worst / 1e9;
-            printf("%s ranks=%d bytes=%lld avg_us=%.1f busbw_GBps=%.4f\n",
-                   o->no_shm ? "dtrain-tcp" : "dtrain", P, o->sizes[s], worst * 1e6, bus);
+            printf("%s%s ranks=%d bytes=%lld avg_us=%.1f busbw_GBps=%.4f\n",
+                   o->no_shm ? "dtrain-tcp" : "dtrain", o->bf16 ? "-bf16" : "", P, o->sizes[s],
+                   worst * 1e6, bus);
             fflush(stdout);
         }
         free(buf);
@@ -236,7 +241,7 @@ static double tcp_stream_GBps(void) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: allreduce_bench [--ranks P] [--bytes 1K,1M,16M,64M] [--iters N] "
-               "[--chunk BYTES] [--min-time S] [--small BYTES] [--tcp] [--no-shm]\n");
+               "[--chunk BYTES] [--min-time S] [--small BYTES] [--tcp] [--no-shm] [--bf16]\n");
 }
 
 int main(int argc, char **argv) {
@@ -252,6 +257,9 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--tcp")) {
             tcp = 1;
+            continue;
+        } else if (!strcmp(a, "--bf16")) {
+            o.bf16 = 1;
             continue;
         } else if (!strcmp(a, "--no-shm")) {
             o.no_shm = 1;

@@ -23,6 +23,9 @@
 #     --rounds N        run the whole set N times, keep each figure's best (default 3)
 #     --min-time S      the MPI and gloo peers time each size for >= S seconds (default 0.5)
 #     --tcp-if IFACE    the interface Open MPI's TCP BTL uses (default lo)
+#     --bf16            also run dtrain-bf16: the ring with wire_dtype bfloat16 (allreduce.wireDtype:
+#                       the values narrowed between members, summed in float32); its busbw counts
+#                       the float32 bytes reduced, so it shows the gain, not the bytes moved
 #     --no-build        do not (re)build build/ first
 #     --keep            keep the temporary directory (raw outputs, logs) and print it
 #   ALLREDUCE_BENCH=PATH picks dtrain's benchmark binary (default ./build/allreduce_bench);
@@ -32,7 +35,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ranks_list="2 4" bytes=1K,1M,16M,64M rounds=3 min_time=0.5 tcp_if=lo build=1 keep=0
+ranks_list="2 4" bytes=1K,1M,16M,64M rounds=3 min_time=0.5 tcp_if=lo build=1 keep=0 bf16=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --ranks) ranks_list=${2:?--ranks needs a value}; shift ;;
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
         --rounds) rounds=${2:?--rounds needs a value}; shift ;;
         --min-time) min_time=${2:?--min-time needs a value}; shift ;;
         --tcp-if) tcp_if=${2:?--tcp-if needs a value}; shift ;;
+        --bf16) bf16=1 ;;
         --no-build) build=0 ;;
         --keep) keep=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -123,6 +127,8 @@ for round in $(seq "$rounds"); do
         echo "== round $round/$rounds, $P ranks =="
         [ ! -x "$DTB" ] || run dtrain 900 "$DTB" --ranks "$P" --bytes "$bytes"
         [ ! -x "$DTB" ] || run dtrain-tcp 900 "$DTB" --ranks "$P" --bytes "$bytes" --no-shm
+        [ ! -x "$DTB" ] || [ "$bf16" = 0 ] ||
+            run dtrain-bf16 900 "$DTB" --ranks "$P" --bytes "$bytes" --bf16
         if [ "$mpi_ok" = 1 ]; then
             over=()
             [ "$P" -le "$ncores" ] || over=(--oversubscribe)
@@ -161,7 +167,7 @@ def label(b):
             return "%d%s" % (b // m, unit)
     return str(b)
 
-names = ["dtrain", "dtrain-tcp", "mpi-tcp", "mpi-sm", "gloo"]
+names = ["dtrain", "dtrain-tcp", "dtrain-bf16", "mpi-tcp", "mpi-sm", "gloo"]
 hdr = "%-5s %2s" % ("size", "P") + "".join(" | %-19s" % n for n in names) + " | %-16s | %-16s" % (
     "dtrain/mpi-tcp", "dtrain/gloo") + " | %-12s" % "dtrain/mpi-sm"
 print(hdr)
