@@ -16,7 +16,8 @@
 #              steps in the end are exactly the job's batches (none lost, none twice)
 #   preempt_ar the same for an all-reduce job: the samples in the ring's steps are at least
 #              the data times the epochs (a batch may count twice when a ring breaks in the
-#              middle of a step: issue 20)
+#              middle of a step: issue 20); and a 2-member job stopped while one member is
+#              frozen (SIGSTOP): the other stops outside a ring, saves its step, none lost
 # Sections via ONLY="never permanent ckptfull preempt preempt_ar"; KEEP=1 keeps $TMP.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
@@ -197,6 +198,42 @@ assert steps == 8 * 20000, "%d optimizer steps, the data has %d batches" % (step
 fi
 
 if section preempt_ar; then
+    # The job stopped while its only other member is frozen (SIGSTOP): worker-0, rank 0 and
+    # the chief, gets its SIGTERM in a step that cannot complete, fails it after the ring's
+    # timeout and stops outside a ring, holding the only copy of the steps since the last
+    # checkpoint, whose shards it has reported done. It saves them before it goes (the
+    # window of a batch lost after a stop: issue 20). Batches of 1 and one a shard: an epoch
+    # is 60 steps, so the last step is almost never the epoch's own checkpoint.
+    spec arstop "$TMP/iris.data" 4 300
+    sed -i 's/^  strategy: parameter_server/  strategy: allreduce\n  allreduce: {minibatchesPerShard: 1, timeoutSeconds: 1}/;
+            s/{chief: 1, worker: 1, ps: 1}/{worker: 2}/; s/batch_size: 16/batch_size: 1/;
+            s/every_steps: 20/every_steps: 1000000/' arstop.yaml
+    expect_exit 0 arstop-start -- "$DTRAIN" run arstop.yaml --job-dir job-arstop --detach --stop-grace 60
+    both() { attempt_says job-arstop worker-0 "of 2" && attempt_says job-arstop worker-1 "of 2"; }
+    if WAIT_POLLS=600 wait_for both && WAIT_POLLS=600 wait_for attempt_child job-arstop worker-1; then
+        frozen=$child
+        kill -STOP "$frozen"
+        "$DTRAIN" stop job-arstop >"$TMP/arstop.out" 2>&1 &
+        stopper=$!
+        WAIT_POLLS=600 wait_for attempt_says job-arstop worker-0 "stopped (Terminated)" ||
+            fail "preempt_ar: worker-0 did not stop: $(tail -3 job-arstop/logs/worker-0.log)"
+        kill -CONT "$frozen"
+        wait "$stopper" || fail "preempt_ar: dtrain stop: $(cat "$TMP/arstop.out")"
+        at=$(grep -o 'worker-0: stopped (Terminated) at step [0-9]*' job-arstop/logs/worker-0.log |
+            grep -o '[0-9]*$')
+        grep -q "worker-0: checkpoint at step $at written" job-arstop/logs/worker-0.log &&
+            pass "preempt_ar: stopped outside a ring at step $at, worker-0 saved it" ||
+            fail "preempt_ar: worker-0 stopped at step ${at:-?} outside a ring and saved no checkpoint: $(ls job-arstop/checkpoints)"
+        expect_exit 0 arstop-resume -- "$DTRAIN" run --resume job-arstop &&
+            check_result arstop '
+n = reps["worker-0"]["result"]["train"]["samples_applied"]
+assert n >= 120 * 300, "%d samples in the steps, the data times the epochs is %d" % (n, 120 * 300)
+' && pass "preempt_ar: resumed from there, no sample lost" ||
+            fail "preempt_ar: $(check_result arstop 'print(reps["worker-0"]["result"]["train"])' 2>&1 | tail -2)"
+    else
+        fail "preempt_ar: the 2-member ring never formed: $(tail -3 job-arstop/logs/worker-1.log)"
+    fi
+
     spec ar "$TMP/iris.data" 4 20000
     sed -i 's/^  strategy: parameter_server/  strategy: allreduce\n  allreduce: {minibatchesPerShard: 2}/;
             s/{chief: 1, worker: 1, ps: 1}/{worker: 3}/' ar.yaml

@@ -39,8 +39,10 @@
  *
  * Duties: rank 0 writes whole-model checkpoints (with the optimizer state) every
  * checkpoint.every_steps, every allreduce.checkpointSeconds, at each epoch's end and at the
- * end; the chief replica (chief, or worker-0 without one) evaluates, exports and waits for
- * the evaluator at the end.
+ * end; any member that stops (SIGTERM) writes one when its state is past the newest (it
+ * may hold the only copy of steps whose shards are reported: saves_at_stop); the chief
+ * replica (chief, or worker-0 without one) evaluates, exports and waits for the evaluator
+ * at the end.
  */
 #include <errno.h>
 #include <limits.h>
@@ -381,20 +383,29 @@ static void state_pack(trainer *t, int out) {
     }
 }
 
-/* Load the newest checkpoint into the model and optimizer when it is past our step (a
- * trainer restarted or left alone after the others went on); *loaded says whether it did. */
-static dt_err catch_up(trainer *t, int *loaded) {
-    *loaded = 0;
-    char latest[DT__PATH_MAX];
-    dt_err e = dt_checkpoint_dir_latest(t->r->ckpt_dir, latest, sizeof latest);
+/* The newest checkpoint: its path in latest and its step in *at (-1 when there is none). */
+static dt_err newest_checkpoint(const trainer *t, char *latest, size_t cap, long long *at) {
+    *at = -1;
+    dt_err e = dt_checkpoint_dir_latest(t->r->ckpt_dir, latest, cap);
     if (e == DT_ERR_NOTFOUND) {
         dt_err_clear();
         return DT_OK;
     }
     if (e) return e;
     const char *base = strrchr(latest, '/');
-    long long at = -1;
-    if (sscanf(base ? base + 1 : latest, "ckpt-%lld", &at) != 1 || at <= t->step) return DT_OK;
+    if (sscanf(base ? base + 1 : latest, "ckpt-%lld", at) != 1) *at = -1;
+    return DT_OK;
+}
+
+/* Load the newest checkpoint into the model and optimizer when it is past our step (a
+ * trainer restarted or left alone after the others went on); *loaded says whether it did. */
+static dt_err catch_up(trainer *t, int *loaded) {
+    *loaded = 0;
+    char latest[DT__PATH_MAX];
+    long long at;
+    dt_err e = newest_checkpoint(t, latest, sizeof latest, &at);
+    if (e) return e;
+    if (at <= t->step) return DT_OK;
     dt_train_state st;
     if ((e = dt_checkpoint_load(latest, t->model, t->optim, &st)))
         return dt_err_wrap(e, "resuming from %s", latest);
@@ -790,22 +801,46 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
 
 /* ---- the end ---- */
 
+/* Does a member that stops save its state? Rank 0 and the chief of a ring do. Any other
+ * member does when its state is past the newest checkpoint: it may hold the only copy of its
+ * last steps, whose shards were reported done (a shard is, at the start of the step after
+ * its last batch's), so without this save a continued job would start from the older
+ * checkpoint and their batches would never be trained. When a job is stopped:
+ *   - the members whose SIGTERM has come leave at a drained step (or at once after a step
+ *     that left the ring drained); one whose SIGTERM comes a moment later - rank 0, the
+ *     chief - goes on, fails its next step alone and stops outside a ring;
+ *   - a member can finish a step that rank 0 and the chief failed (the ring broke in its
+ *     last exchange: their all-gather missed a part, its own had all it needed) and stop
+ *     after it, in a ring it does not know is broken.
+ * A member holds the state after the last step it completed: the ring's, or one step more
+ * when the ring broke in the middle of a step it finished (every member's batch is in it). */
+static int saves_at_stop(const trainer *t) {
+    if (t->ring && (t->rz.rank == 0 || t->r->is_chief)) return t->step > t->last_ckpt_step;
+    char latest[DT__PATH_MAX];
+    long long at;
+    if (newest_checkpoint(t, latest, sizeof latest, &at)) {
+        dt_err_clear(); /* an unreadable directory: try to save (it says why if it fails) */
+        at = -1;
+    }
+    return t->step > at;
+}
+
 /* Asked to stop (SIGTERM: the job is stopped, or the node is being taken away), at a step
- * after which this member holds no unfinished shard: the shard in hand is reported done;
- * rank 0 (and the chief) checkpoint. The others of the ring keep the model and re-form
- * without this member; a replacement takes the state of rank 0 when it joins. A member
- * stopped while outside a ring (joining one) gives its shard back as it is: the batches of
- * it already trained are trained again. */
+ * after which this member holds no unfinished shard: the state is saved (saves_at_stop),
+ * then the shard in hand is reported done. The others of the ring keep the model and
+ * re-form without this member; a replacement takes the state of rank 0 when it joins. A
+ * member stopped while outside a ring (joining one) with a shard it has not started gives it
+ * back as it is. */
 static void stop_here(trainer *t) {
     dt__role *r = t->r;
     int sig = dt__stop_signal();
     int finished = t->have_shard && t->pos >= t->sh.count;
+    /* before the report: a shard reported done is never trained again */
+    if (saves_at_stop(t)) dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
     if (finished) {
         if (dt_shard_report(t->sc, DATASET, &t->sh, 1, NULL) == DT_ERR_STATE) dt_err_clear();
         t->have_shard = 0;
     }
-    if (t->ring && (t->rz.rank == 0 || r->is_chief) && t->step > t->last_ckpt_step)
-        dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
     fprintf(r->log, "%s: stopped (%s) at step %lld%s\n", r->name, strsignal(sig),
             (long long)t->step,
             finished ? ", the shard in hand finished and reported"
