@@ -294,8 +294,11 @@ static int64_t ckpt_step(const char *name) {
     return parse_u64(digits, INT64_MAX, &v) ? (int64_t)v : -1;
 }
 
-/* A crashed save's temporary file: "." + a checkpoint name + ".tmp-XXXXXX". */
-static int is_stale_temp(const char *name) {
+/* A crashed save's temporary file: "." + a checkpoint name + ".tmp-XXXXXX", of a step
+ * before `saved` (one of this step or a later one may be another trainer's save in progress:
+ * the chief and rank 0 of an all-reduce ring, or several members stopped at once, write the
+ * same step). */
+static int is_stale_temp(const char *name, int64_t saved) {
     const char *tmp = strstr(name, ".tmp-");
     if (name[0] != '.' || !tmp) return 0;
     char base[64];
@@ -303,7 +306,8 @@ static int is_stale_temp(const char *name) {
     if (n >= sizeof base) return 0;
     memcpy(base, name + 1, n);
     base[n] = '\0';
-    return ckpt_step(base) >= 0;
+    int64_t step = ckpt_step(base);
+    return step >= 0 && step < saved;
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -379,12 +383,12 @@ dt_err dt_checkpoint_dir_save(const char *dir, int keep, dt_model *m, dt_optim *
             goto out;
         }
     }
-    /* temporaries of saves that crashed (one trainer writes a directory at a time) */
+    /* temporaries of saves that crashed */
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (!is_stale_temp(e->d_name)) continue;
+            if (!is_stale_temp(e->d_name, s->step)) continue;
             char *tmp = malloc(strlen(dir) + strlen(e->d_name) + 2);
             if (!tmp) break;
             sprintf(tmp, "%s/%s", dir, e->d_name);

@@ -1,6 +1,7 @@
 /* checkpoint_test.c - training checkpoints and checkpoint directories (needs dt_model). */
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dtrain/checkpoint.h"
 #include "testing/dt_test.h"
@@ -336,6 +337,11 @@ static void test_checkpoint_dir(void) {
     snprintf(other, sizeof other, "%s/.ckpt-0000000007.safetensors.tmp-AbC123", dir);
     f = fopen(other, "w");
     DT_CHECK(f && fclose(f) == 0);
+    /* ... but not one of a later step than the save's: another trainer may be writing it */
+    char live[700];
+    snprintf(live, sizeof live, "%s/.ckpt-99999999999.safetensors.tmp-Live01", dir);
+    f = fopen(live, "w");
+    DT_CHECK(f && fclose(f) == 0);
 
     /* retention keeps the newest 2 by step (not by name length or time) */
     const int64_t steps[] = {10, 100, 9, 12345678901LL};
@@ -350,7 +356,9 @@ static void test_checkpoint_dir(void) {
     DT_CHECK(dir_has(dir, "ckpt-0000000100.safetensors"));
     DT_CHECK(dir_has(dir, "ckpt-12345678901.safetensors"));
     DT_CHECK(dir_has(dir, "notes.txt"));
-    DT_CHECK(dir_count(dir) == 3); /* and no temporary files */
+    DT_CHECK(dir_has(dir, ".ckpt-99999999999.safetensors.tmp-Live01"));
+    DT_CHECK(unlink(live) == 0);
+    DT_CHECK(dir_count(dir) == 3); /* and no other temporary files */
     DT_CHECK_OK(dt_checkpoint_dir_latest(dir, latest, sizeof latest));
     DT_CHECK(strstr(latest, "ckpt-12345678901.safetensors"));
     dt_train_state got = {0};
