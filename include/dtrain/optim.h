@@ -76,6 +76,10 @@ float dt_optim_lr_at(const dt_optim_conf *conf, int64_t step);
 
 /* Apply one update from the params' grads; the step count then increments. */
 void dt_optim_step(dt_optim *o, dt_pool *pool);
+/* The same step from gradients elsewhere: grads[i] (as many floats as params[i]) times scale
+ * stands for params[i]'s grad, read where it lies - a data-parallel trainer's reduced sums,
+ * scaled to their mean, with no copy into the params' grads. */
+void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float scale);
 int64_t dt_optim_steps(const dt_optim *o);
 void dt_optim_set_steps(dt_optim *o, int64_t steps);
 

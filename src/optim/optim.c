@@ -220,25 +220,30 @@ void dt_optim_free(dt_optim *o) {
  * which no function attribute or pragma can switch off (GCC 12), so CMakeLists.txt compiles
  * this file with -fno-math-errno. */
 
-static void sgd_kernel(float *restrict w, const float *restrict g, int64_t lo, int64_t hi,
+/* The gradient a kernel reads: g[i], or g[i] x gs when the step was given scaled sums
+ * (dt_optim_step_grads); gs == 1 is g[i] itself, the same arithmetic as without. */
+#define GRAD(i) (gs == 1.0f ? g[i] : g[i] * gs)
+
+static void sgd_kernel(float *restrict w, const float *restrict g, float gs, int64_t lo, int64_t hi,
                        float lr, float wd) {
-    for (int64_t i = lo; i < hi; i++) w[i] -= lr * (g[i] + wd * w[i]);
+    for (int64_t i = lo; i < hi; i++)
+        w[i] -= lr * (GRAD(i) + wd * w[i]);
 }
 
-static void momentum_kernel(float *restrict w, const float *restrict g, float *restrict v,
+static void momentum_kernel(float *restrict w, const float *restrict g, float gs, float *restrict v,
                             int64_t lo, int64_t hi, float lr, float wd, float mu) {
     for (int64_t i = lo; i < hi; i++) {
-        float gi = g[i] + wd * w[i];
+        float gi = GRAD(i) + wd * w[i];
         float vi = mu * v[i] + gi;
         v[i] = vi;
         w[i] -= lr * vi;
     }
 }
 
-static void nesterov_kernel(float *restrict w, const float *restrict g, float *restrict v,
+static void nesterov_kernel(float *restrict w, const float *restrict g, float gs, float *restrict v,
                             int64_t lo, int64_t hi, float lr, float wd, float mu) {
     for (int64_t i = lo; i < hi; i++) {
-        float gi = g[i] + wd * w[i];
+        float gi = GRAD(i) + wd * w[i];
         float vi = mu * v[i] + gi;
         v[i] = vi;
         w[i] -= lr * (gi + mu * vi);
@@ -246,12 +251,12 @@ static void nesterov_kernel(float *restrict w, const float *restrict g, float *r
 }
 
 /* step_size = lr / (1 - b1^t), inv_sqrt_bc2 = 1 / sqrt(1 - b2^t) */
-static void adam_kernel(float *restrict w, const float *restrict g, float *restrict m,
+static void adam_kernel(float *restrict w, const float *restrict g, float gs, float *restrict m,
                         float *restrict v, int64_t lo, int64_t hi, float wd, float b1, float b2,
                         float eps, float step_size, float inv_sqrt_bc2) {
     const float c1 = 1.0f - b1, c2 = 1.0f - b2;
     for (int64_t i = lo; i < hi; i++) {
-        float gi = g[i] + wd * w[i];
+        float gi = GRAD(i) + wd * w[i];
         float mi = b1 * m[i] + c1 * gi;
         float vi = b2 * v[i] + c2 * gi * gi;
         m[i] = mi;
@@ -260,10 +265,10 @@ static void adam_kernel(float *restrict w, const float *restrict g, float *restr
     }
 }
 
-static void adagrad_kernel(float *restrict w, const float *restrict g, float *restrict a,
+static void adagrad_kernel(float *restrict w, const float *restrict g, float gs, float *restrict a,
                            int64_t lo, int64_t hi, float lr, float wd, float eps) {
     for (int64_t i = lo; i < hi; i++) {
-        float gi = g[i] + wd * w[i];
+        float gi = GRAD(i) + wd * w[i];
         float ai = a[i] + gi * gi;
         a[i] = ai;
         w[i] -= lr * gi / (sqrtf(ai) + eps);
@@ -274,6 +279,8 @@ static void adagrad_kernel(float *restrict w, const float *restrict g, float *re
 
 typedef struct step_job {
     dt_optim *o;
+    float *const *grads; /* NULL: the params' own */
+    float scale;         /* the grads are multiplied by it as they are read */
     float lr;
     float adam_step_size, adam_inv_sqrt_bc2;
 } step_job;
@@ -288,33 +295,37 @@ static void step_task(void *arg, int ith, int nth) {
         dt_split(dt_tensor_numel(&par->value), ith, nth, &lo, &hi);
         if (lo >= hi) continue;
         float *w = par->value.data;
-        const float *g = par->grad.data;
-        float wd = par->decay ? c->weight_decay : 0.0f;
+        const float *g = j->grads ? j->grads[p] : par->grad.data;
+        float gs = j->scale, wd = par->decay ? c->weight_decay : 0.0f;
         /* plain SGD has no slots (o->slots NULL): no offset from a null pointer */
         slot *s = o->slots ? o->slots + (size_t)p * (size_t)o->slots_per_param : NULL;
         switch (c->kind) {
         case DT_OPTIM_SGD:
-            sgd_kernel(w, g, lo, hi, j->lr, wd);
+            sgd_kernel(w, g, gs, lo, hi, j->lr, wd);
             break;
         case DT_OPTIM_MOMENTUM:
             if (c->nesterov)
-                nesterov_kernel(w, g, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
+                nesterov_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
             else
-                momentum_kernel(w, g, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
+                momentum_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
             break;
         case DT_OPTIM_ADAM:
-            adam_kernel(w, g, s[0].t.data, s[1].t.data, lo, hi, wd, c->beta1, c->beta2,
+            adam_kernel(w, g, gs, s[0].t.data, s[1].t.data, lo, hi, wd, c->beta1, c->beta2,
                         c->epsilon, j->adam_step_size, j->adam_inv_sqrt_bc2);
             break;
         case DT_OPTIM_ADAGRAD:
-            adagrad_kernel(w, g, s[0].t.data, lo, hi, j->lr, wd, c->epsilon);
+            adagrad_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->epsilon);
             break;
         }
     }
 }
 
 void dt_optim_step(dt_optim *o, dt_pool *pool) {
-    step_job j = {.o = o, .lr = dt_optim_lr_at(&o->conf, o->steps)};
+    dt_optim_step_grads(o, pool, NULL, 1.0f);
+}
+
+void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float scale) {
+    step_job j = {.o = o, .grads = grads, .scale = scale, .lr = dt_optim_lr_at(&o->conf, o->steps)};
     if (o->conf.kind == DT_OPTIM_ADAM) {
         double t = (double)(o->steps + 1);
         double bc1 = 1.0 - pow((double)o->conf.beta1, t);

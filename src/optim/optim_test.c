@@ -618,12 +618,45 @@ static void test_adam_flushes_denormals(void) {
     dt_pool_free(pool);
 }
 
+/* dt_optim_step_grads reads scaled gradients from elsewhere: the same update as copying
+ * them, scaled, into the params' grads (to rounding: the scaling may fuse into the kernel's
+ * first multiply-add), and the params' own grads are not read. */
+static void test_step_from_other_grads(void) {
+    dt_optim_kind kinds[] = {DT_OPTIM_SGD, DT_OPTIM_MOMENTUM, DT_OPTIM_ADAM, DT_OPTIM_ADAGRAD};
+    for (int k = 0; k < 4; k++) {
+        dt_param *a = param_new("a/kernel", N6, W0, 1), *b = param_new("b/kernel", N6, W0, 1);
+        dt_optim_conf c = conf_of(kinds[k], 0.01f);
+        c.weight_decay = 0.1f;
+        dt_optim *oa = NULL, *ob = NULL;
+        DT_CHECK_OK(dt_optim_init(&oa, &c, &a, 1));
+        DT_CHECK_OK(dt_optim_init(&ob, &c, &b, 1));
+        for (int s = 0; s < 3; s++) {
+            float sums[N6], scale = 0.25f;
+            for (int i = 0; i < N6; i++) {
+                sums[i] = G[s][i] * 4.0f;
+                a->grad.data[i] = sums[i] * scale;
+                b->grad.data[i] = 1e6f; /* not to be read */
+            }
+            dt_optim_step(oa, NULL);
+            float *grads[1] = {sums};
+            dt_optim_step_grads(ob, NULL, grads, scale);
+        }
+        for (int i = 0; i < N6; i++)
+            DT_CHECK_NEAR(a->value.data[i], b->value.data[i], 1e-6);
+        DT_CHECK(dt_optim_steps(ob) == 3);
+        dt_optim_free(oa);
+        dt_optim_free(ob);
+        param_free(a);
+        param_free(b);
+    }
+}
+
 DT_TEST_MAIN(DT_T(test_sgd_matches_formula), DT_T(test_momentum_matches_formula),
              DT_T(test_nesterov_differs_from_momentum), DT_T(test_adam_matches_formula),
              DT_T(test_adam_bias_correction_first_step), DT_T(test_adagrad_matches_formula),
              DT_T(test_quadratic_converges), DT_T(test_weight_decay_only_on_decay_params),
-             DT_T(test_against_torch), DT_T(test_schedule_values),
-             DT_T(test_step_uses_schedule), DT_T(test_resume_via_slots_and_set_steps),
-             DT_T(test_defaults), DT_T(test_validation_errors),
-             DT_T(test_slots_named_per_param), DT_T(test_pool_threads_identical),
-             DT_T(test_adam_flushes_denormals))
+             DT_T(test_against_torch), DT_T(test_schedule_values), DT_T(test_step_uses_schedule),
+             DT_T(test_resume_via_slots_and_set_steps), DT_T(test_defaults),
+             DT_T(test_validation_errors), DT_T(test_slots_named_per_param),
+             DT_T(test_pool_threads_identical), DT_T(test_adam_flushes_denormals),
+             DT_T(test_step_from_other_grads))

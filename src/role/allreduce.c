@@ -26,6 +26,9 @@
  * gradient x samples into a flat buffer, and the buffer is all-reduced in buckets. The
  * buffer holds the parameters last layer first, so the backward hook hands the comm thread
  * each bucket as soon as its layers are done (overlap with the rest of the backward pass).
+ * The first micro-batch writes the buffer and later ones add to it (it is never cleared but
+ * when this member has no batch), and the optimizer reads the reduced sums where they lie,
+ * scaled to the mean as it reads them (dt_optim_step_grads): no pass copies them back.
  * Two counters ride in the first bucket: samples (the mean divides by the ring's total) and
  * "not done" members (when both are zero every member's data is exhausted: the end). With
  * allreduce.wireDtype bfloat16 the counters are a bucket of their own, summed in float32
@@ -109,6 +112,7 @@ typedef struct trainer {
     float *flat;
     size_t nflat;
     size_t *param_off; /* params[i]'s offset in flat */
+    float **sums;      /* flat + param_off[i]: params[i]'s summed gradient after a step */
     bucket *buckets;
     int nbuckets;
     float *state;      /* the broadcast: step, then values, then optimizer slots */
@@ -129,6 +133,7 @@ typedef struct trainer {
     int comm_stop;
     char comm_msg[1024];
     float cur_nb;     /* this micro-batch's samples (the backward hook packs grad x nb) */
+    int cur_first;    /* the step's first micro-batch: packing writes, not adds */
     int hook_on;      /* pack on the hook (the step's last micro-batch) */
 
     /* the watcher */
@@ -189,8 +194,9 @@ static ar_conf settings(const dt_job_spec *job) {
 static dt_err layout(trainer *t) {
     size_t off = TRAILER;
     t->param_off = malloc((size_t)t->np * sizeof *t->param_off);
+    t->sums = malloc((size_t)t->np * sizeof *t->sums);
     t->buckets = malloc((size_t)(t->np + 2) * sizeof *t->buckets);
-    if (!t->param_off || !t->buckets) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    if (!t->param_off || !t->sums || !t->buckets) return dt_err_set(DT_ERR_NOMEM, "out of memory");
     bucket cur = {.off = 0, .n = TRAILER, .min_layer = -1};
     if (t->conf.wire_dtype == DT_RING_WIRE_BF16) {
         /* ready at once: the counters are set before the backward pass */
@@ -220,18 +226,25 @@ static dt_err layout(trainer *t) {
     t->flat = malloc(t->nflat * sizeof *t->flat);
     t->state = malloc(t->nstate * sizeof *t->state);
     if (!t->flat || !t->state) return dt_err_set(DT_ERR_NOMEM, "out of memory for gradients");
+    for (int i = 0; i < t->np; i++)
+        t->sums[i] = t->flat + t->param_off[i];
     return DT_OK;
 }
 
 /* flat[param i] += grad x nb (nb = this micro-batch's samples: the sum over members of
- * grad x samples, divided by the total, is the mean over the global batch). */
-static void pack_param(trainer *t, int i, float nb) {
+ * grad x samples, divided by the total, is the mean over the global batch); the step's first
+ * micro-batch writes it (no pass to clear the buffer first). */
+static void pack_param(trainer *t, int i, float nb, int first) {
     const dt_param *p = t->params[i];
     float *dst = t->flat + t->param_off[i];
     const float *g = p->grad.data;
     int64_t n = dt_tensor_numel(&p->grad);
-    for (int64_t k = 0; k < n; k++)
-        dst[k] += g[k] * nb;
+    if (first)
+        for (int64_t k = 0; k < n; k++)
+            dst[k] = g[k] * nb;
+    else
+        for (int64_t k = 0; k < n; k++)
+            dst[k] += g[k] * nb;
 }
 
 /* Hand buckets [t->ready, upto) to the comm thread. */
@@ -250,7 +263,7 @@ static void on_layer_done(void *ctx, int layer) {
     trainer *t = ctx;
     if (!t->hook_on) return;
     for (int i = 0; i < t->np; i++)
-        if (dt_model_param_layer(t->model, i) == layer) pack_param(t, i, t->cur_nb);
+        if (dt_model_param_layer(t->model, i) == layer) pack_param(t, i, t->cur_nb, t->cur_first);
     int upto = t->ready;
     while (upto < t->nbuckets && t->buckets[upto].min_layer >= layer)
         upto++;
@@ -525,6 +538,7 @@ static void teardown(trainer *t) {
     free(t->b.t);
     free(t->b.idx);
     free(t->flat);
+    free(t->sums);
     free(t->state);
     free(t->param_off);
     free(t->buckets);
@@ -707,7 +721,6 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     int k = micro_batches(t);
     int64_t pos0 = t->pos, nb_total = 0;
     double loss_sum = 0;
-    memset(t->flat, 0, t->nflat * sizeof *t->flat);
     pthread_mutex_lock(&t->mu);
     t->ready = 0;
     t->done = 0;
@@ -726,6 +739,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
                               t->train->targets ? t->b.t : NULL, &loss, NULL);
         if (e) {
             t->pos = pos0;
+            memset(t->flat, 0, t->nflat * sizeof *t->flat); /* this member brings nothing */
             hand_over(t, t->nbuckets); /* let the comm thread run out this step */
             wait_buckets(t);
             return e;
@@ -740,15 +754,17 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
             t->flat[3] = t->sh.count - t->pos > 0 ? 1.0f : 0.0f;
         }
         t->cur_nb = (float)nb;
+        t->cur_first = j == 0;
         t->hook_on = last;
         dt_model_backward(t->model);
         t->hook_on = 0;
         if (!last)
             for (int i = 0; i < t->np; i++)
-                pack_param(t, i, (float)nb);
+                pack_param(t, i, (float)nb, j == 0);
         if (last) break;
     }
     if (nb_total == 0) {
+        memset(t->flat, 0, t->nflat * sizeof *t->flat); /* no batch: this member adds zeros */
         t->flat[0] = 0;
         t->flat[1] = t->data_end ? 0 : 1;
         t->flat[2] = stopping;
@@ -775,15 +791,8 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         else usleep(IDLE_MS * 1000); /* members wait for shards others hold */
         return DT_OK;
     }
-    float scale = (float)(1.0 / total);
-    for (int i = 0; i < t->np; i++) {
-        dt_param *p = t->params[i];
-        const float *src = t->flat + t->param_off[i];
-        int64_t n = dt_tensor_numel(&p->grad);
-        for (int64_t q = 0; q < n; q++)
-            p->grad.data[q] = src[q] * scale;
-    }
-    dt_optim_step(t->optim, t->pool);
+    /* the optimizer reads the sums where the ring left them, scaled to their mean */
+    dt_optim_step_grads(t->optim, t->pool, t->sums, (float)(1.0 / total));
     t->step++;
     t->step_of[t->step % GEN_HISTORY] = t->step;
     t->gen_of[t->step % GEN_HISTORY] = t->rz.generation;
