@@ -16,6 +16,9 @@
 #   bash bench/ps_bench.sh [options]
 #     --coretype-auto   run everything with OPENBLAS_CORETYPE unset (OpenBLAS picks its
 #                       kernels); default: the environment's OPENBLAS_CORETYPE, else Haswell
+#     --epochs E        every dtrain run and job trains E epochs (default 1; a job's start - the
+#                       ring's formation, the first shards - weighs on a 1-epoch run of ~1 s),
+#                       and the DDP peer times E x 1000 steps
 #     --steps N         the independent runs stop after N steps (--max-steps) instead of one
 #                       epoch; also the DDP peer's timed steps per process (default 1000)
 #     --ps-timeout S    give the PS job at most S seconds (default 600), then stop it
@@ -31,11 +34,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-coretype_auto=0 steps="" ps_timeout=600 build=1 keep=0
+coretype_auto=0 steps="" epochs=1 ps_timeout=600 build=1 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --coretype-auto) coretype_auto=1 ;;
         --steps) steps=${2:?--steps needs a value}; shift ;;
+        --epochs) epochs=${2:?--epochs needs a value}; shift ;;
         --ps-timeout) ps_timeout=${2:?--ps-timeout needs a value}; shift ;;
         --no-build) build=0 ;;
         --keep) keep=1 ;;
@@ -44,6 +48,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+case "$epochs" in ''|*[!0-9]*|0) echo "ps_bench.sh: --epochs: expected a positive integer, got '$epochs'" >&2; exit 2 ;; esac
 case "$steps" in ''|*[!0-9]*) [ -z "$steps" ] || { echo "ps_bench.sh: --steps: expected a positive integer, got '$steps'" >&2; exit 2; } ;; esac
 case "$ps_timeout" in ''|*[!0-9]*) echo "ps_bench.sh: --ps-timeout: expected seconds, got '$ps_timeout'" >&2; exit 2 ;; esac
 
@@ -75,10 +80,10 @@ except Exception:
 EOF
 }
 
-# The training spec: the example with one thread and one epoch.
-sed -e 's/^\(    threads:\).*/\1 1/' -e 's/^\(    epochs:\).*/\1 1/' \
+# The training spec: the example with one thread and --epochs epochs (default 1).
+sed -e 's/^\(    threads:\).*/\1 1/' -e "s/^\\(    epochs:\\).*/\\1 $epochs/" \
     examples/fashion_mnist_mlp.yaml >"$TMP/single.yaml"
-grep -q '^    threads: 1$' "$TMP/single.yaml" && grep -q '^    epochs: 1$' "$TMP/single.yaml" || {
+grep -q '^    threads: 1$' "$TMP/single.yaml" && grep -q "^    epochs: $epochs\$" "$TMP/single.yaml" || {
     echo "ps_bench.sh: examples/fashion_mnist_mlp.yaml no longer has training.threads/epochs where expected" >&2
     exit 1; }
 # The PS job: the same spec as a TrainJob with 2 workers and 1 PS (asynchronous, the default).
@@ -108,7 +113,7 @@ echo "dtrain: $("$BIN" version 2>&1 | tr '\n' ' ')"
 echo "cores: $(nproc)"
 
 # (a) two independent single-process runs at the same time
-if [ -n "$steps" ]; then len=(--max-steps "$steps"); what="$steps steps"; else len=(); what="1 epoch"; fi
+if [ -n "$steps" ]; then len=(--max-steps "$steps"); what="$steps steps"; else len=(); what="$epochs epoch(s)"; fi
 echo "== (a) 2 independent dtrain train runs at once, threads 1, $what each =="
 pids=()
 for i in 0 1; do
@@ -132,9 +137,9 @@ done
 if [ "$indep_ok" = 1 ]; then printf 'independent_samples_per_sec %.1f\n' "$indep"; else indep=""; fi
 
 # (b) PyTorch DDP, gloo, 2 processes
-echo "== (b) PyTorch DDP, gloo, 2 processes x 1 thread, ${steps:-1000} steps each =="
+echo "== (b) PyTorch DDP, gloo, 2 processes x 1 thread, ${steps:-$((epochs * 1000))} steps each =="
 ddp=""
-if "$PY" bench/torch_ddp.py --steps "${steps:-1000}" >"$TMP/ddp.out" 2>"$TMP/ddp.err"; then
+if "$PY" bench/torch_ddp.py --steps "${steps:-$((epochs * 1000))}" >"$TMP/ddp.out" 2>"$TMP/ddp.err"; then
     ddp=$(sed -n 's/^ddp_gloo_samples_per_sec //p' "$TMP/ddp.out")
     grep -v '^ddp_gloo' "$TMP/ddp.out" | sed 's/^/  /'
     echo "ddp_gloo_samples_per_sec $ddp"
@@ -142,7 +147,7 @@ else
     echo "  DDP peer failed: $(tail -3 "$TMP/ddp.err" | tr '\n' ' ')"
 fi
 
-# run_job LABEL SPEC: run a dtrain TrainJob (1 epoch) and set $job_rate to its aggregate
+# run_job LABEL SPEC: run a dtrain TrainJob (--epochs epochs) and set $job_rate to its aggregate
 # samples/s (the sum of the workers' samples_per_sec), empty when it could not run.
 run_job() {
     local label=$1 spec=$2 job=$TMP/job-$1 rc t0 t1 sum samples wall
@@ -189,13 +194,13 @@ EOF
     fi
 }
 
-echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, 1 epoch =="
+echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, $epochs epoch(s) =="
 run_job ps "$TMP/ps_job.yaml"
 ps=$job_rate
 echo "== dtrain PS job over TCP (parameterServer.sharedMemory: false), otherwise the same =="
 run_job ps_tcp "$TMP/ps_tcp_job.yaml"
 ps_tcp=$job_rate
-echo "== dtrain all-reduce job: 2 workers in a ring, batch 64 each, threads 1, 1 epoch =="
+echo "== dtrain all-reduce job: 2 workers in a ring, batch 64 each, threads 1, $epochs epoch(s) =="
 run_job allreduce "$TMP/allreduce_job.yaml"
 ar=$job_rate
 echo "== dtrain all-reduce job over TCP (allreduce.sharedMemory: false), otherwise the same =="
