@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/le-impl.h"
 #include "core/shm-impl.h"
 
 static const char MAGIC[8] = {'D', 'T', 'S', 'H', 'M', 'S', 'E', 'G'};
@@ -144,31 +145,19 @@ void dt__shm_free(dt__shm *m) {
 
 /* ---- the offer ---- */
 
-static void put_le64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 void dt__shm_offer_encode(const dt__shm *m, uint8_t out[DT__SHM_OFFER]) {
-    put_le64(out, (uint64_t)getpid());
-    put_le64(out + 8, (uint64_t)m->fd);
-    put_le64(out + 16, (uint64_t)m->size);
+    dt__put64(out, (uint64_t)getpid());
+    dt__put64(out + 8, (uint64_t)m->fd);
+    dt__put64(out + 16, (uint64_t)m->size);
     memcpy(out + 24, m->nonce, DT__SHM_NONCE);
 }
 
 uint64_t dt__shm_offer_size(const uint8_t in[DT__SHM_OFFER]) {
-    return get_le64(in + 16);
+    return dt__get64(in + 16);
 }
 
 dt_err dt__shm_attach_offer(dt__shm *m, const uint8_t in[DT__SHM_OFFER]) {
-    uint64_t pid = get_le64(in), fd = get_le64(in + 8), size = get_le64(in + 16);
+    uint64_t pid = dt__get64(in), fd = dt__get64(in + 8), size = dt__get64(in + 16);
     if (pid > INT64_MAX || fd > INT64_MAX || (uint64_t)(size_t)size != size) {
         memset(m, 0, sizeof *m);
         m->fd = -1;

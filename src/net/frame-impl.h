@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/le-impl.h" /* the fields' byte order */
 #include "dtrain/err.h"
 
 #define DT__FRAME_MAGIC 0x53505444u /* "DTPS" as little-endian bytes */
@@ -36,34 +37,6 @@ typedef struct dt__frame_hdr {
     int64_t arg;
     uint64_t len;
 } dt__frame_hdr;
-
-static inline void dt__put16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static inline void dt__put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void dt__put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t dt__get16(const uint8_t *p) {
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t dt__get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-static inline uint64_t dt__get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 void dt__frame_encode(uint8_t out[DT__FRAME_HDR], int type, int64_t arg, uint64_t len);
 void dt__frame_decode(const uint8_t in[DT__FRAME_HDR], dt__frame_hdr *h);
