@@ -73,10 +73,10 @@ int dt__frame_hello_token_ok(const dt__frame_hello *h, const char *token);
 
 /* ---- ERROR ---- */
 
-/* An ERROR frame of the given type (the protocol's ERROR) carrying text cut to
- * DT__FRAME_TEXT_MAX bytes into out (DT__FRAME_HDR + DT__FRAME_TEXT_MAX bytes); returns its
- * size. */
-size_t dt__frame_error(uint8_t *out, int type, const char *text);
+/* An ERROR frame of the given type (the protocol's ERROR) and arg (the ring's 1: give up)
+ * carrying text cut to DT__FRAME_TEXT_MAX bytes into out (DT__FRAME_HDR + DT__FRAME_TEXT_MAX
+ * bytes); returns its size. */
+size_t dt__frame_error(uint8_t *out, int type, int64_t arg, const char *text);
 
 /* Make n bytes of a received text printable (control bytes become spaces) and end it with a
  * NUL at text[n]. */

@@ -80,10 +80,10 @@ int dt__frame_hello_token_ok(const dt__frame_hello *h, const char *token) {
     return dt__token_eq(h->token, h->token_len, token, strlen(token));
 }
 
-size_t dt__frame_error(uint8_t *out, int type, const char *text) {
+size_t dt__frame_error(uint8_t *out, int type, int64_t arg, const char *text) {
     size_t n = strlen(text);
     if (n > DT__FRAME_TEXT_MAX) n = DT__FRAME_TEXT_MAX;
-    dt__frame_encode(out, type, 0, n);
+    dt__frame_encode(out, type, arg, n);
     memcpy(out + DT__FRAME_HDR, text, n);
     return DT__FRAME_HDR + n;
 }

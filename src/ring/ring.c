@@ -332,8 +332,7 @@ static void in_refuse_as(dt_ring *r, inconn *c, int give_up, const char *fmt, ..
     if (snprintf(text, sizeof text, "rank %d (%s): %s", r->rank, r->peers[r->rank].addr, why) < 0)
         text[0] = '\0';
     uint8_t fr[DT__FRAME_HDR + DT__FRAME_TEXT_MAX];
-    size_t fl = dt__frame_error(fr, DT__RING_ERROR, text);
-    if (give_up) dt__frame_encode(fr, DT__RING_ERROR, 1, fl - DT__FRAME_HDR);
+    size_t fl = dt__frame_error(fr, DT__RING_ERROR, give_up ? 1 : 0, text);
     (void)!send(c->fd, fr, fl, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(c->fd, SHUT_WR);
     /* discard what already came (a few KiB at most), so that the close sends a FIN, not a
