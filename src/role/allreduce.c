@@ -56,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/assert-impl.h"
 #include "core/clock-impl.h"
 #include "core/file-impl.h"
 #include "core/path-impl.h"
@@ -111,8 +112,7 @@ typedef struct trainer {
     /* the flat gradient buffer: TRAILER counters, then the parameters last first */
     float *flat;
     size_t nflat;
-    size_t *param_off; /* params[i]'s offset in flat */
-    float **sums;      /* flat + param_off[i]: params[i]'s summed gradient after a step */
+    float **sums; /* params[i]'s place in flat: its grad x samples, then the ring's sum */
     bucket *buckets;
     int nbuckets;
     float *state;      /* the broadcast: step, then values, then optimizer slots */
@@ -193,10 +193,14 @@ static ar_conf settings(const dt_job_spec *job) {
 
 static dt_err layout(trainer *t) {
     size_t off = TRAILER;
-    t->param_off = malloc((size_t)t->np * sizeof *t->param_off);
+    t->nflat = TRAILER;
+    for (int i = 0; i < t->np; i++)
+        t->nflat += (size_t)dt_tensor_numel(&t->params[i]->grad);
+    t->flat = malloc(t->nflat * sizeof *t->flat);
     t->sums = malloc((size_t)t->np * sizeof *t->sums);
     t->buckets = malloc((size_t)(t->np + 2) * sizeof *t->buckets);
-    if (!t->param_off || !t->sums || !t->buckets) return dt_err_set(DT_ERR_NOMEM, "out of memory");
+    if (!t->flat || !t->sums || !t->buckets)
+        return dt_err_set(DT_ERR_NOMEM, "out of memory for gradients");
     bucket cur = {.off = 0, .n = TRAILER, .min_layer = -1};
     if (t->conf.wire_dtype == DT_RING_WIRE_BF16) {
         /* ready at once: the counters are set before the backward pass */
@@ -212,22 +216,19 @@ static dt_err layout(trainer *t) {
             t->buckets[t->nbuckets++] = cur;
             cur = (bucket){.off = off, .n = 0, .min_layer = layer};
         }
-        t->param_off[i] = off;
+        t->sums[i] = t->flat + off;
         off += n;
         cur.n += n;
         cur.min_layer = layer;
     }
     t->buckets[t->nbuckets++] = cur;
-    t->nflat = off;
+    DT_ASSERT(off == t->nflat);
     size_t slots = 0;
     for (int i = 0; i < dt_optim_num_slots(t->optim); i++)
         slots += (size_t)dt_tensor_numel(dt_optim_slot(t->optim, i));
     t->nstate = 4 + 4 * GEN_HISTORY + (off - TRAILER) + slots;
-    t->flat = malloc(t->nflat * sizeof *t->flat);
     t->state = malloc(t->nstate * sizeof *t->state);
-    if (!t->flat || !t->state) return dt_err_set(DT_ERR_NOMEM, "out of memory for gradients");
-    for (int i = 0; i < t->np; i++)
-        t->sums[i] = t->flat + t->param_off[i];
+    if (!t->state) return dt_err_set(DT_ERR_NOMEM, "out of memory for the state");
     return DT_OK;
 }
 
@@ -236,7 +237,7 @@ static dt_err layout(trainer *t) {
  * micro-batch writes it (no pass to clear the buffer first). */
 static void pack_param(trainer *t, int i, float nb, int first) {
     const dt_param *p = t->params[i];
-    float *dst = t->flat + t->param_off[i];
+    float *dst = t->sums[i];
     const float *g = p->grad.data;
     int64_t n = dt_tensor_numel(&p->grad);
     if (first)
@@ -540,7 +541,6 @@ static void teardown(trainer *t) {
     free(t->flat);
     free(t->sums);
     free(t->state);
-    free(t->param_off);
     free(t->buckets);
     free(t->params);
     dt_optim_free(t->optim);
