@@ -6,9 +6,8 @@
  * BLAS and, while the block is still in cache, adds the bias and applies the activation.
  * Blocks are 16-aligned column blocks when every thread gets at least MIN_COLS columns: a
  * thread then packs only its own columns of W, where with rows every thread packs all of W
- * (at batch 64 the packing is most of the work: the Fashion-MNIST MLP's step ran 1.15x
- * faster on 2 threads with columns, though dt__gemm's rows win when W stays in cache, as in
- * bench/gemm_ceiling). Otherwise rows when every thread gets at least MIN_ROWS of them, and
+ * (the Fashion-MNIST MLP's step ran 1.15x faster on 2 threads with columns, though
+ * dt__gemm's rows win when W stays in cache, as in bench/gemm_ceiling). Otherwise rows when every thread gets at least MIN_ROWS of them, and
  * columns for what is left; a softmax over column blocks, which needs whole rows, then runs
  * as one more row-split pass.
  *
