@@ -7,6 +7,7 @@
  *   shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M
  *                [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS] [--out FILE]
  *                [--fail-once-at K] [--forget-at K] [--heartbeat-ms MS] [--separate]
+ *                [--hold-at K --hold-file PATH]
  *
  * Each shard's report goes with the fetch of the next (dt_shard_report_fetch: one request
  * per shard); --separate sends them as two requests (dt_shard_report, dt_shard_fetch).
@@ -21,6 +22,11 @@
  * the K-th shard this process fetched (1-based) be reported failed, once. --forget-at K
  * makes it lose track of the K-th shard: never reported nor logged, while the process goes
  * on fetching and beating (a user's loop with a bug; its lease must pass its deadline).
+ * --hold-at K with --hold-file PATH: the first worker to fetch its K-th shard creates PATH
+ * (one worker of the job, once), writes "REPLICA EPOCH ID" to it and then holds the
+ * shard without end, so that a test can kill a worker known to hold a shard it has not
+ * reported (a kill at a moment of the test's choosing could fall between a report and its
+ * log line).
  *
  * Exit status: 0 at END, 1 on any other error (message on stderr), 2 bad arguments.
  */
@@ -38,7 +44,7 @@ static const char usage[] =
     "usage: shard_worker --dataset NAME --size N --batch B --epochs E --minibatches M\n"
     "                    [--shuffle] [--shuffle-shards] [--seed S] [--sleep-ms MS]\n"
     "                    [--out FILE] [--fail-once-at K] [--forget-at K] [--heartbeat-ms MS]\n"
-    "                    [--separate]\n";
+    "                    [--separate] [--hold-at K --hold-file PATH]\n";
 
 static int bad_args(const char *fmt, const char *arg) {
     fprintf(stderr, "shard_worker: ");
@@ -63,7 +69,6 @@ static void nap_ms(long long ms) {
     }
 }
 
-/* Append one line with one write(2). */
 /* The line of shard s in two parts around its outcome (known only after the report, when
  * a combined report-and-fetch has already replaced s). */
 static void line_of(char *head, size_t hlen, char *tail, size_t tlen, const char *replica,
@@ -77,11 +82,38 @@ static void line_of(char *head, size_t hlen, char *tail, size_t tlen, const char
     snprintf(tail, tlen, "%llu %lld", sum, (long long)s->count);
 }
 
+/* Append one line with one write(2). */
 static int log_line(int fd, const char *head, const char *outcome, const char *tail) {
     char line[512];
     int n = snprintf(line, sizeof line, "%s %s %s\n", head, outcome, tail);
     if (n <= 0 || n >= (int)sizeof line) return -1;
     return write(fd, line, (size_t)n) == n ? 0 : -1;
+}
+
+/* --hold-at: if no worker has held a shard yet, say which one this is and hold it until
+ * killed. The line is written to a file of this process and linked to PATH: link(2) fails
+ * if PATH exists (one holder), and a reader never sees PATH half-written. */
+static void hold(const char *path, const char *replica, const dt_shard *s) {
+    char tmp[4200], line[300];
+    int n = snprintf(line, sizeof line, "%s %lld %lld\n", replica, (long long)s->epoch,
+                     (long long)s->id);
+    int t = snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    int fd = n > 0 && n < (int)sizeof line && t > 0 && t < (int)sizeof tmp
+                 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                 : -1;
+    if (fd < 0 || write(fd, line, (size_t)n) != n || close(fd) != 0) {
+        fprintf(stderr, "shard_worker: %s: cannot write it\n", tmp);
+        exit(1);
+    }
+    int linked = link(tmp, path) == 0;
+    if (!linked && errno != EEXIST) {
+        fprintf(stderr, "shard_worker: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    unlink(tmp);
+    if (!linked) return;
+    for (;;)
+        pause();
 }
 
 int main(int argc, char **argv) {
@@ -90,7 +122,8 @@ int main(int argc, char **argv) {
     d.name = NULL;
     long long sleep_ms = 0, fail_at = 0, forget_at = 0, heartbeat_ms = 0;
     int separate = 0; /* report, then fetch: two requests per shard */
-    const char *out = NULL;
+    const char *out = NULL, *hold_file = NULL;
+    long long hold_at = 0;
     int have_size = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -117,6 +150,10 @@ int main(int argc, char **argv) {
             out = v;
             continue;
         }
+        if (!strcmp(a, "--hold-file")) {
+            hold_file = v;
+            continue;
+        }
         if (parse_i64(v, &x)) return bad_args("%s: expected a non-negative integer", a);
         if (!strcmp(a, "--size")) {
             d.dataset_size = x;
@@ -135,6 +172,8 @@ int main(int argc, char **argv) {
             fail_at = x;
         } else if (!strcmp(a, "--forget-at")) {
             forget_at = x;
+        } else if (!strcmp(a, "--hold-at")) {
+            hold_at = x;
         } else if (!strcmp(a, "--heartbeat-ms")) {
             heartbeat_ms = x;
         } else {
@@ -142,6 +181,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!d.name || !have_size) return bad_args("%s are required", "--dataset and --size");
+    if (!hold_at != !hold_file) return bad_args("%s go together", "--hold-at and --hold-file");
 
     int fd = -1;
     if (out && (fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
@@ -165,6 +205,7 @@ int main(int argc, char **argv) {
             e = dt_shard_fetch(c, d.name, &s, &st);
             continue;
         }
+        if (fetched == hold_at) hold(hold_file, dt_shard_client_replica(c), &s);
         nap_ms(sleep_ms);
         int ok = fetched != fail_at;
         const char *outcome = ok ? "ok" : "failed";
