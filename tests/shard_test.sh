@@ -294,6 +294,10 @@ PYEOF
     full() { api /v1/jobs/diskfull 2>/dev/null | grep -q '"journal": *{"ok": *false'; }
     WAIT_POLLS=600 wait_for full && pass "diskfull: the master says it cannot write its journal" ||
         fail "diskfull: the status does not show the journal's failure: $(api /v1/jobs/diskfull | head -c 300)"
+    # 503s to every change meanwhile: no lease may expire for want of a heartbeat (one did,
+    # 30 s later, when a failure on the batched fetch's write went unmarked)
+    grep -q "no heartbeat" "$SMALL/job/master.log" &&
+        fail "diskfull: a lease expired while the journal was full: $(grep 'no heartbeat' "$SMALL/job/master.log")"
     n1=$(grep -c '"ev":"shard.report"' "$SMALL/job/journal.jsonl")
     mpid=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$SMALL/job/master.json")
     kill -KILL "$mpid"

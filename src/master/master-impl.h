@@ -143,6 +143,10 @@ static inline void dt__master_touch(dt__master *m) {
 /* Append ev (stolen; "time" added) to the journal. A failed write is said once, and the
  * event waits in the journal's backlog (dt__journal_ok); DT_ERR_IO then. */
 dt_err dt__master_journal(dt__master *m, json_t *ev);
+/* The journal cannot be written (what: why, said once): the status says so, changes are
+ * refused and nothing expires until it can. Called by dt__master_journal on a failed write,
+ * and by the API when a held batch of lines could not be written on release. */
+void dt__master_journal_broken(dt__master *m, const char *what);
 
 /* Scale the job's workers to `workers` (POST .../scale): adds worker-K.. (new ports,
  * launched with a TF_CONFIG listing the current workers) or stops the highest-index ones

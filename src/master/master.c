@@ -152,13 +152,15 @@ dt_err dt__master_journal(dt__master *m, json_t *ev) {
     }
     json_object_set_new(ev, "time", json_real(dt__wall_now()));
     dt_err e = dt__journal_append(m->journal, ev);
-    if (e && !m->journal_broken) {
-        m->journal_broken = 1;
-        dt__master_touch(m);
-        dt__master_say(m, "error: %s: changes are refused (HTTP 503) until it can be written",
-                       dt_errmsg());
-    }
+    if (e) dt__master_journal_broken(m, dt_errmsg());
     return e;
+}
+
+void dt__master_journal_broken(dt__master *m, const char *what) {
+    if (m->journal_broken) return;
+    m->journal_broken = 1;
+    dt__master_touch(m);
+    dt__master_say(m, "error: %s: changes are refused (HTTP 503) until it can be written", what);
 }
 
 static void journal(loop *L, json_t *ev) { dt__master_journal(&L->m, ev); }
