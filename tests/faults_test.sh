@@ -153,7 +153,8 @@ preempt() {
         kill -TERM "$child" || { fail "$job: $name has no process"; return 1; }
         again() { [ "$(replica_field "$job" "$name" restarts)" -gt "${r:-0}" ] && says; }
         WAIT_POLLS=600 wait_for again && pass "$job: $name got SIGTERM, was started again and goes on" ||
-            { fail "$job: $name did not come back: $(tail -3 "$TMP/$job/logs/$name.log")"; return 1; }
+            { fail "$job: $name did not come back: $(tail -3 "$TMP/$job/logs/$name.log")$(
+                [ -e "$TMP/$job/result.json" ] && echo " (the job had ended: give it more epochs)")"; return 1; }
     done
 }
 
@@ -167,7 +168,9 @@ stopped_cleanly() {
 }
 
 if section preempt; then
-    spec pre "$TMP/iris.data" 4 20000
+    # 7000 epochs (56,000 steps): the preemptions and the stop take ~18,000 (Release) and
+    # the continued job the rest (20,000 took 33 s after a 4 s stop)
+    spec pre "$TMP/iris.data" 4 7000
     sed -i 's/^  strategy: parameter_server/  strategy: parameter_server\n  parameterServer: {minibatchesPerShard: 2}/;
             s/{chief: 1, worker: 1, ps: 1}/{chief: 1, worker: 2, ps: 2}/' pre.yaml
     expect_exit 0 pre-start -- "$DTRAIN" run pre.yaml --job-dir job-pre --detach --stop-grace 60
@@ -192,8 +195,8 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").clos
     check_result pre '
 assert r["status"] == "Succeeded", r["status"]
 steps = reps["chief-0"]["result"]["train"]["steps"]
-assert steps == 8 * 20000, "%d optimizer steps, the data has %d batches" % (steps, 8 * 20000)
-' && pass "preempt: 160000 optimizer steps, as many as the data has batches" ||
+assert steps == 8 * 7000, "%d optimizer steps, the data has %d batches" % (steps, 8 * 7000)
+' && pass "preempt: 56000 optimizer steps, as many as the data has batches" ||
         fail "preempt: $(check_result pre 'print(reps["chief-0"]["result"]["train"]["steps"])' 2>&1 | tail -2)"
 fi
 
@@ -235,7 +238,8 @@ assert n >= 120 * 300, "%d samples in the steps, the data times the epochs is %d
         fail "preempt_ar: the 2-member ring never formed: $(tail -3 job-arstop/logs/worker-1.log)"
     fi
 
-    spec ar "$TMP/iris.data" 4 20000
+    # 6000 epochs (15,000 steps of 3 batches): the preemptions and the stop take ~3,500
+    spec ar "$TMP/iris.data" 4 6000
     sed -i 's/^  strategy: parameter_server/  strategy: allreduce\n  allreduce: {minibatchesPerShard: 2}/;
             s/{chief: 1, worker: 1, ps: 1}/{worker: 3}/' ar.yaml
     expect_exit 0 ar-start -- "$DTRAIN" run ar.yaml --job-dir job-ar --detach --stop-grace 60
@@ -250,8 +254,8 @@ assert n >= 120 * 300, "%d samples in the steps, the data times the epochs is %d
     check_result ar '
 assert r["status"] == "Succeeded", r["status"]
 n = reps["worker-0"]["result"]["train"]["samples_applied"]
-assert n >= 120 * 20000, "%d samples in the steps, the data times the epochs is %d" % (n, 120 * 20000)
-print("     (%d samples in the steps: the data times the epochs %+d)" % (n, n - 120 * 20000))
+assert n >= 120 * 6000, "%d samples in the steps, the data times the epochs is %d" % (n, 120 * 6000)
+print("     (%d samples in the steps: the data times the epochs %+d)" % (n, n - 120 * 6000))
 ' && pass "preempt_ar: no sample lost" ||
         fail "preempt_ar: $(check_result ar 'print(reps["worker-0"]["result"]["train"])' 2>&1 | tail -2)"
 fi
