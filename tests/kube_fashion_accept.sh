@@ -5,7 +5,7 @@
 #   - every watch stream is dropped (a load balancer's idle cut): the master resumes its watch;
 #   - worker-1's pod is deleted (its node lost): the master makes it again;
 #   - the master's pod is deleted: its Job makes another, which resumes from the journal on
-#     the job's volume and adopts the running pods;
+#     the job's volume and adopts the running pods, which reach it at its new address;
 # and the job still succeeds with eval accuracy >= 0.88, every shard trained once.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/kube_lib.sh"
@@ -88,6 +88,16 @@ for e in t["epochs"]:  # every shard trained: counted once, none missing
     assert e["shards_done"] == e["shards_total"] and e["samples_done"] == e["samples_total"] == 60000, e
 print("data", t["state"], "epochs", len(t["epochs"]), "requeued", t["requeued"])
 PY
+# The replicas found the new master at its new address (the master's Service is headless):
+# none went a heartbeat timeout without it (they did, 30 s, while a cached lookup and a
+# connection to the old pod's address kept them away; they stalled for a minute).
+if [ ! -s "$VOL/journal.jsonl" ]; then
+    fail "no journal at $VOL/journal.jsonl"
+elif grep -q '"shard.release".*no heartbeat' "$VOL/journal.jsonl"; then
+    fail "replicas lost the master after its pod moved: $(grep '"shard.release".*no heartbeat' "$VOL/journal.jsonl")"
+else
+    pass "the replicas reached the new master before a heartbeat timeout"
+fi
 grep -q '"replica": *"worker-1".*"code": *137' "$VOL/journal.jsonl" &&
     pass "journal: worker-1 ended with 137 (its pod vanished)" || fail "journal: no 137 for worker-1"
 finish

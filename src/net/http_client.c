@@ -142,6 +142,15 @@ dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const c
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, t);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    /* A name is looked up again after 2 s, not libcurl's 60: the master behind a headless
+     * Service (as on Kubernetes) gets a new address when its pod is replaced, and a cached
+     * old one would keep the replicas from it - their heartbeats failing, their shards
+     * re-queued - for up to a minute. Connections are kept alive: lookups stay rare. */
+    if (!rc) rc = curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 2L);
+    /* For the same reason a connection is given up after 5 s (two lost SYNs), not at the
+     * request's whole timeout: an address whose pod is gone answers nothing at all, and the
+     * caller's retry should look the name up again rather than wait on it. */
+    if (!rc) rc = curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, t < 5000 ? t : 5000L);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
