@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - install, build and run the whole test suite: once optimized (including the
-# acceptance runs that train real models to their accuracy targets) and once under
+# acceptance runs that train real models to their accuracy targets; the longest of them
+# beside the rest, at the lowest priority) and once under
 # AddressSanitizer + UndefinedBehaviorSanitizer (everything but the acceptance runs), then
 # the threaded parts' tests under ThreadSanitizer (scripts/tsan.sh) and each libFuzzer
 # harness for a bounded time (scripts/fuzz.sh, docs/FUZZING.md).
@@ -12,7 +13,15 @@ echo "== optimized build =="
 # kube_standin_test checks the test suite's Kubernetes stand-in against kubectl and the
 # python3-kubernetes models (no dtrain code, 86 s): run it by hand when tests/tools/kube
 # changes (`cd build && ctest -R kube_standin_test`); the CI's 30 minutes are spent on dtrain
-(cd build && ctest --output-on-failure --timeout 1200 -E '^kube_standin_test$') || status=1
+#
+# fashion_cnn_accept - one process, ~270 s of both cores, no network and no deadline - runs
+# at the lowest priority beside everything else (the suites below wait on processes and
+# sockets more than they compute: it takes the cycles they leave) and is waited for at the end.
+(cd build && exec nice -n 19 ctest --output-on-failure --timeout 1800 -R '^fashion_cnn_accept$') \
+    >build/fashion_cnn_accept.out 2>&1 &
+cnn=$!
+(cd build && ctest --output-on-failure --timeout 1200 -E '^(kube_standin_test|fashion_cnn_accept)$') ||
+    status=1
 echo "== ASan + UBSan build =="
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure \
@@ -22,4 +31,7 @@ bash scripts/tsan.sh || status=1
 echo "== fuzzing =="
 # 3 s a harness keeps the whole CI under its 30 minutes; longer runs by hand (docs/FUZZING.md)
 FUZZ_SECONDS=${FUZZ_SECONDS:-3} bash scripts/fuzz.sh || status=1
+echo "== fashion_cnn_accept (optimized build, run beside the others) =="
+wait "$cnn" || status=1
+cat build/fashion_cnn_accept.out
 exit $status
