@@ -31,6 +31,31 @@ static const char usage[] =
     "\n"
     "Exit status: 0 stopped (or already finished), 1 the job could not be reached.\n";
 
+/* 1 while the job's master still runs (looked up again as it was found). */
+static int live(const dt__cli_cmd *cmd, const dt__jobref *ref, dt__cli_kube *ko) {
+    dt__jobref cur;
+    return !dt__jobref_find(cmd, ref->kube.on || ref->server ? ref->name : ref->dir, ko, &cur) &&
+           cur.live;
+}
+
+/* The job ends on its own while it is asked to stop: its master closes the connection. */
+static int ended_meanwhile(const dt__cli_cmd *cmd, const dt__jobref *ref, dt__cli_kube *ko) {
+    for (int i = 0; i < 50; i++) {
+        if (!live(cmd, ref, ko)) return 1;
+        usleep(100 * 1000);
+    }
+    return 0;
+}
+
+/* "job NAME ... PHASE" (name: the job's, else what the user gave) */
+static void say_phase(const dt__cli_cmd *cmd, dt__jobref *ref, const char *name,
+                      const char *what) {
+    json_t *st = dt__jobref_status(cmd, ref);
+    printf("job %s %s (phase %s)\n", ref->name[0] ? ref->name : name, what,
+           st ? json_string_value(json_object_get(st, "phase")) : "unknown");
+    json_decref(st);
+}
+
 static int run(int argc, char **argv) {
     const dt__cli_cmd *cmd = &dt__cmd_stop;
     const char *arg = NULL;
@@ -50,10 +75,7 @@ static int run(int argc, char **argv) {
     dt__jobref ref;
     if (dt__jobref_find(cmd, arg, &ko, &ref)) return DT_EXIT_FAILED;
     if (!ref.live) {
-        json_t *st = dt__jobref_status(cmd, &ref);
-        printf("job %s is not running (phase %s)\n", ref.name[0] ? ref.name : arg,
-               st ? json_string_value(json_object_get(st, "phase")) : "unknown");
-        json_decref(st);
+        say_phase(cmd, &ref, arg, "is not running");
         return DT_EXIT_OK;
     }
     dt__http_client *c = NULL;
@@ -65,20 +87,21 @@ static int run(int argc, char **argv) {
     dt_err e = dt__jobref_client(&ref, 10000, &c);
     if (!e) e = dt__http_client_request(c, "POST", route, "", 0, &status, &body, &len);
     dt__http_client_free(c);
+    char why[512];
+    snprintf(why, sizeof why, "%s", e ? dt_errmsg() : body ? body : "no answer");
+    if (e && ended_meanwhile(cmd, &ref, &ko)) {
+        say_phase(cmd, &ref, arg, "ended before it could be stopped");
+        free(body);
+        return DT_EXIT_OK;
+    }
     if (e || status != 202) {
-        fprintf(stderr, "dtrain stop: %s\n", e ? dt_errmsg() : body ? body : "no answer");
+        fprintf(stderr, "dtrain stop: %s\n", why);
         free(body);
         return DT_EXIT_FAILED;
     }
     free(body);
-    if (wait) {
-        for (int i = 0; i < 3000; i++) {
-            dt__jobref cur;
-            if (dt__jobref_find(cmd, ref.kube.on || ref.server ? ref.name : ref.dir, &ko, &cur) || !cur.live)
-                break;
-            usleep(100 * 1000);
-        }
-    }
+    for (int i = 0; wait && i < 3000 && live(cmd, &ref, &ko); i++)
+        usleep(100 * 1000);
     json_t *st = dt__jobref_status(cmd, &ref);
     printf("job %s: %s\n", ref.name, st ? json_string_value(json_object_get(st, "phase")) : "?");
     json_decref(st);
