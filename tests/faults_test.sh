@@ -180,7 +180,8 @@ if section preempt; then
         preempt job-pre "serving partition" ps-1 ps-0 &&
         preempt job-pre "from global step" worker-0
     expect_exit 0 pre-stop -- "$DTRAIN" stop job-pre &&
-        grep -q '"outcome":"Stopped"' job-pre/journal.jsonl && pass "preempt: the job is stopped"
+        grep -q '"outcome":"Stopped"' job-pre/journal.jsonl && pass "preempt: the job is stopped" ||
+        fail "preempt: the job was not stopped (had it ended? then give it more epochs): $(tail -2 job-pre/master.log)"
     for n in chief-0 worker-0 worker-1; do stopped_cleanly job-pre $n "stopped (Terminated) at global step"; done
     for n in ps-0 ps-1; do stopped_cleanly job-pre $n "saving the partition"; done
     # Its ports were free since it stopped: something else listens on the master's now.
@@ -247,7 +248,8 @@ assert n >= 120 * 300, "%d samples in the steps, the data times the epochs is %d
     expect_exit 0 ar-start -- "$DTRAIN" run ar.yaml --job-dir job-ar --detach --stop-grace 60
     preempt job-ar "ring generation" worker-1 worker-0 worker-2
     expect_exit 0 ar-stop -- "$DTRAIN" stop job-ar &&
-        grep -q '"outcome":"Stopped"' job-ar/journal.jsonl && pass "preempt_ar: the job is stopped"
+        grep -q '"outcome":"Stopped"' job-ar/journal.jsonl && pass "preempt_ar: the job is stopped" ||
+        fail "preempt_ar: the job was not stopped (had it ended? then give it more epochs): $(tail -2 job-ar/master.log)"
     for n in worker-0 worker-1 worker-2; do stopped_cleanly job-ar $n "stopped (Terminated) at step"; done
     expect_exit 0 ar-resume -- "$DTRAIN" run --resume job-ar &&
         pass "preempt_ar: the stopped job continued to its end"

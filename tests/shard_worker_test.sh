@@ -78,7 +78,7 @@ job killed 2 --dataset training --size 400 --batch 10 --epochs 2 --minibatches 2
 "$DTRAIN" run killed.yaml --detach --stop-grace 1 >"$TMP/out" 2>"$TMP/err" ||
     fail "killed: detach: $(cat "$TMP/err")"
 wait_for test -s killed.hold || fail "killed: no worker held its 3rd shard: $(cat killed.out runs/killed/master.log 2>&1 | tail -5)"
-read -r holder _ <killed.hold
+holder=; [ -s killed.hold ] && read -r holder _ <killed.hold
 pid=$(/usr/bin/python3 -c 'import json,sys
 for r in json.load(open(sys.argv[1]))["replicas"]:
     if r["name"] == sys.argv[2] and r.get("pid"): print(r["pid"])' runs/killed/status.json "$holder")

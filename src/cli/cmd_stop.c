@@ -31,29 +31,41 @@ static const char usage[] =
     "\n"
     "Exit status: 0 stopped (or already finished), 1 the job could not be reached.\n";
 
-/* 1 while the job's master still runs (looked up again as it was found). */
-static int live(const dt__cli_cmd *cmd, const dt__jobref *ref, dt__cli_kube *ko) {
-    dt__jobref cur;
-    return !dt__jobref_find(cmd, ref->kube.on || ref->server ? ref->name : ref->dir, ko, &cur) &&
-           cur.live;
+/* The job looked up again as it was found: 1 its master still runs, 0 it has ended (cur
+ * says how), -1 the lookup failed (a job server or API server out of reach). */
+static int lookup(const dt__cli_cmd *cmd, const dt__jobref *ref, dt__cli_kube *ko,
+                  dt__jobref *cur) {
+    if (dt__jobref_find(cmd, ref->kube.on || ref->server ? ref->name : ref->dir, ko, cur))
+        return -1;
+    return cur->live ? 1 : 0;
 }
 
-/* The job ends on its own while it is asked to stop: its master closes the connection. */
-static int ended_meanwhile(const dt__cli_cmd *cmd, const dt__jobref *ref, dt__cli_kube *ko) {
+/* The phase of a job whose master has ended, or "" when it shows none that ends a job. */
+static const char *final_phase(const dt__cli_cmd *cmd, dt__jobref *cur, char *buf, size_t cap) {
+    json_t *st = dt__jobref_status(cmd, cur);
+    const char *ph = json_string_value(json_object_get(st, "phase"));
+    snprintf(buf, cap, "%s",
+             ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed") || !strcmp(ph, "Stopped"))
+                 ? ph
+                 : "");
+    json_decref(st);
+    return buf;
+}
+
+/* After a request that got no answer: the job ended on its own meanwhile (its master closes
+ * the connection as it exits), or the stop was done and its answer lost? Waits up to 5 s
+ * for the master to be gone and then wants a final phase in its status; "" if not so. */
+static const char *ended_meanwhile(const dt__cli_cmd *cmd, const dt__jobref *ref,
+                                   dt__cli_kube *ko, char *buf, size_t cap) {
+    dt__jobref cur;
     for (int i = 0; i < 50; i++) {
-        if (!live(cmd, ref, ko)) return 1;
+        int l = lookup(cmd, ref, ko, &cur);
+        if (l < 0) break;
+        if (l == 0) return final_phase(cmd, &cur, buf, cap);
         usleep(100 * 1000);
     }
-    return 0;
-}
-
-/* "job NAME ... PHASE" (name: the job's, else what the user gave) */
-static void say_phase(const dt__cli_cmd *cmd, dt__jobref *ref, const char *name,
-                      const char *what) {
-    json_t *st = dt__jobref_status(cmd, ref);
-    printf("job %s %s (phase %s)\n", ref->name[0] ? ref->name : name, what,
-           st ? json_string_value(json_object_get(st, "phase")) : "unknown");
-    json_decref(st);
+    buf[0] = 0;
+    return buf;
 }
 
 static int run(int argc, char **argv) {
@@ -75,7 +87,10 @@ static int run(int argc, char **argv) {
     dt__jobref ref;
     if (dt__jobref_find(cmd, arg, &ko, &ref)) return DT_EXIT_FAILED;
     if (!ref.live) {
-        say_phase(cmd, &ref, arg, "is not running");
+        json_t *st = dt__jobref_status(cmd, &ref);
+        printf("job %s is not running (phase %s)\n", ref.name[0] ? ref.name : arg,
+               st ? json_string_value(json_object_get(st, "phase")) : "unknown");
+        json_decref(st);
         return DT_EXIT_OK;
     }
     dt__http_client *c = NULL;
@@ -87,10 +102,13 @@ static int run(int argc, char **argv) {
     dt_err e = dt__jobref_client(&ref, 10000, &c);
     if (!e) e = dt__http_client_request(c, "POST", route, "", 0, &status, &body, &len);
     dt__http_client_free(c);
-    char why[512];
+    char why[512], phase[32];
     snprintf(why, sizeof why, "%s", e ? dt_errmsg() : body ? body : "no answer");
-    if (e && ended_meanwhile(cmd, &ref, &ko)) {
-        say_phase(cmd, &ref, arg, "ended before it could be stopped");
+    if (e && *ended_meanwhile(cmd, &ref, &ko, phase, sizeof phase)) {
+        if (!strcmp(phase, "Stopped"))
+            printf("job %s: Stopped\n", ref.name);
+        else
+            printf("job %s ended before it could be stopped: %s\n", ref.name, phase);
         free(body);
         return DT_EXIT_OK;
     }
@@ -100,7 +118,8 @@ static int run(int argc, char **argv) {
         return DT_EXIT_FAILED;
     }
     free(body);
-    for (int i = 0; wait && i < 3000 && live(cmd, &ref, &ko); i++)
+    dt__jobref cur;
+    for (int i = 0; wait && i < 3000 && lookup(cmd, &ref, &ko, &cur) == 1; i++)
         usleep(100 * 1000);
     json_t *st = dt__jobref_status(cmd, &ref);
     printf("job %s: %s\n", ref.name, st ? json_string_value(json_object_get(st, "phase")) : "?");

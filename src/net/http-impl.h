@@ -138,6 +138,10 @@ dt_err dt__http_global_init(void);
 dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const char *token,
                             long timeout_ms);
 void dt__http_client_free(dt__http_client *c);
+/* Give up a connection not opened within ms (default: the request's whole timeout), for a
+ * caller that retries: an address that answers nothing (a pod gone) is then left quickly
+ * and the retry looks the name up again. DT_ERR_IO if libcurl refuses. */
+dt_err dt__http_client_connect_timeout(dt__http_client *c, long ms);
 /* Reach the server through a gateway, such as the Kubernetes API server's service proxy:
  * TLS trusted by ca_pem (PEM text; NULL: the system's), a client certificate and key, and
  * the gateway's own bearer token, sent as Authorization while the job's token moves to

@@ -147,10 +147,6 @@ dt_err dt__http_client_init(dt__http_client **out, const char *base_url, const c
      * old one would keep the replicas from it - their heartbeats failing, their shards
      * re-queued - for up to a minute. Connections are kept alive: lookups stay rare. */
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 2L);
-    /* For the same reason a connection is given up after 5 s (two lost SYNs), not at the
-     * request's whole timeout: an address whose pod is gone answers nothing at all, and the
-     * caller's retry should look the name up again rather than wait on it. */
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, t < 5000 ? t : 5000L);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
@@ -170,6 +166,14 @@ err:
     free(auth);
     dt__http_client_free(c);
     return err;
+}
+
+dt_err dt__http_client_connect_timeout(dt__http_client *c, long ms) {
+    CURLcode rc = curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, ms);
+    if (rc)
+        return dt_err_set(DT_ERR_IO, "%s: cannot set the connect timeout: %s", c->base_url,
+                          curl_easy_strerror(rc));
+    return DT_OK;
 }
 
 /* Prepend h to both header lists (so it is sent with and without a body). */

@@ -276,6 +276,11 @@ dt_err dt_shard_client_open(dt_shard_client **out, const dt_shard_client_opts *o
         err = dt_err_wrap(err, "%s", o.url ? "shard client" : "DTRAIN_MASTER");
         goto err;
     }
+    /* A connection not made in 5 s (two lost SYNs) is retried, the name looked up again: a
+     * master whose pod was replaced has a new address behind its headless Service, and the
+     * old one answers nothing (the replicas waited the request's whole timeout on it). */
+    if ((err = dt__http_client_connect_timeout(c->http, timeout_ms < 5000 ? timeout_ms : 5000)))
+        goto err;
 
     /* The job's name, which every route carries. */
     if ((err = call(c, "shard client: asking the master for its job", "GET", "/v1/healthz",
