@@ -27,6 +27,7 @@ import http.client
 import json
 import os
 import random
+import socket
 import sys
 import threading
 import time
@@ -42,6 +43,24 @@ class DtrainError(Exception):
     def __init__(self, message, status=None):
         super().__init__(message)
         self.status = status
+
+
+# A connection not made in this many seconds is retried, the name looked up again: a master
+# whose pod was replaced has a new address behind its headless Service, and the old one
+# answers nothing (a connect would wait the whole request timeout on it).
+CONNECT_TIMEOUT = 5.0
+
+
+class _Connection(http.client.HTTPConnection):
+    """An HTTPConnection whose connect gives up after CONNECT_TIMEOUT; requests keep the
+    whole timeout."""
+
+    def connect(self):
+        self.sock = socket.create_connection((self.host, self.port),
+                                             min(self.timeout, CONNECT_TIMEOUT),
+                                             self.source_address)
+        self.sock.settimeout(self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class MasterClient:
@@ -78,8 +97,7 @@ class MasterClient:
                 self._conn, self._pid = None, os.getpid()
             try:
                 if self._conn is None:
-                    self._conn = http.client.HTTPConnection(self._host, self._port,
-                                                            timeout=self._timeout)
+                    self._conn = _Connection(self._host, self._port, timeout=self._timeout)
                 self._conn.request(method, path, body=data, headers=self._headers)
                 resp = self._conn.getresponse()
                 text = resp.read()
