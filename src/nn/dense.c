@@ -7,9 +7,9 @@
  * Blocks are 16-aligned column blocks when every thread gets at least MIN_COLS columns: a
  * thread then packs only its own columns of W, where with rows every thread packs all of W
  * (the Fashion-MNIST MLP's step ran 1.15x faster on 2 threads with columns, though
- * dt__gemm's rows win when W stays in cache, as in bench/gemm_ceiling). Otherwise rows when every thread gets at least MIN_ROWS of them, and
- * columns for what is left; a softmax over column blocks, which needs whole rows, then runs
- * as one more row-split pass.
+ * dt__gemm's rows win when W stays in cache, as in bench/gemm_ceiling). Otherwise rows when
+ * every thread gets at least MIN_ROWS of them, and columns for what is left; a softmax over
+ * column blocks, which needs whole rows, then runs as one more row-split pass.
  *
  * Backward is one pool run over column blocks plus one GEMM. Each thread owns a block of
  * output columns j0..j1 and, for its block only: turns dy into dz = dy * f'(y) in place, sums
