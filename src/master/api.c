@@ -63,9 +63,11 @@ static dt__replica *replica(dt__master *m, const dt__http_req *req, dt__http_res
  * the same, so that the change is acknowledged only once it is journaled. */
 static int journaled_at(dt__master *m, dt__http_resp *resp, int after) {
     if (dt__journal_ok(m->journal)) return 1;
-    char what[400];
-    snprintf(what, sizeof what, "cannot write the journal: %s", dt__journal_why(m->journal));
-    dt__master_journal_broken(m, what);
+    if (!m->journal_broken) { /* said once, not for every refused request */
+        char what[400];
+        snprintf(what, sizeof what, "cannot write the journal: %s", dt__journal_why(m->journal));
+        dt__master_journal_broken(m, what);
+    }
     if (after)
         dt__http_resp_error(resp, 503,
                             "the master cannot write its journal (%s): the change is made but "
