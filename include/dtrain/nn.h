@@ -130,6 +130,16 @@ dt_err dt_model_forward(dt_model *m, const float *x, int64_t batch, int training
 dt_err dt_model_loss(dt_model *m, const int32_t *labels, const float *targets, double *loss,
                      int64_t *correct);
 
+/* Multiply the gradient dt_model_loss writes (and so every gradient backward computes) by
+ * s; 1 by default. s = the batch's size makes them the gradients of the summed loss: what a
+ * data-parallel trainer sums over its members before dividing by the global batch. */
+void dt_model_set_loss_grad_scale(dt_model *m, float s);
+
+/* Have backward write parameter i's gradient into grads[i] (numel of the parameter floats,
+ * the caller's, valid while bound; dt_model_param(m, i)->grad points there), so a trainer
+ * sums the gradients where backward leaves them; grads NULL: the model's own buffers again. */
+void dt_model_bind_grads(dt_model *m, float *const *grads);
+
 /* Backward pass of the last forward/loss: overwrites every parameter's grad. It reads the
  * forward's x again, so x must stay valid until then. */
 void dt_model_backward(dt_model *m);

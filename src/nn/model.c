@@ -58,6 +58,7 @@ struct dt_model {
     dt_arena *arena;
     int nparams;
     dt_param **params;
+    float **own_grad; /* params[i]'s own gradient buffer (dt_model_bind_grads) */
     int *param_layer; /* index of the layer owning params[i] */
     dt_backward_hook hook; /* dt_model_set_backward_hook */
     void *hook_ctx;
@@ -66,6 +67,7 @@ struct dt_model {
     int softmax_in_loss;   /* a final softmax was turned off; predict applies it */
     int needs_rng;         /* a training forward draws dropout masks */
     int want_input_grad;
+    float loss_grad_scale; /* dt_model_set_loss_grad_scale */
     /* the last step */
     int64_t batch; /* of the last forward; 0 = none (or predict clobbered it) */
     int training;
@@ -254,7 +256,9 @@ static dt_err allocate(dt_model *m) {
 
     m->params = calloc((size_t)(m->nparams ? m->nparams : 1), sizeof *m->params);
     m->param_layer = calloc((size_t)(m->nparams ? m->nparams : 1), sizeof *m->param_layer);
-    if (!m->params || !m->param_layer) return dt_err_set(DT_ERR_NOMEM, "model: out of memory");
+    m->own_grad = calloc((size_t)(m->nparams ? m->nparams : 1), sizeof *m->own_grad);
+    if (!m->params || !m->param_layer || !m->own_grad)
+        return dt_err_set(DT_ERR_NOMEM, "model: out of memory");
     int np = 0;
     for (int i = 0; i < m->nlayers; i++) {
         dt__layer *l = &m->layers[i];
@@ -266,6 +270,7 @@ static dt_err allocate(dt_model *m) {
             memset(prm->value.data, 0, (size_t)n * sizeof(float));
             memset(prm->grad.data, 0, (size_t)n * sizeof(float));
             m->param_count += n;
+            m->own_grad[np] = prm->grad.data;
             m->param_layer[np] = i;
             m->params[np++] = prm;
         }
@@ -309,6 +314,7 @@ dt_err dt_model_init(dt_model **out, const dt_shape *input, const dt_layer_conf 
     m->loss = loss;
     m->max_batch = max_batch;
     m->pool = pool;
+    m->loss_grad_scale = 1.0f;
     m->layers = calloc((size_t)nlayers, sizeof *m->layers);
     m->y = calloc((size_t)nlayers, sizeof *m->y);
     m->dy = calloc((size_t)nlayers, sizeof *m->dy);
@@ -330,6 +336,7 @@ void dt_model_free(dt_model *m) {
     if (!m) return;
     dt_arena_free(m->arena);
     free(m->param_layer);
+    free(m->own_grad);
     free(m->params);
     free(m->state);
     free(m->dy);
@@ -558,6 +565,9 @@ static dt_err model_loss(dt_model *m, const int32_t *labels, const float *target
             mse_onehot(y, labels, n, k, &l, dy);
         if (labels) hits = count_hits(y, labels, n, k);
     }
+    if (m->loss_grad_scale != 1.0f)
+        for (int64_t i = 0; i < n * k; i++)
+            dy[i] *= m->loss_grad_scale;
     if (loss) *loss = l;
     if (correct) *correct = hits;
     m->have_loss = 1;
@@ -592,6 +602,15 @@ void dt_model_backward(dt_model *m) {
 void dt_model_set_backward_hook(dt_model *m, dt_backward_hook fn, void *ctx) {
     m->hook = fn;
     m->hook_ctx = ctx;
+}
+
+void dt_model_bind_grads(dt_model *m, float *const *grads) {
+    for (int i = 0; i < m->nparams; i++)
+        m->params[i]->grad.data = grads ? grads[i] : m->own_grad[i];
+}
+
+void dt_model_set_loss_grad_scale(dt_model *m, float s) {
+    m->loss_grad_scale = s;
 }
 
 int dt_model_param_layer(const dt_model *m, int i) {

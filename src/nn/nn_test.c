@@ -815,6 +815,62 @@ static void test_backward_hook_order(void) {
     dt_model_free(m);
 }
 
+/* Gradients of the summed loss (scale = batch) written into the caller's buffers: the same
+ * values as the mean's times the batch, in the buffers bound, the model's own left as they
+ * were; unbound, backward writes the model's own again. */
+static void test_bound_grads_and_loss_scale(void) {
+    dt_shape in = SHAPE(3);
+    dt_layer_conf layers[] = {{.kind = DT_LAYER_DENSE, .units = 4, .activation = DT_ACT_RELU},
+                              {.kind = DT_LAYER_DENSE, .units = 2}};
+    dt_model *m = NULL;
+    DT_CHECK_OK(dt_model_init(&m, &in, layers, 2, DT_LOSS_SOFTMAX_CROSS_ENTROPY, 3, NULL));
+    dt_model_init_params(m, 7);
+    float x[9] = {1, -2, 0.5f, 0.3f, 0.7f, -1, 2, 0.1f, -0.4f};
+    int32_t y[3] = {0, 1, 1};
+    double loss, scaled_loss;
+    int np = dt_model_num_params(m);
+    DT_CHECK(np == 4);
+    float mean[4][16], bound[4][16];
+    float *bufs[4];
+    DT_CHECK_OK(dt_model_forward(m, x, 3, 1, NULL, NULL));
+    DT_CHECK_OK(dt_model_loss(m, y, NULL, &loss, NULL));
+    dt_model_backward(m);
+    for (int i = 0; i < np; i++) {
+        const dt_param *p = dt_model_param(m, i);
+        DT_CHECK(dt_tensor_numel(&p->grad) <= 16);
+        memcpy(mean[i], p->grad.data, (size_t)dt_tensor_numel(&p->grad) * sizeof(float));
+        memset(bound[i], 0, sizeof bound[i]);
+        bufs[i] = bound[i];
+    }
+    dt_model_bind_grads(m, bufs);
+    dt_model_set_loss_grad_scale(m, 3);
+    DT_CHECK_OK(dt_model_forward(m, x, 3, 1, NULL, NULL));
+    DT_CHECK_OK(dt_model_loss(m, y, NULL, &scaled_loss, NULL));
+    DT_CHECK(scaled_loss == loss); /* the loss itself is the mean still */
+    dt_model_backward(m);
+    for (int i = 0; i < np; i++) {
+        const dt_param *p = dt_model_param(m, i);
+        DT_CHECK(p->grad.data == bound[i]);
+        for (int64_t k = 0; k < dt_tensor_numel(&p->grad); k++)
+            DT_CHECK(fabsf(bound[i][k] - 3 * mean[i][k]) <= 1e-5f * (1 + fabsf(bound[i][k])));
+    }
+    DT_CHECK(bound[0][0] != 0);
+    dt_model_bind_grads(m, NULL);
+    for (int i = 0; i < np; i++) /* the model's own still hold the first backward's */
+        DT_CHECK(memcmp(dt_model_param(m, i)->grad.data, mean[i],
+                        (size_t)dt_tensor_numel(&dt_model_param(m, i)->grad) * sizeof(float)) == 0);
+    dt_model_set_loss_grad_scale(m, 1);
+    memset(bound, 0, sizeof bound);
+    DT_CHECK_OK(dt_model_forward(m, x, 3, 1, NULL, NULL));
+    DT_CHECK_OK(dt_model_loss(m, y, NULL, &loss, NULL));
+    dt_model_backward(m);
+    for (int i = 0; i < np; i++)
+        for (int k = 0; k < 16; k++)
+            DT_CHECK(bound[i][k] == 0);
+    DT_CHECK(memcmp(dt_model_param(m, 0)->grad.data, mean[0], 12 * sizeof(float)) == 0);
+    dt_model_free(m);
+}
+
 static void test_sgd_training_reduces_loss(void) {
     enum { N = 150, K = 3, B = 30 };
     static const float centers[K][2] = {{2, 0}, {-1, 1.7f}, {-1, -1.7f}};
@@ -872,4 +928,4 @@ DT_TEST_MAIN(DT_T(test_dense_gradcheck_each_activation), DT_T(test_dense_gradche
              DT_T(test_initializer_statistics), DT_T(test_model_init_params_by_layer),
              DT_T(test_determinism), DT_T(test_predict_applies_softmax_and_chunks),
              DT_T(test_one_and_two_threads_agree), DT_T(test_sgd_training_reduces_loss),
-             DT_T(test_backward_hook_order))
+             DT_T(test_backward_hook_order), DT_T(test_bound_grads_and_loss_scale))

@@ -30,8 +30,10 @@
  * step's own thread sums those (nothing is left to overlap, and a hand-off to the comm
  * thread and back costs two thread wake-ups on the step's path, 50-70 us each measured on
  * a 2-core VM against a 1.4 ms step).
- * The first micro-batch writes the buffer and later ones add to it (it is never cleared but
- * when this member has no batch), and the optimizer reads the reduced sums where they lie,
+ * The first micro-batch's backward writes its gradients (of the summed loss: grad x samples,
+ * dt_model_set_loss_grad_scale) straight into the buffer (dt_model_bind_grads) and later
+ * ones add theirs (it is never cleared but when this member has no batch, and no pass copies
+ * gradients into it), and the optimizer reads the reduced sums where they lie,
  * scaled to the mean as it reads them (dt_optim_step_grads): no pass copies them back.
  * Two counters ride in the first bucket: samples (the mean divides by the ring's total) and
  * "not done" members (when both are zero every member's data is exhausted: the end). With
@@ -137,9 +139,8 @@ typedef struct trainer {
     int comm_failed;  /* an all-reduce of the step failed (message in comm_msg) */
     int comm_stop;
     char comm_msg[1024];
-    float cur_nb;     /* this micro-batch's samples (the backward hook packs grad x nb) */
-    int cur_first;    /* the step's first micro-batch: packing writes, not adds */
-    int hook_on;      /* pack on the hook (the step's last micro-batch) */
+    int hook_on;      /* hand buckets over on the hook (the step's last micro-batch) */
+    int hook_add;     /* ... and add its gradients to flat (it is not the first) */
 
     /* the watcher */
     pthread_t watch;
@@ -240,20 +241,14 @@ static dt_err layout(trainer *t) {
     return DT_OK;
 }
 
-/* flat[param i] += grad x nb (nb = this micro-batch's samples: the sum over members of
- * grad x samples, divided by the total, is the mean over the global batch); the step's first
- * micro-batch writes it (no pass to clear the buffer first). */
-static void pack_param(trainer *t, int i, float nb, int first) {
-    const dt_param *p = t->params[i];
+/* flat[param i] += its gradient, computed by a later micro-batch of the step in the model's
+ * own buffer (the first one's backward writes into flat itself). */
+static void add_param(trainer *t, int i) {
     float *dst = t->sums[i];
-    const float *g = p->grad.data;
-    int64_t n = dt_tensor_numel(&p->grad);
-    if (first)
-        for (int64_t k = 0; k < n; k++)
-            dst[k] = g[k] * nb;
-    else
-        for (int64_t k = 0; k < n; k++)
-            dst[k] += g[k] * nb;
+    const float *g = dt_model_param(t->model, i)->grad.data;
+    int64_t n = dt_tensor_numel(&t->params[i]->grad);
+    for (int64_t k = 0; k < n; k++)
+        dst[k] += g[k];
 }
 
 /* Hand buckets [t->ready, upto) to the comm thread. */
@@ -266,13 +261,14 @@ static void hand_over(trainer *t, int upto) {
     pthread_mutex_unlock(&t->mu);
 }
 
-/* The backward hook: layer `layer` is done; pack its parameters and hand over every bucket
- * whose layers are all done. */
+/* The backward hook: layer `layer` is done; add its gradients (a later micro-batch's) and
+ * hand over every bucket whose layers are all done. */
 static void on_layer_done(void *ctx, int layer) {
     trainer *t = ctx;
     if (!t->hook_on) return;
-    for (int i = 0; i < t->np; i++)
-        if (dt_model_param_layer(t->model, i) == layer) pack_param(t, i, t->cur_nb, t->cur_first);
+    if (t->hook_add)
+        for (int i = 0; i < t->np; i++)
+            if (dt_model_param_layer(t->model, i) == layer) add_param(t, i);
     int upto = t->ready;
     while (upto < t->tail && t->buckets[upto].min_layer >= layer)
         upto++;
@@ -557,6 +553,7 @@ static void teardown(trainer *t) {
     free(t->b.y);
     free(t->b.t);
     free(t->b.idx);
+    if (t->model) dt_model_bind_grads(t->model, NULL);
     free(t->flat);
     free(t->sums);
     free(t->state);
@@ -753,6 +750,10 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         t->pos += nb;
         double loss;
         e = dt_model_forward(t->model, t->b.x, nb, 1, &t->rng, NULL);
+        /* gradients x nb: the sum over members, divided by the total, is the mean over the
+         * global batch; the first micro-batch's backward writes them into flat itself */
+        dt_model_set_loss_grad_scale(t->model, (float)nb);
+        dt_model_bind_grads(t->model, j == 0 ? t->sums : NULL);
         if (!e)
             e = dt_model_loss(t->model, t->train->labels ? t->b.y : NULL,
                               t->train->targets ? t->b.t : NULL, &loss, NULL);
@@ -771,14 +772,13 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
             t->flat[2] = stopping;
             t->flat[3] = t->sh.count - t->pos > 0 ? 1.0f : 0.0f;
         }
-        t->cur_nb = (float)nb;
-        t->cur_first = j == 0;
         t->hook_on = last;
+        t->hook_add = j > 0;
         dt_model_backward(t->model);
         t->hook_on = 0;
-        if (!last)
+        if (!last && j > 0)
             for (int i = 0; i < t->np; i++)
-                pack_param(t, i, (float)nb, j == 0);
+                add_param(t, i);
         if (last) break;
     }
     if (nb_total == 0) {
