@@ -103,10 +103,6 @@
 #include "ring/ring-impl.h"
 
 #define SEND_IOV 64 /* iovecs per sendmsg: 32 frames */
-/* A lane's wait spins this long on the neighbour's published position before it sleeps in
- * poll (and has the neighbour ring): waking from poll costs more than that. */
-#define LANE_SPIN_US 50
-
 typedef struct item {
     uint8_t *p; /* send: the payload; receive: where it goes (reduce: the data to add into;
                  * bfloat16: the payload's place in r->wire) */
@@ -706,7 +702,7 @@ static int lane_wait(engine *e, int want_in, int want_out) {
     dt_ring *r = e->r;
     dt__ring_lane *I = want_in ? &r->in : NULL, *O = want_out ? &r->out : NULL;
     if (!I && !O) return 0;
-    int64_t until = dt__now_us() + LANE_SPIN_US;
+    int64_t until = dt__now_us() + r->spin_us; /* dt_ring_set_spin_us */
     for (int i = 0;; i++) {
         if (I && atomic_load_explicit(&I->ctl->head, memory_order_acquire) != I->head) return 1;
         if (O && atomic_load_explicit(&O->ctl->tail, memory_order_acquire) != O->tail) return 1;

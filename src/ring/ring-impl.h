@@ -111,6 +111,7 @@ struct dt_ring {
     int prev, next; /* ranks */
     int timeout_ms;
     int hello_timeout_ms; /* an accepted connection's HELLO must come within it */
+    int spin_us;          /* a lane's wait spins this long before it sleeps (collective.c) */
     size_t chunk;         /* bytes, a multiple of 4 */
     int bf16;             /* the all-reduce's wire dtype is bfloat16 (collective.c) */
     FILE *log;

@@ -624,6 +624,7 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
     r->prev = (conf->rank - 1 + conf->size) % conf->size;
     r->next = (conf->rank + 1) % conf->size;
     r->timeout_ms = conf->timeout_ms ? conf->timeout_ms : DT_RING_DEFAULT_TIMEOUT_MS;
+    r->spin_us = DT_RING_DEFAULT_SPIN_US;
     r->hello_timeout_ms =
         conf->hello_timeout_ms > 0 ? conf->hello_timeout_ms : DT_RING_DEFAULT_HELLO_TIMEOUT_MS;
     size_t chunk = conf->chunk_bytes ? conf->chunk_bytes : DT_RING_DEFAULT_CHUNK;
@@ -692,6 +693,10 @@ int dt_ring_size(const dt_ring *r) {
 
 int dt_ring_failed_peer(const dt_ring *r) {
     return r->failed_peer;
+}
+
+void dt_ring_set_spin_us(dt_ring *r, int us) {
+    r->spin_us = us > 0 ? us : 0;
 }
 
 void dt_ring_abort(dt_ring *r) {

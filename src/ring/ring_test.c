@@ -77,6 +77,7 @@ struct member {
     int timeout_ms;
     int hello_ms; /* conf.hello_timeout_ms (0: the default) */
     size_t chunk;
+    int spin_us; /* dt_ring_set_spin_us(spin_us) after opening; 0: left at the default */
     dt_ring_wire_dtype wire; /* conf.wire_dtype */
     FILE *log;
     member_fn fn;
@@ -184,6 +185,7 @@ typedef struct sums_out {
 static void sums_fn(member *m, dt_ring *r) {
     sums_out *out = &((sums_out *)m->arg)[m->rank];
     m->ok = 1;
+    if (m->spin_us) dt_ring_set_spin_us(r, m->spin_us);
     for (size_t k = 0; k < NNS; k++) {
         size_t n = k == 3 ? (size_t)m->g->size - 1 : test_ns[k];
         for (int kind = 0; kind < 2; kind++) {
@@ -203,8 +205,9 @@ static void sums_fn(member *m, dt_ring *r) {
     member_record(m, DT_OK, r);
 }
 
-/* Every n for one size, one chunk size, one small threshold. */
-static void check_sums(int size, size_t chunk, size_t small) {
+/* Every n for one size, one chunk size, one small threshold; spin[rank] (NULL: none) for
+ * dt_ring_set_spin_us (0: the default). */
+static void check_sums_spin(int size, size_t chunk, size_t small, const int *spin) {
     size_t saved = dt__ring_small_bytes;
     dt__ring_small_bytes = small;
     group g;
@@ -213,8 +216,10 @@ static void check_sums(int size, size_t chunk, size_t small) {
     sums_out out[MAXM];
     memset(out, 0, sizeof out);
     members_init(ms, &g, sums_fn, out);
-    for (int i = 0; i < size; i++)
+    for (int i = 0; i < size; i++) {
         ms[i].chunk = chunk;
+        ms[i].spin_us = spin ? spin[i] : 0;
+    }
     DT_CHECK(run_members(ms, size) == 0);
     group_close(&g);
     dt__ring_small_bytes = saved;
@@ -274,6 +279,20 @@ static void check_sums(int size, size_t chunk, size_t small) {
             for (int kind = 0; kind < 2; kind++)
                 free(out[q].res[k][kind]);
     DT_CHECK(!bad);
+}
+
+static void check_sums(int size, size_t chunk, size_t small) {
+    check_sums_spin(size, chunk, small, NULL);
+}
+
+/* Members that never spin (every wait sleeps and is rung awake: a spin of "-1" is taken as
+ * none) beside members that spin 100 ms (none of their waits sleeps): the same sums. */
+static void test_allreduce_spin_settings(void) {
+    static const int spin[4] = {-1, 100000, -1, 100000};
+    for (int size = 2; size <= 4; size++) {
+        check_sums_spin(size, 1000, 0, spin);
+        if (dt__test_failed) return;
+    }
 }
 
 static void test_allreduce_sums(void) {
@@ -1575,4 +1594,4 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions),
              DT_T(test_lane_declined_falls_back_to_tcp), DT_T(test_mixed_lanes),
              DT_T(test_tcp_lane), DT_T(test_allreduce_bf16), DT_T(test_allreduce_exact_on_bf16),
-             DT_T(test_wire_dtype_mismatch))
+             DT_T(test_wire_dtype_mismatch), DT_T(test_allreduce_spin_settings))
