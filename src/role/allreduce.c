@@ -44,7 +44,14 @@
  *
  * Data: shards come from the master's shard service (dataset "training") without blocking:
  * a member with nothing to do yet contributes zeros and keeps stepping with its ring. A
- * shard is reported done only after the step that used its last batch completed.
+ * shard is reported done only after the step that used its last batch completed. A fetch
+ * costs about a millisecond on a busy host (the master must be scheduled), and every other
+ * member of the ring waits it out at the next sum; so a prefetcher thread asks for the next
+ * shard PREFETCH_STEPS steps before the one in hand ends, and the finished shard's report
+ * rides with that request (one request per shard, as before; the report comes later, never
+ * earlier). A member holds at most one shard ahead, for at most those steps, so the epoch's
+ * last shards stay spread over the members. A prefetch that finds nothing to hand out yet
+ * is dropped and the member asks again itself when its shard ends.
  *
  * Duties: rank 0 writes whole-model checkpoints (with the optimizer state) every
  * checkpoint.every_steps, every allreduce.checkpointSeconds, at each epoch's end and at the
@@ -89,6 +96,7 @@
  * pool, it spins through that wait instead of sleeping: members reach the sum 0.2-0.7 ms
  * apart and a wake-up from poll costs 50-70 us (a 2-core VM; docs/PERFORMANCE.md). */
 #define TAIL_SPIN_US 1000
+#define PREFETCH_STEPS 2 /* ask for the next shard when the one in hand ends within these */
 
 typedef struct ar_conf {
     int fixed_global;     /* globalBatch fixed: micro-batches keep batch x spec trainers */
@@ -147,6 +155,21 @@ typedef struct trainer {
     char comm_msg[1024];
     int hook_on;      /* hand buckets over on the hook (the step's last micro-batch) */
     int hook_add;     /* ... and add its gradients to flat (it is not the first) */
+
+    /* the shard prefetcher (mu guards pf_state, pf_report, pf_err, pf_msg, pf_status; the
+     * prefetcher alone touches pf_sh while pf_state is PF_ASKED) */
+    pthread_t pf;
+    int pf_started, pf_stop;
+    pthread_cond_t pf_cv;
+    dt_shard_client *pc;
+    enum { PF_IDLE, PF_ASKED, PF_DONE } pf_state;
+    int pf_report;      /* the request reports pf_sh done first */
+    dt_shard pf_sh;     /* the shard to report, then the one fetched */
+    dt_shard_fetch_status pf_status;
+    dt_err pf_err;
+    char pf_msg[1024];
+    dt_shard done_sh;   /* finished, its report not yet sent (have_done) */
+    int have_done;
 
     /* the watcher */
     pthread_t watch;
@@ -331,6 +354,91 @@ static dt_err finish_buckets(trainer *t) {
     return DT_OK;
 }
 
+/* ---- the shard prefetcher ---- */
+
+static void swap_shards(dt_shard *a, dt_shard *b) {
+    dt_shard x = *a;
+    *a = *b;
+    *b = x;
+}
+
+static void *prefetch_main(void *arg) {
+    trainer *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->pf_stop && t->pf_state != PF_ASKED)
+            pthread_cond_wait(&t->pf_cv, &t->mu);
+        if (t->pf_stop) break;
+        int report = t->pf_report;
+        pthread_mutex_unlock(&t->mu);
+        dt_shard_fetch_status st = DT_SHARD_FETCH_WAIT;
+        dt_err e = report ? dt_shard_report_fetch(t->pc, DATASET, &t->pf_sh, 1, NULL, &st)
+                          : dt_shard_fetch(t->pc, DATASET, &t->pf_sh, &st);
+        if (e == DT_ERR_STATE && report) {
+            /* the report was refused (the shard was re-queued while we held it): go on */
+            dt_err_clear();
+            e = dt_shard_fetch(t->pc, DATASET, &t->pf_sh, &st);
+        }
+        pthread_mutex_lock(&t->mu);
+        t->pf_err = e;
+        if (e) snprintf(t->pf_msg, sizeof t->pf_msg, "%s", dt_errmsg());
+        t->pf_status = st;
+        t->pf_state = PF_DONE;
+        pthread_cond_broadcast(&t->pf_cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Ask the prefetcher for the next shard (with the report of a finished one), unless a
+ * request is in flight or its answer not yet taken. */
+static void prefetch_ask(trainer *t) {
+    pthread_mutex_lock(&t->mu);
+    if (t->pf_state == PF_IDLE) {
+        t->pf_report = t->have_done;
+        if (t->have_done) swap_shards(&t->pf_sh, &t->done_sh);
+        t->have_done = 0;
+        t->pf_state = PF_ASKED;
+        pthread_cond_signal(&t->pf_cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Wait for the prefetcher's request in flight, if any, and take its answer: *got = 1 when
+ * it brought a shard (in pf_sh). Its failure is this call's. */
+static dt_err prefetch_take(trainer *t, int *got) {
+    *got = 0;
+    if (!t->pf_started) return DT_OK;
+    pthread_mutex_lock(&t->mu);
+    while (t->pf_state == PF_ASKED)
+        pthread_cond_wait(&t->pf_cv, &t->mu);
+    dt_err e = DT_OK;
+    if (t->pf_state == PF_DONE) {
+        e = t->pf_err;
+        *got = !e && t->pf_status == DT_SHARD_FETCH_SHARD;
+        t->pf_state = PF_IDLE;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return e ? dt_err_set(e, "%s", t->pf_msg) : DT_OK;
+}
+
+/* Send the report of a finished shard still held back (at a stop, at the end, before a
+ * fetch of this thread's own). A refusal means it was re-queued: not counted, go on. */
+static void report_done(trainer *t) {
+    if (!t->have_done) return;
+    if (dt_shard_report(t->sc, DATASET, &t->done_sh, 1, NULL)) dt_err_clear();
+    t->have_done = 0;
+}
+
+/* Wait for the prefetcher to be idle (a request in flight may carry a report). */
+static void prefetch_quiet(trainer *t) {
+    if (!t->pf_started) return;
+    pthread_mutex_lock(&t->mu);
+    while (t->pf_state == PF_ASKED)
+        pthread_cond_wait(&t->pf_cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
 /* ---- the watcher ---- */
 
 static void *watch_main(void *arg) {
@@ -466,6 +574,7 @@ static dt_err setup(trainer *t) {
     t->listen_fd = -1;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
+    pthread_cond_init(&t->pf_cv, NULL);
     dt_err e = dt_pool_init(&t->pool, s->threads > 0 ? s->threads : 1);
     if (e) return e;
     if ((e = dt__role_model(r, t->batch, t->pool, &t->train, &t->eval, &t->model))) return e;
@@ -515,6 +624,8 @@ static dt_err setup(trainer *t) {
     if ((e = dt_shard_client_open(&t->sc, &so))) return e;
     dt_shard_client_opts wo = {.heartbeat_ms = -1};
     if ((e = dt_shard_client_open(&t->wc, &wo))) return e;
+    dt_shard_client_opts po = {.heartbeat_ms = -1, .no_wait = 1};
+    if ((e = dt_shard_client_open(&t->pc, &po))) return e;
     dt_dataset_spec ds;
     dt_dataset_spec_init(&ds);
     ds.name = DATASET;
@@ -528,6 +639,9 @@ static dt_err setup(trainer *t) {
     if (pthread_create(&t->comm, NULL, comm_main, t) != 0)
         return dt_err_set(DT_ERR_NOMEM, "cannot start the communication thread");
     t->comm_started = 1;
+    if (pthread_create(&t->pf, NULL, prefetch_main, t) != 0)
+        return dt_err_set(DT_ERR_NOMEM, "cannot start the shard prefetcher");
+    t->pf_started = 1;
     if (pthread_create(&t->watch, NULL, watch_main, t) != 0)
         return dt_err_set(DT_ERR_NOMEM, "cannot start the watcher thread");
     t->watch_started = 1;
@@ -547,14 +661,20 @@ static void teardown(trainer *t) {
     pthread_mutex_lock(&t->mu);
     t->comm_stop = 1;
     t->watch_stop = 1;
+    t->pf_stop = 1;
     pthread_cond_broadcast(&t->cv);
+    pthread_cond_broadcast(&t->pf_cv);
     pthread_mutex_unlock(&t->mu);
     if (t->comm_started) pthread_join(t->comm, NULL);
+    if (t->pf_started) pthread_join(t->pf, NULL);
     if (t->watch_started) pthread_join(t->watch, NULL);
     leave_ring(t);
     dt_rdzv_ring_free(&t->rz);
     if (t->listen_fd >= 0) close(t->listen_fd);
     dt_shard_free(&t->sh);
+    dt_shard_free(&t->pf_sh);
+    dt_shard_free(&t->done_sh);
+    dt_shard_client_close(t->pc);
     dt_shard_client_close(t->wc);
     dt_shard_client_close(t->sc);
     free(t->b.x);
@@ -574,6 +694,7 @@ static void teardown(trainer *t) {
     dt_dataset_free(t->eval);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
+    pthread_cond_destroy(&t->pf_cv);
 }
 
 /* ---- joining a ring ---- */
@@ -600,7 +721,6 @@ static int micro_batches(const trainer *t) {
     int k = (t->r->spec_trainers + t->rz.size / 2) / t->rz.size;
     return k > 0 ? k : 1;
 }
-
 
 /* A member asked to stop while it waits for a ring goes at once, unless it holds a shard it
  * has trained in part: it waits to drain it in a ring (a stopped job still forms them). */
@@ -634,6 +754,10 @@ static dt_err join(trainer *t, const char *lost_member) {
     dt__role *r = t->r;
     char lost[64] = ""; /* a copy: the names live in t->rz, replaced by each answer */
     if (lost_member) snprintf(lost, sizeof lost, "%s", lost_member);
+    /* a finished shard's report held back would keep the others from the next epoch while
+     * this member waits for a ring */
+    prefetch_quiet(t);
+    report_done(t);
     for (;;) {
         dt_rdzv_join_req req = {.address = t->address,
                                 .generation = t->rz.generation,
@@ -694,8 +818,8 @@ static dt_err join(trainer *t, const char *lost_member) {
 
 /* ---- a step ---- */
 
-/* Fetch the next shard (reporting the one in hand done): never blocks on the data. */
-static dt_err next_shard(trainer *t) {
+/* The next shard on this thread (the finished one reported in the same request). */
+static dt_err fetch_shard(trainer *t) {
     dt_shard_fetch_status st;
     dt_err e = t->have_shard ? dt_shard_report_fetch(t->sc, DATASET, &t->sh, 1, NULL, &st)
                              : dt_shard_fetch(t->sc, DATASET, &t->sh, &st);
@@ -709,6 +833,28 @@ static dt_err next_shard(trainer *t) {
     t->data_end = st == DT_SHARD_FETCH_END;
     t->pos = 0;
     return DT_OK;
+}
+
+/* The next shard: the prefetcher's when it brought one (the finished shard's report then
+ * goes with the next request), else fetched here. Never blocks on the data. */
+static dt_err next_shard(trainer *t) {
+    int got;
+    dt_err e = prefetch_take(t, &got);
+    if (e) return e;
+    if (got) { /* the finished shard's report goes with the next request */
+        DT_ASSERT(!t->have_done);
+        if (t->have_shard) {
+            swap_shards(&t->done_sh, &t->sh);
+            t->have_done = 1;
+        }
+        swap_shards(&t->sh, &t->pf_sh);
+        t->have_shard = 1;
+        t->data_end = 0;
+        t->pos = 0;
+        return DT_OK;
+    }
+    report_done(t);
+    return fetch_shard(t);
 }
 
 /* The epoch's figures when the shard in hand starts a new one; rank 0 checkpoints. */
@@ -812,6 +958,11 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         t->flat[2] = stopping;
         t->flat[3] = 0;
     }
+    /* now, while this thread waits for the ring's other members: the request's own work
+     * (a third thread on cores that both compute) takes little from the step */
+    if (t->have_shard && !t->draining && t->pf_started &&
+        t->sh.count - t->pos <= (int64_t)PREFETCH_STEPS * k * t->batch)
+        prefetch_ask(t);
     if ((e = finish_buckets(t))) {
         t->lost_step = t->step + 1;
         t->lost_gen = t->rz.generation;
@@ -887,6 +1038,8 @@ static void stop_here(trainer *t) {
     int finished = t->have_shard && t->pos >= t->sh.count;
     /* before the report: a shard reported done is never trained again */
     if (saves_at_stop(t)) dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
+    prefetch_quiet(t); /* a shard it fetched is held until this replica exits: re-queued */
+    report_done(t);
     if (finished) {
         if (dt_shard_report(t->sc, DATASET, &t->sh, 1, NULL) == DT_ERR_STATE) dt_err_clear();
         t->have_shard = 0;
@@ -955,6 +1108,8 @@ dt_err dt__role_allreduce(dt__role *r) {
      * may not let a rank 0 still writing finish */
     if ((t.rz.rank == 0 || r->is_chief) && (e = dt__role_final_checkpoint(r, checkpoint_cb, &t)))
         goto end;
+    prefetch_quiet(&t);
+    report_done(&t);
     if (t.have_shard) {
         dt_shard_report(t.sc, DATASET, &t.sh, 1, NULL);
         t.have_shard = 0;
