@@ -47,11 +47,12 @@
  * shard is reported done only after the step that used its last batch completed. A fetch
  * costs about a millisecond on a busy host (the master must be scheduled), and every other
  * member of the ring waits it out at the next sum; so a prefetcher thread asks for the next
- * shard PREFETCH_STEPS steps before the one in hand ends, and the finished shard's report
- * rides with that request (one request per shard, as before; the report comes later, never
- * earlier). A member holds at most one shard ahead, for at most those steps, so the epoch's
- * last shards stay spread over the members. A prefetch that finds nothing to hand out yet
- * is dropped and the member asks again itself when its shard ends.
+ * shard PREFETCH_STEPS steps before the one in hand ends (while the member waits for the
+ * ring's sum), and reports the finished shard as soon as the next one is taken: both off the
+ * step's path. A member holds one shard ahead only for those last steps (unless it leaves
+ * its ring meanwhile: it keeps it while it joins the next), so the epoch's last shards stay
+ * spread over the members. A prefetch that finds nothing to hand out yet is dropped and the
+ * member asks again itself when its shard ends.
  *
  * Duties: rank 0 writes whole-model checkpoints (with the optimizer state) every
  * checkpoint.every_steps, every allreduce.checkpointSeconds, at each epoch's end and at the
@@ -156,20 +157,22 @@ typedef struct trainer {
     int hook_on;      /* hand buckets over on the hook (the step's last micro-batch) */
     int hook_add;     /* ... and add its gradients to flat (it is not the first) */
 
-    /* the shard prefetcher (mu guards pf_state, pf_report, pf_err, pf_msg, pf_status; the
-     * prefetcher alone touches pf_sh while pf_state is PF_ASKED) */
+    /* the shard prefetcher (mu guards pf_state, pf_err, pf_msg, pf_status, have_done,
+     * done_sh, reporting; the prefetcher alone touches pf_sh while pf_state is PF_ASKED, and
+     * rep_sh) */
     pthread_t pf;
     int pf_started, pf_stop;
     pthread_cond_t pf_cv;
     dt_shard_client *pc;
     enum { PF_IDLE, PF_ASKED, PF_DONE } pf_state;
-    int pf_report;      /* the request reports pf_sh done first */
-    dt_shard pf_sh;     /* the shard to report, then the one fetched */
+    dt_shard pf_sh;     /* the shard fetched */
     dt_shard_fetch_status pf_status;
     dt_err pf_err;
     char pf_msg[1024];
-    dt_shard done_sh;   /* finished, its report not yet sent (have_done) */
+    dt_shard done_sh;   /* finished: the prefetcher reports it (have_done) */
     int have_done;
+    dt_shard rep_sh;    /* the one the prefetcher is reporting (reporting) */
+    int reporting;
 
     /* the watcher */
     pthread_t watch;
@@ -346,8 +349,9 @@ static dt_err finish_buckets(trainer *t) {
     pthread_mutex_lock(&t->mu);
     while (t->done < t->ready)
         pthread_cond_wait(&t->cv, &t->mu);
-    while (t->done < t->nbuckets)
-        reduce_bucket(t, t->done, t->tail_spin_us);
+    while (t->done < t->nbuckets) /* the long spin for the tail's buckets only */
+        reduce_bucket(t, t->done,
+                      t->done >= t->tail ? t->tail_spin_us : DT_RING_DEFAULT_SPIN_US);
     int failed = t->comm_failed;
     pthread_mutex_unlock(&t->mu);
     if (failed) return dt_err_set(DT_ERR_IO, "%s", t->comm_msg);
@@ -366,19 +370,30 @@ static void *prefetch_main(void *arg) {
     trainer *t = arg;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        while (!t->pf_stop && t->pf_state != PF_ASKED)
+        while (!t->pf_stop && !t->have_done && t->pf_state != PF_ASKED)
             pthread_cond_wait(&t->pf_cv, &t->mu);
+        if (t->have_done) { /* a finished shard's report first, also when stopping */
+            swap_shards(&t->rep_sh, &t->done_sh);
+            t->have_done = 0;
+            t->reporting = 1;
+            pthread_mutex_unlock(&t->mu);
+            dt_err e = dt_shard_report(t->pc, DATASET, &t->rep_sh, 1, NULL);
+            if (e && e != DT_ERR_STATE) { /* refused: it was re-queued, not counted */
+                fprintf(t->r->log, "%s: the report of shard %lld of epoch %lld failed (%s): it "
+                        "goes back to the queue when this replica exits\n", t->r->name,
+                        (long long)t->rep_sh.id, (long long)t->rep_sh.epoch + 1, dt_errmsg());
+                fflush(t->r->log);
+            }
+            dt_err_clear();
+            pthread_mutex_lock(&t->mu);
+            t->reporting = 0;
+            pthread_cond_broadcast(&t->pf_cv);
+            continue;
+        }
         if (t->pf_stop) break;
-        int report = t->pf_report;
         pthread_mutex_unlock(&t->mu);
         dt_shard_fetch_status st = DT_SHARD_FETCH_WAIT;
-        dt_err e = report ? dt_shard_report_fetch(t->pc, DATASET, &t->pf_sh, 1, NULL, &st)
-                          : dt_shard_fetch(t->pc, DATASET, &t->pf_sh, &st);
-        if (e == DT_ERR_STATE && report) {
-            /* the report was refused (the shard was re-queued while we held it): go on */
-            dt_err_clear();
-            e = dt_shard_fetch(t->pc, DATASET, &t->pf_sh, &st);
-        }
+        dt_err e = dt_shard_fetch(t->pc, DATASET, &t->pf_sh, &st);
         pthread_mutex_lock(&t->mu);
         t->pf_err = e;
         if (e) snprintf(t->pf_msg, sizeof t->pf_msg, "%s", dt_errmsg());
@@ -390,14 +405,11 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
-/* Ask the prefetcher for the next shard (with the report of a finished one), unless a
- * request is in flight or its answer not yet taken. */
+/* Ask the prefetcher for the next shard, unless a fetch is in flight or its answer not yet
+ * taken. */
 static void prefetch_ask(trainer *t) {
     pthread_mutex_lock(&t->mu);
     if (t->pf_state == PF_IDLE) {
-        t->pf_report = t->have_done;
-        if (t->have_done) swap_shards(&t->pf_sh, &t->done_sh);
-        t->have_done = 0;
         t->pf_state = PF_ASKED;
         pthread_cond_signal(&t->pf_cv);
     }
@@ -422,19 +434,12 @@ static dt_err prefetch_take(trainer *t, int *got) {
     return e ? dt_err_set(e, "%s", t->pf_msg) : DT_OK;
 }
 
-/* Send the report of a finished shard still held back (at a stop, at the end, before a
- * fetch of this thread's own). A refusal means it was re-queued: not counted, go on. */
-static void report_done(trainer *t) {
-    if (!t->have_done) return;
-    if (dt_shard_report(t->sc, DATASET, &t->done_sh, 1, NULL)) dt_err_clear();
-    t->have_done = 0;
-}
-
-/* Wait for the prefetcher to be idle (a request in flight may carry a report). */
+/* Wait until the prefetcher has sent the report it was given and the fetch in flight is
+ * answered: before a report or a fetch of this thread's own, at a stop, at the end. */
 static void prefetch_quiet(trainer *t) {
     if (!t->pf_started) return;
     pthread_mutex_lock(&t->mu);
-    while (t->pf_state == PF_ASKED)
+    while (t->have_done || t->reporting || t->pf_state == PF_ASKED)
         pthread_cond_wait(&t->pf_cv, &t->mu);
     pthread_mutex_unlock(&t->mu);
 }
@@ -674,6 +679,7 @@ static void teardown(trainer *t) {
     dt_shard_free(&t->sh);
     dt_shard_free(&t->pf_sh);
     dt_shard_free(&t->done_sh);
+    dt_shard_free(&t->rep_sh);
     dt_shard_client_close(t->pc);
     dt_shard_client_close(t->wc);
     dt_shard_client_close(t->sc);
@@ -757,7 +763,6 @@ static dt_err join(trainer *t, const char *lost_member) {
     /* a finished shard's report held back would keep the others from the next epoch while
      * this member waits for a ring */
     prefetch_quiet(t);
-    report_done(t);
     for (;;) {
         dt_rdzv_join_req req = {.address = t->address,
                                 .generation = t->rz.generation,
@@ -841,11 +846,14 @@ static dt_err next_shard(trainer *t) {
     int got;
     dt_err e = prefetch_take(t, &got);
     if (e) return e;
-    if (got) { /* the finished shard's report goes with the next request */
-        DT_ASSERT(!t->have_done);
+    if (got) { /* the prefetcher reports the finished shard right away */
         if (t->have_shard) {
+            pthread_mutex_lock(&t->mu);
+            DT_ASSERT(!t->have_done && !t->reporting); /* reported before the fetch */
             swap_shards(&t->done_sh, &t->sh);
             t->have_done = 1;
+            pthread_cond_signal(&t->pf_cv);
+            pthread_mutex_unlock(&t->mu);
         }
         swap_shards(&t->sh, &t->pf_sh);
         t->have_shard = 1;
@@ -853,7 +861,7 @@ static dt_err next_shard(trainer *t) {
         t->pos = 0;
         return DT_OK;
     }
-    report_done(t);
+    prefetch_quiet(t); /* one request of this replica's at a time */
     return fetch_shard(t);
 }
 
@@ -1039,7 +1047,6 @@ static void stop_here(trainer *t) {
     /* before the report: a shard reported done is never trained again */
     if (saves_at_stop(t)) dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
     prefetch_quiet(t); /* a shard it fetched is held until this replica exits: re-queued */
-    report_done(t);
     if (finished) {
         if (dt_shard_report(t->sc, DATASET, &t->sh, 1, NULL) == DT_ERR_STATE) dt_err_clear();
         t->have_shard = 0;
@@ -1109,7 +1116,6 @@ dt_err dt__role_allreduce(dt__role *r) {
     if ((t.rz.rank == 0 || r->is_chief) && (e = dt__role_final_checkpoint(r, checkpoint_cb, &t)))
         goto end;
     prefetch_quiet(&t);
-    report_done(&t);
     if (t.have_shard) {
         dt_shard_report(t.sc, DATASET, &t.sh, 1, NULL);
         t.have_shard = 0;
