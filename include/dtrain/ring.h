@@ -105,8 +105,8 @@ dt_err dt_ring_allreduce_exact(dt_ring *r, float *data, size_t n);
  * (the neighbour then rings a doorbell, and waking costs 50-70 us on a VM): default
  * DT_RING_DEFAULT_SPIN_US. Spinning yields the CPU often, but still takes it from a member
  * of another ring or a thread of this process on the same core: spin long only where every
- * member has a core of its own and nothing else is meant to run meanwhile. Calls of the
- * ring's, not concurrent with it; us < 0 is taken as 0. */
+ * member has a core of its own and nothing else is meant to run meanwhile. Set between the
+ * ring's calls, never during one; us < 0 is taken as 0. */
 #define DT_RING_DEFAULT_SPIN_US 50
 void dt_ring_set_spin_us(dt_ring *r, int us);
 

@@ -103,6 +103,7 @@
 #include "ring/ring-impl.h"
 
 #define SEND_IOV 64 /* iovecs per sendmsg: 32 frames */
+
 typedef struct item {
     uint8_t *p; /* send: the payload; receive: where it goes (reduce: the data to add into;
                  * bfloat16: the payload's place in r->wire) */

@@ -32,9 +32,9 @@
  * a 2-core VM against a 1.4 ms step).
  * The first micro-batch's backward writes its gradients (of the summed loss: grad x samples,
  * dt_model_set_loss_grad_scale) straight into the buffer (dt_model_bind_grads) and later
- * ones add theirs (it is never cleared but when this member has no batch, and no pass copies
- * gradients into it), and the optimizer reads the reduced sums where they lie,
- * scaled to the mean as it reads them (dt_optim_step_grads): no pass copies them back.
+ * ones add theirs (it is never cleared but when this member has no batch), and the
+ * optimizer reads the reduced sums where they lie, scaled to the mean as it reads them
+ * (dt_optim_step_grads): no pass copies them back.
  * Two counters ride in the first bucket: samples (the mean divides by the ring's total) and
  * "not done" members (when both are zero every member's data is exhausted: the end). With
  * allreduce.wireDtype bfloat16 the counters are a bucket of their own, summed in float32
@@ -277,7 +277,7 @@ static dt_err layout(trainer *t) {
  * own buffer (the first one's backward writes into flat itself). */
 static void add_param(trainer *t, int i) {
     float *dst = t->sums[i];
-    const float *g = dt_model_param(t->model, i)->grad.data;
+    const float *g = t->params[i]->grad.data; /* the model's own buffer: unbound */
     int64_t n = dt_tensor_numel(&t->params[i]->grad);
     for (int64_t k = 0; k < n; k++)
         dst[k] += g[k];
@@ -378,7 +378,8 @@ static void *prefetch_main(void *arg) {
             t->reporting = 1;
             pthread_mutex_unlock(&t->mu);
             dt_err e = dt_shard_report(t->pc, DATASET, &t->rep_sh, 1, NULL);
-            if (e && e != DT_ERR_STATE) { /* refused: it was re-queued, not counted */
+            /* DT_ERR_STATE is a refusal: the shard was re-queued, not counted */
+            if (e && e != DT_ERR_STATE) {
                 fprintf(t->r->log, "%s: the report of shard %lld of epoch %lld failed (%s): it "
                         "goes back to the queue when this replica exits\n", t->r->name,
                         (long long)t->rep_sh.id, (long long)t->rep_sh.epoch + 1, dt_errmsg());
@@ -420,7 +421,6 @@ static void prefetch_ask(trainer *t) {
  * it brought a shard (in pf_sh). Its failure is this call's. */
 static dt_err prefetch_take(trainer *t, int *got) {
     *got = 0;
-    if (!t->pf_started) return DT_OK;
     pthread_mutex_lock(&t->mu);
     while (t->pf_state == PF_ASKED)
         pthread_cond_wait(&t->pf_cv, &t->mu);
@@ -437,7 +437,6 @@ static dt_err prefetch_take(trainer *t, int *got) {
 /* Wait until the prefetcher has sent the report it was given and the fetch in flight is
  * answered: before a report or a fetch of this thread's own, at a stop, at the end. */
 static void prefetch_quiet(trainer *t) {
-    if (!t->pf_started) return;
     pthread_mutex_lock(&t->mu);
     while (t->have_done || t->reporting || t->pf_state == PF_ASKED)
         pthread_cond_wait(&t->pf_cv, &t->mu);
@@ -840,8 +839,9 @@ static dt_err fetch_shard(trainer *t) {
     return DT_OK;
 }
 
-/* The next shard: the prefetcher's when it brought one (the finished shard's report then
- * goes with the next request), else fetched here. Never blocks on the data. */
+/* The next shard: the prefetcher's when it brought one (the prefetcher then reports the
+ * finished shard, in a request of its own), else fetched here with the finished shard's
+ * report in the same request. Never blocks on the data. */
 static dt_err next_shard(trainer *t) {
     int got;
     dt_err e = prefetch_take(t, &got);
@@ -968,7 +968,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     }
     /* now, while this thread waits for the ring's other members: the request's own work
      * (a third thread on cores that both compute) takes little from the step */
-    if (t->have_shard && !t->draining && t->pf_started &&
+    if (t->have_shard && !t->draining &&
         t->sh.count - t->pos <= (int64_t)PREFETCH_STEPS * k * t->batch)
         prefetch_ask(t);
     if ((e = finish_buckets(t))) {
