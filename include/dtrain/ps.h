@@ -130,6 +130,14 @@ typedef struct dt_ps_client_conf {
                                     float32 (default) or bfloat16, half the bytes
                                     (docs/WIRE.md); init, pull and the shared-memory lane
                                     stay float32 */
+    int zero_copy;         /* 1: while a link is on the shared-memory lane, its params'
+                              value.data and grad.data point into the segment (backward
+                              writes the gradients where the PS reads them, the PS writes
+                              the values where forward reads them: no copy either way);
+                              they point back to the caller's buffers, holding the
+                              segment's data, when the link reconnects and at close. The
+                              caller reads the pointers anew at each use (a model's layers
+                              do) and never while a request is in flight. */
     FILE *log;             /* reconnects (stderr when NULL) */
 } dt_ps_client_conf;
 

@@ -42,8 +42,13 @@
  * params[i]->value - one memcpy each way instead of the kernel's socket copies. A link the
  * PS declines stays on the tensor-list frames for good (logged once).
  *
- * The params' values and grads must keep their data pointers between open and close (a
- * model's do: they live in its arena); the iovecs hold those pointers.
+ * With conf.zero_copy there is no copy at all: while a link is on the lane its params'
+ * data pointers point into the segment (lane_bind), and back to the caller's own buffers
+ * before that segment is dropped (a reconnect makes a fresh one) and at close.
+ *
+ * Otherwise the params' values and grads must keep their data pointers between open and
+ * close (a model's do: they live in its arena); the iovecs hold the gradients' (a link is
+ * unbound whenever it is on TCP).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -108,6 +113,10 @@ typedef struct pslink {
     size_t lay_total; /* floats in one area */
     int shm_on;
     int shm_off;      /* never again on this link: the segment could not be made, or declined */
+    /* conf.zero_copy: per variable, the caller's own value and grad buffers (the params
+     * point into the segment instead while `bound`) */
+    float **own_val, **own_grad;
+    int bound;
     dt_err fail_code; /* the last transport failure's: DT_ERR_NETWORK or DT_ERR_TIMEOUT */
 } pslink;
 
@@ -136,6 +145,39 @@ static void link_close(pslink *l) {
     if (l->fd >= 0) close(l->fd);
     l->fd = -1;
     l->shm_on = 0;
+}
+
+/* ---- zero copy: the params' data in the segment ---- */
+
+/* Point this link's params' values and gradients into its segment (the value area and the
+ * gradient area at the PS's layout), carrying over what they hold: from then on backward
+ * writes each gradient where the PS reads it and the PS writes the values where forward
+ * reads them. */
+static void lane_bind(dt_ps_client *c, pslink *l) {
+    float *g = dt__shm_data(&l->shm), *v = g + l->lay_total;
+    for (int k = 0; k < l->nvars; k++) {
+        dt_param *p = c->params[l->vars[k]];
+        size_t bytes = (size_t)dt_tensor_numel(&p->value) * sizeof(float);
+        memcpy(v + l->lay[k], p->value.data, bytes);
+        memcpy(g + l->lay[k], p->grad.data, bytes);
+        p->value.data = v + l->lay[k];
+        p->grad.data = g + l->lay[k];
+    }
+    l->bound = 1;
+}
+
+/* Back to the caller's buffers, with what the segment holds, before the segment goes. */
+static void lane_unbind(dt_ps_client *c, pslink *l) {
+    if (!l->bound) return;
+    for (int k = 0; k < l->nvars; k++) {
+        dt_param *p = c->params[l->vars[k]];
+        size_t bytes = (size_t)dt_tensor_numel(&p->value) * sizeof(float);
+        memcpy(l->own_val[k], p->value.data, bytes);
+        memcpy(l->own_grad[k], p->grad.data, bytes);
+        p->value.data = l->own_val[k];
+        p->grad.data = l->own_grad[k];
+    }
+    l->bound = 0;
 }
 
 /* ---- connecting ---- */
@@ -199,6 +241,7 @@ static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) 
 static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
     /* A fresh segment for every connection: a thread of the PS still busy with the broken
      * connection's request keeps only the old mapping, never touching the one in use. */
+    lane_unbind(c, l);
     dt__shm_free(&l->shm);
     {
         char name[32];
@@ -223,6 +266,7 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
     if (o) return o;
     if (h.type == DT__PS_OK && h.len == 0) {
         l->shm_on = 1;
+        if (c->conf.zero_copy) lane_bind(c, l);
         return OUT_OK;
     }
     if (h.type == DT__PS_SHM_DECLINED && h.len <= DT__PS_TEXT_MAX) {
@@ -323,8 +367,9 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
             float *g = dt__shm_data(&l->shm);
             for (int k = 0; k < l->nvars; k++) {
                 const dt_param *p = c->params[l->vars[k]];
-                memcpy(g + l->lay[k], p->grad.data,
-                       (size_t)dt_tensor_numel(&p->value) * sizeof(float));
+                if (p->grad.data != g + l->lay[k]) /* else bound: already there */
+                    memcpy(g + l->lay[k], p->grad.data,
+                           (size_t)dt_tensor_numel(&p->value) * sizeof(float));
             }
         }
         int wire = type == DT__PS_PUSH        ? DT__PS_SHM_PUSH
@@ -436,8 +481,9 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
         v += l->lay_total;
         for (int k = 0; k < l->nvars; k++) {
             const dt_param *p = c->params[l->vars[k]];
-            memcpy(p->value.data, v + l->lay[k],
-                   (size_t)dt_tensor_numel(&p->value) * sizeof(float));
+            if (p->value.data != v + l->lay[k]) /* else bound: already there */
+                memcpy(p->value.data, v + l->lay[k],
+                       (size_t)dt_tensor_numel(&p->value) * sizeof(float));
         }
     }
     l->step = h.arg;
@@ -673,8 +719,10 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
         l->lay = calloc((size_t)l->nvars + 1, sizeof *l->lay);
         l->narrow_off = calloc((size_t)l->nvars + 1, sizeof *l->narrow_off);
         l->work = calloc((size_t)(2 * l->nvars + 2), sizeof *l->work);
+        l->own_val = calloc((size_t)l->nvars + 1, sizeof *l->own_val);
+        l->own_grad = calloc((size_t)l->nvars + 1, sizeof *l->own_grad);
         if (!l->vars || !l->meta_off || !l->meta_len || !l->iov || !l->work || !l->lay ||
-            !l->narrow_off)
+            !l->narrow_off || !l->own_val || !l->own_grad)
             goto nomem;
         if ((err = dt__ps_reader_init(&l->rd, -1, READ_BUF))) goto fail;
         size_t mb = 4, maxm = 4;
@@ -715,6 +763,8 @@ dt_err dt_ps_client_open(dt_ps_client **out, const dt_ps_client_conf *conf, dt_p
         l->iov[1] = (struct iovec){l->meta, 4};
         for (int k = 0; k < l->nvars; k++) {
             const dt_param *prm = params[l->vars[k]];
+            l->own_val[k] = prm->value.data;
+            l->own_grad[k] = prm->grad.data;
             dt__ps_meta_encode(l->meta + l->meta_off[k], prm->name, &prm->value.shape);
             l->iov[2 + 2 * k] = (struct iovec){l->meta + l->meta_off[k], l->meta_len[k]};
             l->iov[3 + 2 * k] = (struct iovec){
@@ -739,6 +789,7 @@ void dt_ps_client_close(dt_ps_client *c) {
     for (int i = 0; c->links && i < c->nps; i++) {
         pslink *l = &c->links[i];
         link_close(l);
+        lane_unbind(c, l);
         dt__ps_reader_free(&l->rd);
         free(l->vars);
         free(l->meta_off);
@@ -748,6 +799,8 @@ void dt_ps_client_close(dt_ps_client *c) {
         free(l->lay);
         free(l->narrow);
         free(l->narrow_off);
+        free(l->own_val);
+        free(l->own_grad);
         dt__shm_free(&l->shm);
         free(l->meta);
         free(l->scratch);

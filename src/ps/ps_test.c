@@ -240,7 +240,16 @@ static void test_init_then_pull(void) {
 
 /* Tensors' path in check_async_exact: the shared-memory lane, TCP because the client does
  * not offer it, or TCP because the PS declines it. */
-enum lane { LANE_SHM, LANE_TCP_CLIENT, LANE_TCP_PS };
+/* LANE_ZERO_COPY: the shared-memory lane with the client's zero_copy (the params' data in
+ * the segment while connected) */
+enum lane { LANE_SHM, LANE_TCP_CLIENT, LANE_TCP_PS, LANE_ZERO_COPY };
+
+/* Whether every param's value and grad points at its own buffer (own: 2 per param). */
+static int own_buffers(const model *m, float *const *own) {
+    for (int i = 0; i < m->n; i++)
+        if (m->p[i]->value.data != own[2 * i] || m->p[i]->grad.data != own[2 * i + 1]) return 0;
+    return 1;
+}
 
 /* Whether a's values are b's rounded to bfloat16 (exactly), and some differ from b's. */
 static int same_values_bf16(const model *a, const model *b) {
@@ -287,7 +296,13 @@ static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps
     dt_ps_server *s[8] = {0};
     dt_ps_client *c = NULL;
     dt_optim *ref = NULL;
-    int narrow = dtype == DT_PS_WIRE_BF16 && lane != LANE_SHM;
+    int shm = lane == LANE_SHM || lane == LANE_ZERO_COPY;
+    int narrow = dtype == DT_PS_WIRE_BF16 && !shm;
+    float *own[16];
+    for (int i = 0; i < w.n; i++) {
+        own[2 * i] = w.p[i]->value.data;
+        own[2 * i + 1] = w.p[i]->grad.data;
+    }
     for (int i = 0; i < nps; i++) {
         dt_ps_server_conf sc = server_conf(i, nps, oc, log);
         sc.threads = i + 1; /* results must not depend on the thread count */
@@ -299,11 +314,15 @@ static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps
     dt_ps_client_conf cc = client_conf(&ad, nps, "worker-0", log);
     cc.no_shm = lane == LANE_TCP_CLIENT;
     cc.wire_dtype = dtype;
+    cc.zero_copy = lane == LANE_ZERO_COPY;
     DT_CHECK_OK(dt_ps_client_open(&c, &cc, w.p, w.n));
     DT_CHECK_OK(dt_optim_init(&ref, &oc, r.p, r.n));
     int taken = 0;
     DT_CHECK_OK(dt_ps_client_init(c, &taken));
     DT_CHECK(taken == nps);
+    /* zero copy: connected, the params' data live in the segments (the test's gradients
+     * are written there, the values read from there); otherwise they never move */
+    DT_CHECK(own_buffers(&w, own) == (lane != LANE_ZERO_COPY));
     for (int it = 0; it < 4; it++) {
         fill_grads(&w, 10 + it);
         fill_grads(&r, 10 + it);
@@ -334,14 +353,14 @@ static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps
     for (int i = 0; i < nps; i++)
         DT_CHECK(dt_ps_server_step(s[i]) == 4);
     fflush(log);
-    if (lane == LANE_SHM)
+    if (shm)
         DT_CHECK(log_has(lp, "worker-0 (127.0.0.1:") &&
                  log_has(lp, "): tensors through shared memory ("));
     if (lane == LANE_TCP_PS)
         DT_CHECK(log_has(lp, "worker-0: ps-0 (127.0.0.1:") &&
                  log_has(lp, ") declined shared memory (shared memory is off on this PS); "
                              "tensors go over TCP"));
-    if (lane != LANE_SHM) {
+    if (!shm) {
         char *data = NULL;
         size_t len = 0;
         FILE *f = fopen(lp, "r");
@@ -353,6 +372,9 @@ static void check_async_dtype(dt_optim_kind kind, int nps, enum lane lane, dt_ps
         free(data);
     }
     dt_ps_client_close(c);
+    /* closed: the caller's buffers again, holding the last values */
+    DT_CHECK(own_buffers(&w, own));
+    DT_CHECK(same_values(&w, &r));
     for (int i = 0; i < nps; i++)
         dt_ps_server_stop(s[i]);
     dt_optim_free(ref);
@@ -373,13 +395,16 @@ static void test_async_adam_exact(void) {
     check_async_exact(DT_OPTIM_ADAM, 1, LANE_SHM);
     check_async_exact(DT_OPTIM_ADAM, 1, LANE_TCP_CLIENT);
     check_async_exact(DT_OPTIM_ADAM, 1, LANE_TCP_PS);
+    check_async_exact(DT_OPTIM_ADAM, 1, LANE_ZERO_COPY);
 }
 static void test_two_ps_split(void) {
     check_async_exact(DT_OPTIM_ADAM, 2, LANE_SHM);
+    check_async_exact(DT_OPTIM_ADAM, 2, LANE_ZERO_COPY);
     check_async_exact(DT_OPTIM_ADAM, 2, LANE_TCP_CLIENT);
 }
 static void test_more_ps_than_variables(void) {
     check_async_exact(DT_OPTIM_MOMENTUM, 6, LANE_SHM); /* 4 variables over 6 PS: two hold nothing */
+    check_async_exact(DT_OPTIM_MOMENTUM, 6, LANE_ZERO_COPY);
 }
 
 /* ---- bfloat16 gradients on the wire ---- */
@@ -1350,11 +1375,14 @@ static void test_save_restore(void) {
     fclose(log);
 }
 
-static void test_client_survives_restart(void) {
+/* A PS restarted from its checkpoint: the client reconnects and the pull brings the saved
+ * values back; with zero_copy the params move to the new connection's segment, carrying
+ * what they held, and are back in their own buffers at close. */
+static void check_client_survives_restart(int zero_copy) {
     char lp[512], clp[512], dir[512];
     FILE *log = open_log("restart.log", lp, sizeof lp);
     FILE *clog = open_log("restart-client.log", clp, sizeof clp);
-    snprintf(dir, sizeof dir, "%s/ckpt-restart", dt_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/ckpt-restart-%d", dt_test_tmpdir(), zero_copy);
     model w = {0}, v = {0};
     model_make(&w);
     model_make(&v);
@@ -1367,6 +1395,12 @@ static void test_client_survives_restart(void) {
     addrs ad;
     addrs_of(&ad, &s, 1);
     dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", clog);
+    cc.zero_copy = zero_copy;
+    float *own[16];
+    for (int i = 0; i < w.n; i++) {
+        own[2 * i] = w.p[i]->value.data;
+        own[2 * i + 1] = w.p[i]->grad.data;
+    }
     DT_CHECK_OK(dt_ps_client_open(&c, &cc, w.p, w.n));
     DT_CHECK_OK(dt_ps_client_init(c, NULL));
     fill_grads(&w, 60);
@@ -1383,12 +1417,31 @@ static void test_client_survives_restart(void) {
     DT_CHECK(step == 1);
     DT_CHECK(same_values(&w, &v));
     DT_CHECK(log_has(clp, "worker-0: reconnected to ps-0 (127.0.0.1:"));
+    DT_CHECK(own_buffers(&w, own) == !zero_copy);
+    fill_grads(&w, 61); /* a push after the reconnect: from the new segment */
+    DT_CHECK_OK(dt_ps_client_push(c, &step));
+    DT_CHECK(step == 2);
+    DT_CHECK_OK(dt_ps_client_pull(c, NULL));
+    for (int i = 0; i < w.n; i++) /* plain SGD, lr 0.1, no decay */
+        for (int64_t j = 0; j < numel(w.p[i]); j++) {
+            float want = v.p[i]->value.data[j] - 0.1f * w.p[i]->grad.data[j];
+            DT_CHECK(fabsf(w.p[i]->value.data[j] - want) <= 1e-6f * (1.0f + fabsf(want)));
+        }
+    for (int i = 0; i < w.n; i++)
+        memcpy(v.p[i]->value.data, w.p[i]->value.data, (size_t)numel(w.p[i]) * 4);
     dt_ps_client_close(c);
+    DT_CHECK(own_buffers(&w, own));
+    DT_CHECK(same_values(&w, &v));
     dt_ps_server_stop(s);
     model_free(&w);
     model_free(&v);
     fclose(log);
     fclose(clog);
+}
+
+static void test_client_survives_restart(void) {
+    check_client_survives_restart(0);
+    check_client_survives_restart(1);
 }
 
 DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_init_then_pull),

@@ -118,6 +118,8 @@ static dt_err setup(trainer *t) {
                             .offer_init = 1,
                             .no_shm = !r->job->ps.shared_memory,
                             .wire_dtype = (dt_ps_wire_dtype)r->job->ps.wire_dtype,
+                            /* forward and backward work in the lane's segment */
+                            .zero_copy = 1,
                             .log = r->log};
     if ((e = dt_ps_client_open(&t->ps, &pc, t->params, t->np))) return e;
     if (r->is_chief) {
