@@ -80,6 +80,10 @@ void dt_optim_step(dt_optim *o, dt_pool *pool);
  * stands for params[i]'s grad, read where it lies - a data-parallel trainer's reduced sums,
  * scaled to their mean, with no copy into the params' grads. */
 void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float scale);
+/* dt_optim_step that also writes params[i]'s new values to copy[i] (as many floats), a
+ * block at a time while it is in cache: what a PS sends back after a push, without a second
+ * pass over the model. */
+void dt_optim_step_copy(dt_optim *o, dt_pool *pool, float *const *copy);
 int64_t dt_optim_steps(const dt_optim *o);
 void dt_optim_set_steps(dt_optim *o, int64_t steps);
 

@@ -277,45 +277,62 @@ static void adagrad_kernel(float *restrict w, const float *restrict g, float gs,
 
 /* ---- the step ---- */
 
+/* dt_optim_step_copy: elements per block updated then copied out (32 KB: in L1) */
+#define COPY_BLOCK 8192
+
 typedef struct step_job {
     dt_optim *o;
     float *const *grads; /* NULL: the params' own */
+    float *const *copy;  /* NULL: none; else the new values also go to copy[p] */
     float scale;         /* the grads are multiplied by it as they are read */
     float lr;
     float adam_step_size, adam_inv_sqrt_bc2;
 } step_job;
 
-static void step_task(void *arg, int ith, int nth) {
-    const step_job *j = arg;
+/* Parameter p's elements [lo, hi). */
+static void step_range(const step_job *j, int p, int64_t lo, int64_t hi) {
     const dt_optim *o = j->o;
     const dt_optim_conf *c = &o->conf;
-    for (int p = 0; p < o->nparams; p++) {
-        dt_param *par = o->params[p];
+    dt_param *par = o->params[p];
+    float *w = par->value.data;
+    const float *g = j->grads ? j->grads[p] : par->grad.data;
+    float gs = j->scale, wd = par->decay ? c->weight_decay : 0.0f;
+    /* plain SGD has no slots (o->slots NULL): no offset from a null pointer */
+    slot *s = o->slots ? o->slots + (size_t)p * (size_t)o->slots_per_param : NULL;
+    switch (c->kind) {
+    case DT_OPTIM_SGD:
+        sgd_kernel(w, g, gs, lo, hi, j->lr, wd);
+        break;
+    case DT_OPTIM_MOMENTUM:
+        if (c->nesterov)
+            nesterov_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
+        else
+            momentum_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
+        break;
+    case DT_OPTIM_ADAM:
+        adam_kernel(w, g, gs, s[0].t.data, s[1].t.data, lo, hi, wd, c->beta1, c->beta2,
+                    c->epsilon, j->adam_step_size, j->adam_inv_sqrt_bc2);
+        break;
+    case DT_OPTIM_ADAGRAD:
+        adagrad_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->epsilon);
+        break;
+    }
+}
+
+static void step_task(void *arg, int ith, int nth) {
+    const step_job *j = arg;
+    for (int p = 0; p < j->o->nparams; p++) {
+        const dt_param *par = j->o->params[p];
         int64_t lo, hi;
         dt_split(dt_tensor_numel(&par->value), ith, nth, &lo, &hi);
-        if (lo >= hi) continue;
-        float *w = par->value.data;
-        const float *g = j->grads ? j->grads[p] : par->grad.data;
-        float gs = j->scale, wd = par->decay ? c->weight_decay : 0.0f;
-        /* plain SGD has no slots (o->slots NULL): no offset from a null pointer */
-        slot *s = o->slots ? o->slots + (size_t)p * (size_t)o->slots_per_param : NULL;
-        switch (c->kind) {
-        case DT_OPTIM_SGD:
-            sgd_kernel(w, g, gs, lo, hi, j->lr, wd);
-            break;
-        case DT_OPTIM_MOMENTUM:
-            if (c->nesterov)
-                nesterov_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
-            else
-                momentum_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
-            break;
-        case DT_OPTIM_ADAM:
-            adam_kernel(w, g, gs, s[0].t.data, s[1].t.data, lo, hi, wd, c->beta1, c->beta2,
-                        c->epsilon, j->adam_step_size, j->adam_inv_sqrt_bc2);
-            break;
-        case DT_OPTIM_ADAGRAD:
-            adagrad_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->epsilon);
-            break;
+        if (!j->copy) {
+            if (lo < hi) step_range(j, p, lo, hi);
+            continue;
+        }
+        for (int64_t b = lo; b < hi; b += COPY_BLOCK) {
+            int64_t e = hi - b < COPY_BLOCK ? hi : b + COPY_BLOCK;
+            step_range(j, p, b, e);
+            memcpy(j->copy[p] + b, par->value.data + b, (size_t)(e - b) * sizeof(float));
         }
     }
 }
@@ -324,8 +341,13 @@ void dt_optim_step(dt_optim *o, dt_pool *pool) {
     dt_optim_step_grads(o, pool, NULL, 1.0f);
 }
 
-void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float scale) {
-    step_job j = {.o = o, .grads = grads, .scale = scale, .lr = dt_optim_lr_at(&o->conf, o->steps)};
+static void run_step(dt_optim *o, dt_pool *pool, float *const *grads, float scale,
+                     float *const *copy) {
+    step_job j = {.o = o,
+                  .grads = grads,
+                  .copy = copy,
+                  .scale = scale,
+                  .lr = dt_optim_lr_at(&o->conf, o->steps)};
     if (o->conf.kind == DT_OPTIM_ADAM) {
         double t = (double)(o->steps + 1);
         double bc1 = 1.0 - pow((double)o->conf.beta1, t);
@@ -337,6 +359,14 @@ void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float 
     if (o->nparams > 0) dt_pool_run(pool, step_task, &j);
     dt__fp_restore(fp);
     o->steps++;
+}
+
+void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float scale) {
+    run_step(o, pool, grads, scale, NULL);
+}
+
+void dt_optim_step_copy(dt_optim *o, dt_pool *pool, float *const *copy) {
+    run_step(o, pool, NULL, 1.0f, copy);
 }
 
 int64_t dt_optim_steps(const dt_optim *o) {

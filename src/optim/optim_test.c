@@ -539,6 +539,9 @@ static void test_slots_named_per_param(void) {
 }
 
 /* The same run on no pool, a pool of 1 and a pool of 2 gives bit-identical results. */
+/* The same results on 0, 1 and 2 pool threads, and from dt_optim_step_copy (runs 3 and 4:
+ * its copies, a block at a time, equal the values after every step; 10007 elements span
+ * two blocks). */
 static void test_pool_threads_identical(void) {
     enum { NP = 3, STEPS = 4 };
     const int64_t sizes[NP] = {10007, 3, 2049};
@@ -548,8 +551,8 @@ static void test_pool_threads_identical(void) {
     DT_CHECK_OK(dt_pool_init(&pools[1], 1));
     DT_CHECK_OK(dt_pool_init(&pools[2], 2));
     for (size_t k = 0; k < 4; k++) {
-        float *result[3][NP];
-        for (int run = 0; run < 3; run++) {
+        float *result[5][NP];
+        for (int run = 0; run < 5; run++) {
             dt_optim_conf c = conf_of(kinds[k], 0.01f);
             c.weight_decay = 0.01f;
             c.nesterov = 1;
@@ -561,12 +564,27 @@ static void test_pool_threads_identical(void) {
             }
             dt_optim *o = NULL;
             DT_CHECK_OK(dt_optim_init(&o, &c, ps, NP));
+            float *copy[NP];
+            for (int i = 0; i < NP; i++) {
+                copy[i] = calloc((size_t)sizes[i], sizeof(float));
+                DT_CHECK(copy[i]);
+            }
             for (int s = 0; s < STEPS; s++) {
                 for (int i = 0; i < NP; i++)
                     for (int64_t j = 0; j < sizes[i]; j++)
                         ps[i]->grad.data[j] = (float)cos(0.11 * (double)(j * (s + 1)) - i);
-                dt_optim_step(o, pools[run]);
+                if (run < 3) {
+                    dt_optim_step(o, pools[run]);
+                    continue;
+                }
+                dt_optim_step_copy(o, run == 3 ? NULL : pools[2], copy);
+                for (int i = 0; i < NP; i++)
+                    if (memcmp(copy[i], ps[i]->value.data, (size_t)sizes[i] * sizeof(float)))
+                        DT_FAIL("optimizer %d, run %d, step %d: param %d's copy differs",
+                                (int)kinds[k], run, s, i);
             }
+            for (int i = 0; i < NP; i++)
+                free(copy[i]);
             dt_optim_free(o);
             for (int i = 0; i < NP; i++) {
                 result[run][i] = ps[i]->value.data;
@@ -577,13 +595,16 @@ static void test_pool_threads_identical(void) {
         int same = 1;
         for (int i = 0; i < NP; i++) {
             same &= !memcmp(result[0][i], result[1][i], (size_t)sizes[i] * sizeof(float));
-            same &= !memcmp(result[0][i], result[2][i], (size_t)sizes[i] * sizeof(float));
+            for (int run = 2; run < 5; run++)
+                same &= !memcmp(result[0][i], result[run][i], (size_t)sizes[i] * sizeof(float));
             /* and the update did something */
             same &= result[0][i][0] != (float)sin((double)i);
         }
-        for (int run = 0; run < 3; run++)
+        for (int run = 0; run < 5; run++)
             for (int i = 0; i < NP; i++) free(result[run][i]);
-        if (!same) DT_FAIL("optimizer %d: results differ between pool sizes", (int)kinds[k]);
+        if (!same)
+            DT_FAIL("optimizer %d: results differ between pool sizes or with copies",
+                    (int)kinds[k]);
     }
     dt_pool_free(pools[1]);
     dt_pool_free(pools[2]);

@@ -176,6 +176,7 @@ struct conn {
     dt__shm shm;     /* the client's segment, once attached (SHM_ATTACH) */
     float *shm_grad; /* its gradient area (PS layout), then its value area */
     float *shm_vals;
+    float **shm_var_vals; /* per var: where its values go in the value area */
     char *seen;        /* per var, during one tensor list */
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
     int active;        /* slock: has pushed (sync) */
@@ -406,10 +407,14 @@ static int send_values(conn *c, int bf16) {
 
 /* ---- applying ---- */
 
-static void apply_grad_locked(dt_ps_server *s, float *g) {
+/* copy: NULL, or where each variable's new values go as well (a lane's value area) */
+static void apply_grad_locked(dt_ps_server *s, float *g, float *const *copy) {
     for (int i = 0; i < s->nvars; i++)
         s->vars[i].p.grad.data = g + s->vars[i].off;
-    dt_optim_step(s->optim, s->pool);
+    if (copy)
+        dt_optim_step_copy(s->optim, s->pool, copy);
+    else
+        dt_optim_step(s->optim, s->pool);
     atomic_store(&s->step, dt_optim_steps(s->optim));
 }
 
@@ -420,7 +425,7 @@ static void sync_apply(dt_ps_server *s, const char *why) {
     for (size_t j = 0; j < s->total; j++)
         s->sum[j] /= inv;
     pthread_rwlock_wrlock(&s->vlock);
-    apply_grad_locked(s, s->sum);
+    apply_grad_locked(s, s->sum, NULL);
     s->round_step = atomic_load(&s->step);
     pthread_rwlock_unlock(&s->vlock);
     if (why) {
@@ -717,7 +722,7 @@ static int64_t apply_push(conn *c, const float *g) {
     dt_ps_server *s = c->s;
     if (s->conf.sync) return sync_push(c, g);
     pthread_rwlock_wrlock(&s->vlock);
-    apply_grad_locked(s, (float *)g);
+    apply_grad_locked(s, (float *)g, NULL);
     int64_t step = atomic_load(&s->step);
     pthread_rwlock_unlock(&s->vlock);
     return step;
@@ -730,6 +735,22 @@ static int shm_send_values(conn *c) {
     pthread_rwlock_rdlock(&s->vlock);
     int64_t step = atomic_load(&s->step);
     memcpy(c->shm_vals, s->values, s->total * sizeof(float));
+    pthread_rwlock_unlock(&s->vlock);
+    return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
+}
+
+/* SHM_PUSH_PULL: async, the optimizer step writes the new values into the value area as
+ * it goes (no second pass over the model); the reply is the state right after this push.
+ * Sync: the round, then a snapshot. */
+static int shm_push_pull(conn *c) {
+    dt_ps_server *s = c->s;
+    if (s->conf.sync) {
+        if (sync_push(c, c->shm_grad) < 0) return -1;
+        return shm_send_values(c);
+    }
+    pthread_rwlock_wrlock(&s->vlock);
+    apply_grad_locked(s, c->shm_grad, c->shm_var_vals);
+    int64_t step = atomic_load(&s->step);
     pthread_rwlock_unlock(&s->vlock);
     return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
 }
@@ -758,6 +779,10 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
                       size, want);
     dt__shm_free(&c->shm);
     c->shm_grad = c->shm_vals = NULL;
+    if (!c->shm_var_vals && !(c->shm_var_vals = malloc((size_t)s->nvars * sizeof(float *) + 1))) {
+        slog(s, "%s: out of memory for SHM_ATTACH; closing the connection", c->who);
+        return -1;
+    }
     dt__shm m;
     if (s->conf.no_shm || dt__shm_attach_offer(&m, b) != DT_OK) {
         char why[DT__PS_TEXT_MAX];
@@ -770,6 +795,8 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
     c->shm = m;
     c->shm_grad = dt__shm_data(&c->shm);
     c->shm_vals = c->shm_grad + s->total;
+    for (int i = 0; i < s->nvars; i++)
+        c->shm_var_vals[i] = c->shm_vals + s->vars[i].off;
     slog(s, "%s: tensors through shared memory (%" PRIu64 " bytes)", c->who, size);
     return dt__ps_send_frame(c->fd, DT__PS_OK, 0, NULL, 0);
 }
@@ -932,10 +959,10 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
         if (h->type == DT__PS_SHM_PULL) return shm_send_values(c);
+        if (h->type == DT__PS_SHM_PUSH_PULL) return shm_push_pull(c);
         int64_t step = apply_push(c, c->shm_grad);
         if (step < 0) return -1;
-        if (h->type == DT__PS_SHM_PUSH) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
-        return shm_send_values(c);
+        return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
     }
     default:
         return refuse(c, h->len, "unknown frame type %u", h->type);
@@ -1003,6 +1030,7 @@ static void conn_free(conn *c) {
     free(c->grad);
     free(c->snap);
     dt__shm_free(&c->shm);
+    free(c->shm_var_vals);
     free(c->seen);
     free(c->iov);
     free(c);
