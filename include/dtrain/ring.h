@@ -76,6 +76,10 @@ typedef struct dt_ring_conf {
                                 * shared-memory lane too): every member must pass the same;
                                 * the handshake refuses a neighbour with another one
                                 * (DT_ERR_PROTOCOL naming both). Broadcast is bytes either way */
+    size_t shared_floats;      /* a 2-member ring: room in each member's segment for a buffer
+                                * of this many floats that the other member maps
+                                * (dt_ring_shared_buffer); 0: none. Every member must pass
+                                * the same */
 } dt_ring_conf;
 
 /* Listen on host:port ("" or NULL host: every interface; port 0: any free port). *fd is the
@@ -109,6 +113,14 @@ dt_err dt_ring_allreduce_exact(dt_ring *r, float *data, size_t n);
  * ring's calls, never during one; us < 0 is taken as 0. */
 #define DT_RING_DEFAULT_SPIN_US 50
 void dt_ring_set_spin_us(dt_ring *r, int us);
+
+/* This member's shared buffer (conf.shared_floats floats, in its segment, which the other
+ * member maps) when the ring sums in place: 2 members whose connections are both
+ * shared-memory lanes, float32 on the wire; else NULL. An all-reduce of data lying in it
+ * (at the same offset on both members) is summed in place: each member adds its half of
+ * the range straight from the other's buffer, then copies the other half from it - no copy
+ * through the lane (docs/WIRE.md, "In place"). Valid until dt_ring_close. */
+float *dt_ring_shared_buffer(dt_ring *r);
 
 /* Copy root's bytes[0..len) to every member; every member passes the same len. */
 dt_err dt_ring_broadcast(dt_ring *r, void *bytes, size_t len, int root);

@@ -77,6 +77,10 @@
  * sockets - is the same, and the two directions choose their lane independently. A doorbell
  * still unsent keeps the call going: the neighbour may sleep waiting for it.
  *
+ * A ring of 2 members on lanes that was opened with shared_floats sums data lying in the
+ * members' shared buffers in place instead (below: each adds its half straight from the
+ * other's buffer, then copies the other's half; no plan, no frame).
+ *
  * Failures (EOF, reset, a bad frame, timeout_ms without progress, dt_ring_abort) shut both
  * sockets down at once, so that the neighbours fail promptly too instead of waiting out
  * their timeouts, mark the ring broken and record the peer to blame: the previous member
@@ -93,7 +97,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -855,6 +861,107 @@ aborted:
                       r->rank, pl->op);
 }
 
+/* ---- the in-place all-reduce (2 members, both connections lanes) ----
+ *
+ * Each member's data lies in its shared buffer (dt_ring_shared_buffer), which the other has
+ * mapped. Call k of the ring, over [off, off + n) of both buffers: rank 0 owns the first
+ * half of the range, rank 1 the second. Each member publishes its progress, 3k + 1 .. 3k + 3,
+ * in its segment's control block:
+ *   3k + 1  its data is in place; it then adds the other's copy of its own half into its
+ *           buffer (reading the other's half, which the other does not write now: it adds
+ *           into its own half)
+ *   3k + 2  its half is the sum and it no longer reads the other's buffer; once the other
+ *           says 3k + 2 too, it copies the other's half (the sum) into its buffer
+ *   3k + 3  it no longer reads the other's buffer; once the other says so too, the call
+ *           returns and the caller may write its buffer again.
+ * Every element is summed once (a + b == b + a exactly) and copied: both members end with
+ * the same bits. A wait spins (yielding) for up to r->spin_us, then sleeps on the other's
+ * progress word (a futex on the shared page) in slices, between which it looks at the
+ * sockets (a hang-up: the other member is gone) and at dt_ring_abort's flag; timeout_ms
+ * without the other's progress fails the call. Failures are the engine's (fail()). */
+
+#define IN_PLACE_SLICE_NS (10 * 1000 * 1000) /* a sleep's longest, between looks */
+
+static int reached(uint32_t have, uint32_t want) {
+    return (int32_t)(have - want) >= 0;
+}
+
+static void publish(dt_ring *r, uint32_t v) {
+    atomic_store_explicit(&r->out.ctl->progress, v, memory_order_seq_cst);
+    if (atomic_load_explicit(&r->in.ctl->pwait, memory_order_seq_cst))
+        syscall(SYS_futex, (void *)&r->out.ctl->progress, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static dt_err await_peer(engine *e, uint32_t want, const char *what) {
+    dt_ring *r = e->r;
+    _Atomic uint32_t *word = &r->in.ctl->progress;
+    int peer = r->prev; /* == r->next: the ring has 2 members */
+    int64_t start = dt__now_ms(), until = dt__now_us() + r->spin_us;
+    for (int i = 0;; i++) {
+        if (reached(atomic_load_explicit(word, memory_order_acquire), want)) return DT_OK;
+        if ((i & 15) == 15) {
+            if (dt__now_us() >= until || atomic_load_explicit(&r->aborted, memory_order_relaxed))
+                break;
+            sched_yield();
+        }
+    }
+    for (;;) {
+        atomic_store_explicit(&r->out.ctl->pwait, 1, memory_order_seq_cst);
+        uint32_t have = atomic_load_explicit(word, memory_order_seq_cst);
+        if (!reached(have, want) && !atomic_load_explicit(&r->aborted, memory_order_relaxed)) {
+            struct timespec ts = {0, IN_PLACE_SLICE_NS};
+            syscall(SYS_futex, (void *)word, FUTEX_WAIT, have, &ts, NULL, 0);
+        }
+        atomic_store_explicit(&r->out.ctl->pwait, 0, memory_order_relaxed);
+        if (reached(atomic_load_explicit(word, memory_order_acquire), want)) return DT_OK;
+        if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) {
+            r->broken = 1;
+            r->failed_peer = -1;
+            shutdown(r->next_fd, SHUT_RDWR);
+            shutdown(r->prev_fd, SHUT_RDWR);
+            return dt_err_set(DT_ERR_STATE, "ring gen %" PRId64 " rank %d: %s: aborted",
+                              r->generation, r->rank, e->pl->op);
+        }
+        struct pollfd pf[2] = {{.fd = r->prev_fd, .events = POLLRDHUP},
+                               {.fd = r->next_fd, .events = POLLRDHUP}};
+        if (poll(pf, 2, 0) > 0 &&
+            ((pf[0].revents | pf[1].revents) & (POLLRDHUP | POLLHUP | POLLERR)))
+            return fail(e, DT_ERR_NETWORK, peer, "in place, waiting for %s: rank %d (%s) closed "
+                        "the connection", what, peer, r->peers[peer].addr);
+        if (dt__now_ms() - start >= r->timeout_ms)
+            return fail(e, DT_ERR_TIMEOUT, peer, "in place, waiting for %s: no progress from "
+                        "rank %d (%s) for %d ms", what, peer, r->peers[peer].addr, r->timeout_ms);
+    }
+}
+
+/* data lies in this member's shared buffer and the ring sums in place */
+static int in_place(const dt_ring *r, const float *data, size_t n, int bf16) {
+    if (bf16 || r->size != 2 || !r->in.on || !r->out.on || !r->out.shared || !r->in.shared)
+        return 0;
+    uintptr_t d = (uintptr_t)data, b = (uintptr_t)r->out.shared;
+    return d >= b && (d - b) % sizeof(float) == 0 && n <= r->shared_floats &&
+           (d - b) / sizeof(float) <= r->shared_floats - n;
+}
+
+static dt_err allreduce_in_place(dt_ring *r, float *data, size_t n) {
+    plan pl = {.op = "allreduce"};
+    engine e = {.r = r, .pl = &pl};
+    const float *other = r->in.shared + (data - r->out.shared);
+    size_t half = n / 2;
+    size_t mine = r->rank == 0 ? 0 : half, nmine = r->rank == 0 ? half : n - half;
+    size_t theirs = r->rank == 0 ? half : 0, ntheirs = n - nmine;
+    uint32_t k = 3 * r->in_place_calls++;
+    dt_err err;
+    publish(r, k + 1);
+    if ((err = await_peer(&e, k + 1, "its data"))) return err;
+    add_f32(data + mine, other + mine, nmine);
+    publish(r, k + 2);
+    if ((err = await_peer(&e, k + 2, "its half's sum"))) return err;
+    memcpy(data + theirs, other + theirs, ntheirs * sizeof(float));
+    publish(r, k + 3);
+    return await_peer(&e, k + 3, "it to finish reading");
+}
+
 /* ---- the calls ---- */
 
 static dt_err usable(dt_ring *r, const char *op) {
@@ -880,6 +987,7 @@ static dt_err allreduce(dt_ring *r, float *data, size_t n, int bf16) {
     if (n > SIZE_MAX / 4 / (size_t)r->size)
         return dt_err_set(DT_ERR_ARG, "ring allreduce: n %zu is too large", n);
     if (r->size == 1 || n == 0) return DT_OK;
+    if (in_place(r, data, n, bf16)) return allreduce_in_place(r, data, n);
     plan pl = {.op = "allreduce", .bf16 = bf16};
     int small = n * 4 <= dt__ring_small_bytes; /* the float32 size, whatever the wire's */
     if ((err = small ? plan_small(r, &pl, data, n) : plan_ring(r, &pl, data, n))) return err;

@@ -35,6 +35,7 @@
 
 #define LANE_RING (4 * DT__RING_LANE_CHUNK) /* the ring this member offers */
 #define LANE_MAX ((size_t)64 << 20)         /* the largest it maps */
+#define LANE_SHARED_MAX ((size_t)4 << 30)   /* the largest shared buffer (conf.shared_floats) */
 
 int dt__ring_decline_rank = -1;
 
@@ -101,6 +102,12 @@ static dt_err write_frame(dt_ring *r, int fd, int peer, int type, int64_t arg, c
     return DT_OK;
 }
 
+size_t dt__ring_shared_bytes(const dt_ring *r) {
+    /* above the limit: no shared buffer (both members compute the same) */
+    if (r->shared_floats > LANE_SHARED_MAX / 4) return 0;
+    return (r->shared_floats * 4 + 63) & ~(size_t)63;
+}
+
 dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
     /* the byte ring: four of the lane's chunks in flight, small enough to stay in the caches
      * (a 1 MiB ring measured slower than this) */
@@ -109,7 +116,8 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
     size_t offer_len = 0;
     char name[32];
     snprintf(name, sizeof name, "dtrain-ring-%d", r->rank);
-    if (dt__shm_create(&r->out.seg, name, DT__SHM_HDR + DT__RING_CTL + cap) == DT_OK) {
+    size_t shared = dt__ring_shared_bytes(r);
+    if (dt__shm_create(&r->out.seg, name, DT__SHM_HDR + DT__RING_CTL + cap + shared) == DT_OK) {
         dt__shm_offer_encode(&r->out.seg, offer);
         offer_len = sizeof offer;
         r->out.cap = cap;
@@ -138,7 +146,7 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
         return lane_err(r, e, r->prev, "setting up");
     } else {
         uint64_t size = dt__shm_offer_size(in);
-        uint64_t fixed = DT__SHM_HDR + DT__RING_CTL;
+        uint64_t fixed = DT__SHM_HDR + DT__RING_CTL + (uint64_t)shared;
         if (size <= fixed || size > fixed + LANE_MAX || (size - fixed) % 64) {
             snprintf(why, sizeof why, "a segment of %" PRIu64 " bytes is not a ring's", size);
         } else if (dt__shm_attach_offer(&r->in.seg, in) != DT_OK) {
@@ -148,6 +156,7 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
             r->in.cap = (size_t)(size - fixed);
             r->in.ctl = dt__shm_data(&r->in.seg);
             r->in.data = (uint8_t *)dt__shm_data(&r->in.seg) + DT__RING_CTL;
+            if (shared) r->in.shared = (float *)(void *)(r->in.data + r->in.cap);
         }
     }
     int attached = r->in.seg.base != NULL;
@@ -171,6 +180,8 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
         r->out.on = 1;
         r->out.ctl = dt__shm_data(&r->out.seg);
         r->out.data = (uint8_t *)dt__shm_data(&r->out.seg) + DT__RING_CTL;
+        if (shared)
+            r->out.shared = (float *)(void *)(r->out.data + r->out.cap);
     } else if (h.arg != 0) {
         e = dt_err_set(DT_ERR_PROTOCOL, "SHM_ANSWER %" PRId64 " (%" PRIu64 " bytes) to %s", h.arg,
                        h.len, offer_len ? "an offer" : "no offer");
@@ -186,4 +197,5 @@ void dt__ring_lane_close(dt_ring *r) {
     dt__shm_free(&r->out.seg);
     dt__shm_free(&r->in.seg);
     r->out.on = r->in.on = 0;
+    r->out.shared = r->in.shared = NULL;
 }

@@ -85,8 +85,14 @@ typedef struct dt__ring_ctl {
     _Atomic uint64_t tail;  /* bytes consumed in all: the receiver's */
     _Atomic uint32_t swait; /* the sender sleeps waiting for room */
     uint8_t pad1[52];
+    /* the in-place all-reduce (collective.c): the segment's maker's phases done, and whether
+     * it sleeps (futex) waiting for the other member's */
+    _Atomic uint32_t progress;
+    uint8_t pad2[60];
+    _Atomic uint32_t pwait;
+    uint8_t pad3[60];
 } dt__ring_ctl;
-#define DT__RING_CTL 128
+#define DT__RING_CTL 256
 
 /* One direction of the shared-memory lane: a byte ring of `cap` bytes in a segment the
  * sending member made. Positions count bytes since the ring opened (never wrap); the byte at
@@ -97,6 +103,7 @@ typedef struct dt__ring_lane {
     size_t cap;
     dt__ring_ctl *ctl;           /* in seg */
     uint8_t *data;               /* the byte ring, in seg */
+    float *shared;               /* after the byte ring: its maker's shared buffer (NULL: none) */
     uint64_t head;               /* written (sender) / last seen in ctl (receiver) */
     uint64_t tail;               /* last seen in ctl (sender) / consumed (receiver) */
     uint64_t rung;               /* the last doorbell's count read from the peer */
@@ -114,6 +121,8 @@ struct dt_ring {
     int spin_us;          /* a lane's wait spins this long before it sleeps (collective.c) */
     size_t chunk;         /* bytes, a multiple of 4 */
     int bf16;             /* the all-reduce's wire dtype is bfloat16 (collective.c) */
+    size_t shared_floats; /* conf.shared_floats (2 members only; else 0) */
+    uint32_t in_place_calls; /* in-place all-reduces so far (collective.c) */
     FILE *log;
     char *token;
     dt__ring_peer *peers; /* size */
@@ -167,6 +176,9 @@ void dt__ring_lane_close(dt_ring *r);
 void dt__ring_bell_set(dt__ring_bell *b, int type, uint64_t arg);
 /* Send what bell holds: 1 all sent, 0 the socket is full, -1 failed (errno). */
 int dt__ring_bell_flush(dt__ring_bell *b, int fd);
+
+/* The bytes a lane's segment holds after its byte ring for the shared buffer. */
+size_t dt__ring_shared_bytes(const dt_ring *r);
 
 /* Large buffers, TCP_NODELAY, non-blocking. */
 void dt__ring_tune(int fd);

@@ -631,6 +631,7 @@ dt_err dt_ring_open(dt_ring **out, int listen_fd, const dt_ring_conf *conf) {
     if (chunk > DT__RING_CHUNK_MAX) chunk = DT__RING_CHUNK_MAX;
     r->chunk = chunk & ~(size_t)3;
     r->bf16 = conf->wire_dtype == DT_RING_WIRE_BF16;
+    r->shared_floats = conf->size == 2 ? conf->shared_floats : 0;
     r->log = conf->log;
     r->failed_peer = -1;
     atomic_init(&r->aborted, 0);
@@ -693,6 +694,11 @@ int dt_ring_size(const dt_ring *r) {
 
 int dt_ring_failed_peer(const dt_ring *r) {
     return r->failed_peer;
+}
+
+float *dt_ring_shared_buffer(dt_ring *r) {
+    if (!r || r->size != 2 || r->bf16 || !r->in.on || !r->out.on || !r->in.shared) return NULL;
+    return r->out.shared;
 }
 
 void dt_ring_set_spin_us(dt_ring *r, int us) {

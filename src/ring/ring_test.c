@@ -30,6 +30,10 @@
 
 #define MAXM 4
 static int tcp_only;     /* members open their rings with no_shm */
+/* members open their rings with shared_floats IN_PLACE_FLOATS, and the all-reduces of the
+ * failure tests take their data from the shared buffer where the ring gives one */
+static int in_place;
+#define IN_PLACE_FLOATS ((size_t)4 << 20)
 #define JOIN_BOUND_S 120 /* generous: only there so that a hang fails instead of blocking */
 
 /* ---- a group of members: listening sockets and addresses ---- */
@@ -109,7 +113,8 @@ static void *member_main(void *p) {
                       .hello_timeout_ms = m->hello_ms,
                       .log = m->log,
                       .no_shm = tcp_only,
-                      .wire_dtype = m->wire};
+                      .wire_dtype = m->wire,
+                      .shared_floats = in_place ? IN_PLACE_FLOATS : 0};
     dt_ring *r = NULL;
     m->open_err = dt_ring_open(&r, m->g->lfd[m->rank], &c);
     if (m->open_err) {
@@ -153,6 +158,21 @@ static void members_init(member *ms, group *g, member_fn fn, void *arg) {
 }
 
 /* ---- data ---- */
+
+/* n zeroed floats for a call: in the ring's shared buffer when the test runs in place and
+ * the ring has one (data_free then leaves it), else allocated */
+static float *data_for(dt_ring *r, size_t n) {
+    float *b = in_place ? dt_ring_shared_buffer(r) : NULL;
+    if (b && n <= IN_PLACE_FLOATS) {
+        memset(b, 0, n * sizeof *b);
+        return b;
+    }
+    return calloc(n ? n : 1, sizeof *b);
+}
+
+static void data_free(dt_ring *r, float *d) {
+    if (d != dt_ring_shared_buffer(r)) free(d);
+}
 
 static uint32_t hash32(uint32_t x) {
     x ^= x >> 16;
@@ -587,7 +607,7 @@ static void test_connect_retries_until_listening(void) {
 /* Sum a large buffer `arg` times (0: once); record the first error. */
 static void big_allreduce_fn(member *m, dt_ring *r) {
     size_t n = (size_t)4 << 20;
-    float *d = calloc(n, sizeof *d);
+    float *d = data_for(r, n);
     long times = m->arg ? (long)(intptr_t)m->arg : 1;
     dt_err e = DT_OK;
     for (long t = 0; t < times && !e; t++)
@@ -598,7 +618,7 @@ static void big_allreduce_fn(member *m, dt_ring *r) {
         dt_err again = dt_ring_allreduce(r, d, 4);
         m->ok = again == DT_ERR_STATE;
     }
-    free(d);
+    data_free(r, d);
 }
 
 static void leave_fn(member *m, dt_ring *r) {
@@ -707,11 +727,12 @@ typedef struct abort_arg {
 
 static void abortee_fn(member *m, dt_ring *r) {
     abort_arg *a = m->arg;
-    float v[64] = {0};
+    float *v = data_for(r, 64);
     atomic_store(&a->entered, 1);
     dt_err e = dt_ring_allreduce(r, v, 64); /* rank 1 never joins in */
     member_record(m, e, r);
     dt_err again = dt_ring_broadcast(r, v, 8, 0);
+    data_free(r, v);
     m->ok = again == DT_ERR_STATE && strstr(dt_errmsg(), "aborted") != NULL;
     /* the ring is closed on return: not before the test's second abort used it (TSan) */
     while (!atomic_load(&a->aborted))
@@ -1181,12 +1202,13 @@ static void child_member(group *g, int rank, int timeout_ms, int ready, int repo
                       .peers = g->peers,
                       .timeout_ms = timeout_ms,
                       .log = stderr,
-                      .no_shm = tcp_only};
+                      .no_shm = tcp_only,
+                      .shared_floats = in_place ? IN_PLACE_FLOATS : 0};
     dt_ring *r = NULL;
     dt_err e = dt_ring_open(&r, g->lfd[rank], &c);
     int lanes = r ? r->in.on + r->out.on : -1;
     size_t n = 1 << 20;
-    float *d = calloc(n, sizeof *d);
+    float *d = r ? data_for(r, n) : NULL;
     for (long t = 0; !e; t++) {
         e = dt_ring_allreduce(r, d, n);
         if (t == 0 && !e) (void)!write(ready, "S", 1);
@@ -1569,6 +1591,164 @@ static void test_mixed_lanes(void) {
     dt__ring_decline_rank = -1;
 }
 
+/* ---- the in-place all-reduce ---- */
+
+/* The ranges summed in place, within the shared buffer, one after another (with a lane
+ * all-reduce and a broadcast between them: the paths mix). */
+static const size_t ip_off[] = {0, 7, 100, 0, 5, 3};
+static const size_t ip_n[] = {1, 3, 1000, (1u << 20) + 7, 0, 2};
+#define NIP (sizeof ip_n / sizeof ip_n[0])
+
+typedef struct ip_out {
+    float *res[NIP][2]; /* per range: the integer run's and the rough run's results */
+    int guards_ok;
+} ip_out;
+
+static void in_place_fn(member *m, dt_ring *r) {
+    ip_out *out = &((ip_out *)m->arg)[m->rank];
+    if (m->spin_us) dt_ring_set_spin_us(r, m->spin_us);
+    float *b = dt_ring_shared_buffer(r);
+    out->guards_ok = 1;
+    m->ok = b != NULL;
+    if (!b) return;
+    for (size_t k = 0; k < NIP; k++) {
+        size_t off = ip_off[k], n = ip_n[k];
+        for (int kind = 0; kind < 2; kind++) {
+            for (size_t i = 0; i < n; i++)
+                b[off + i] = kind ? rough_value(m->rank, i) : int_value(m->rank, i);
+            /* the floats just outside the range must not change */
+            if (off) b[off - 1] = 12345.0f;
+            b[off + n] = -777.0f;
+            dt_err e = dt_ring_allreduce(r, b + off, n);
+            if (e) {
+                member_record(m, e, r);
+                m->ok = 0;
+                return;
+            }
+            if ((off && b[off - 1] != 12345.0f) || b[off + n] != -777.0f) out->guards_ok = 0;
+            out->res[k][kind] = malloc((n ? n : 1) * sizeof(float));
+            memcpy(out->res[k][kind], b + off, n * sizeof(float));
+        }
+        /* data outside the shared buffer goes the lane's way, a broadcast too */
+        float side[1000], bytes[16];
+        for (size_t i = 0; i < 1000; i++)
+            side[i] = int_value(m->rank, i);
+        for (int i = 0; i < 16; i++)
+            bytes[i] = m->rank == 1 ? (float)i : 0.0f;
+        dt_err e = dt_ring_allreduce(r, side, 1000);
+        if (!e) e = dt_ring_broadcast(r, bytes, sizeof bytes, 1);
+        if (e) {
+            member_record(m, e, r);
+            m->ok = 0;
+            return;
+        }
+        for (size_t i = 0; i < 1000; i++)
+            if (side[i] != int_value(0, i) + int_value(1, i)) m->ok = 0;
+        for (int i = 0; i < 16; i++)
+            if (bytes[i] != (float)i) m->ok = 0;
+    }
+    member_record(m, DT_OK, r);
+}
+
+/* spin: each member's dt_ring_set_spin_us (0: the default) */
+static void check_in_place(const int *spin) {
+    in_place = 1;
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    member ms[MAXM];
+    ip_out out[2];
+    memset(out, 0, sizeof out);
+    members_init(ms, &g, in_place_fn, out);
+    for (int i = 0; i < 2; i++)
+        ms[i].spin_us = spin[i];
+    DT_CHECK(run_members(ms, 2) == 0);
+    group_close(&g);
+    in_place = 0;
+    int bad = 0;
+    for (int q = 0; q < 2; q++)
+        if (ms[q].open_err || ms[q].err || !ms[q].ok || !out[q].guards_ok) {
+            fprintf(stderr, "rank %d: ok %d, guards %d: %s\n", q, ms[q].ok, out[q].guards_ok,
+                    ms[q].msg);
+            bad = 1;
+        }
+    for (size_t k = 0; k < NIP && !bad; k++)
+        for (size_t i = 0; i < ip_n[k] && !bad; i++) {
+            float want = int_value(0, i) + int_value(1, i);
+            float rough = rough_value(0, i) + rough_value(1, i); /* a + b == b + a */
+            for (int q = 0; q < 2; q++)
+                if (out[q].res[k][0][i] != want || out[q].res[k][1][i] != rough) {
+                    fprintf(stderr, "range %zu rank %d element %zu: %g / %g, want %g / %g\n", k,
+                            q, i, (double)out[q].res[k][0][i], (double)out[q].res[k][1][i],
+                            (double)want, (double)rough);
+                    bad = 1;
+                }
+        }
+    for (int q = 0; q < 2; q++)
+        for (size_t k = 0; k < NIP; k++)
+            for (int kind = 0; kind < 2; kind++)
+                free(out[q].res[k][kind]);
+    DT_CHECK(!bad);
+}
+
+/* Two members of one host sum in place: exact sums, the same bits on both, nothing outside
+ * the range touched; with the default spins, and with one member that never spins (every
+ * wait sleeps on the futex and is woken) beside one that spins 100 ms. */
+static void test_in_place_sums(void) {
+    static const int defaults[2] = {0, 0}, mixed[2] = {-1, 100000}, mixed2[2] = {100000, -1};
+    check_in_place(defaults);
+    if (!dt__test_failed) check_in_place(mixed);
+    if (!dt__test_failed) check_in_place(mixed2);
+}
+
+static void no_shared_fn(member *m, dt_ring *r) {
+    m->ok = dt_ring_shared_buffer(r) == NULL;
+}
+
+/* No in-place sum without 2 members on lanes, float32 on the wire, and the room asked for. */
+static void test_in_place_only_where_it_can(void) {
+    struct {
+        int size, tcp, bf16, shared;
+    } cases[] = {{3, 0, 0, 1}, {2, 1, 0, 1}, {2, 0, 1, 1}, {2, 0, 0, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0] && !dt__test_failed; c++) {
+        in_place = cases[c].shared;
+        tcp_only = cases[c].tcp;
+        group g;
+        DT_CHECK(group_listen(&g, cases[c].size) == 0);
+        member ms[MAXM];
+        members_init(ms, &g, no_shared_fn, NULL);
+        for (int i = 0; i < cases[c].size; i++)
+            ms[i].wire = cases[c].bf16 ? DT_RING_WIRE_BF16 : DT_RING_WIRE_F32;
+        DT_CHECK(run_members(ms, cases[c].size) == 0);
+        group_close(&g);
+        in_place = tcp_only = 0;
+        for (int i = 0; i < cases[c].size; i++)
+            if (ms[i].open_err || !ms[i].ok)
+                DT_FAIL("case %zu rank %d: %s (a shared buffer: %d)", c, i, ms[i].msg, !ms[i].ok);
+    }
+}
+
+/* The other member killed while this one waits for it in place: seen on the socket at once
+ * (the timeout is far beyond the bound), blamed on it. */
+static void killed_in_place(void) {
+    int codes[MAXM], peers[MAXM], lanes[MAXM];
+    char msgs[MAXM][1100];
+    with_processes(2, 1, SIGKILL, 1000 * 1000, codes, peers, lanes, msgs);
+    if (codes[0] != DT_ERR_NETWORK) DT_FAIL("rank 0: code %d: %s", codes[0], msgs[0]);
+    DT_CHECK(strstr(msgs[0], "in place") != NULL && strstr(msgs[0], "closed the connection"));
+    DT_CHECK(peers[0] == 1);
+}
+
+/* The failures, summing in place: a member that closes, one killed, one stopped, an abort -
+ * each seen as on the lane (the same codes, blame and prompt end). */
+static void test_in_place_failures(void) {
+    void (*const tests[])(void) = {test_peer_closes_midway, test_abort_unblocks, killed_in_place,
+                                   test_stopped_member_times_out};
+    in_place = 1;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0] && !dt__test_failed; i++)
+        tests[i]();
+    in_place = 0;
+}
+
 /* The tests whose behaviour must not depend on the lane, again over TCP alone. */
 static void test_tcp_lane(void) {
     void (*const tests[])(void) = {
@@ -1594,4 +1774,6 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_trickled_hello_closed), DT_T(test_bad_lane_positions),
              DT_T(test_lane_declined_falls_back_to_tcp), DT_T(test_mixed_lanes),
              DT_T(test_tcp_lane), DT_T(test_allreduce_bf16), DT_T(test_allreduce_exact_on_bf16),
-             DT_T(test_wire_dtype_mismatch), DT_T(test_allreduce_spin_settings))
+             DT_T(test_wire_dtype_mismatch), DT_T(test_allreduce_spin_settings),
+             DT_T(test_in_place_sums), DT_T(test_in_place_only_where_it_can),
+             DT_T(test_in_place_failures))

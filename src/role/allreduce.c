@@ -34,7 +34,10 @@
  * dt_model_set_loss_grad_scale) straight into the buffer (dt_model_bind_grads) and later
  * ones add theirs (it is never cleared but when this member has no batch), and the
  * optimizer reads the reduced sums where they lie, scaled to the mean as it reads them
- * (dt_optim_step_grads): no pass copies them back.
+ * (dt_optim_step_grads): no pass copies them back. In a ring of two members on one host the
+ * buffer lives in the ring's segment (dt_ring_shared_buffer), where the other member reads it:
+ * the sum is taken in place, with no copy through the lane (back in the member's own buffer
+ * before the ring closes).
  * Two counters ride in the first bucket: samples (the mean divides by the ring's total) and
  * "not done" members (when both are zero every member's data is exhausted: the end). With
  * allreduce.wireDtype bfloat16 the counters are a bucket of their own, summed in float32
@@ -129,8 +132,9 @@ typedef struct trainer {
     int64_t batch;
     dt_rng rng;
 
-    /* the flat gradient buffer: TRAILER counters, then the parameters last first */
-    float *flat;
+    /* the flat gradient buffer: TRAILER counters, then the parameters last first; own_flat,
+     * or the ring's shared buffer while the ring sums in place (dt_ring_shared_buffer) */
+    float *flat, *own_flat;
     size_t nflat;
     float **sums; /* params[i]'s place in flat: its grad x samples, then the ring's sum */
     bucket *buckets;
@@ -234,7 +238,7 @@ static dt_err layout(trainer *t) {
     t->nflat = TRAILER;
     for (int i = 0; i < t->np; i++)
         t->nflat += (size_t)dt_tensor_numel(&t->params[i]->grad);
-    t->flat = malloc(t->nflat * sizeof *t->flat);
+    t->flat = t->own_flat = malloc(t->nflat * sizeof *t->flat);
     t->sums = malloc((size_t)t->np * sizeof *t->sums);
     t->buckets = malloc((size_t)(t->np + 2) * sizeof *t->buckets);
     if (!t->flat || !t->sums || !t->buckets)
@@ -271,6 +275,16 @@ static dt_err layout(trainer *t) {
     t->state = malloc(t->nstate * sizeof *t->state);
     if (!t->state) return dt_err_set(DT_ERR_NOMEM, "out of memory for the state");
     return DT_OK;
+}
+
+/* Move the flat buffer to `to` (what it holds goes along): into the ring's shared buffer
+ * when a ring sums in place, back to this member's own before that ring closes. */
+static void move_flat(trainer *t, float *to) {
+    if (to == t->flat) return;
+    memcpy(to, t->flat, t->nflat * sizeof *t->flat);
+    for (int i = 0; i < t->np; i++)
+        t->sums[i] = to + (t->sums[i] - t->flat);
+    t->flat = to;
 }
 
 /* flat[param i] += its gradient, computed by a later micro-batch of the step in the model's
@@ -657,6 +671,7 @@ static void leave_ring(trainer *t) {
     dt_ring *ring = t->ring;
     t->ring = NULL;
     pthread_mutex_unlock(&t->mu);
+    move_flat(t, t->own_flat); /* out of the ring's segment before it goes */
     dt_ring_close(ring);
 }
 
@@ -687,7 +702,7 @@ static void teardown(trainer *t) {
     free(t->b.t);
     free(t->b.idx);
     if (t->model) dt_model_bind_grads(t->model, NULL);
-    free(t->flat);
+    free(t->own_flat);
     free(t->sums);
     free(t->state);
     free(t->buckets);
@@ -783,13 +798,17 @@ static dt_err join(trainer *t, const char *lost_member) {
                            .chunk_bytes = t->conf.chunk_bytes,
                            .log = r->log,
                            .no_shm = t->conf.no_shm,
-                           .wire_dtype = t->conf.wire_dtype};
+                           .wire_dtype = t->conf.wire_dtype,
+                           .shared_floats = t->nflat};
         dt_ring *ring = NULL;
         e = dt_ring_open(&ring, t->listen_fd, &rc);
         if (!e) {
             pthread_mutex_lock(&t->mu);
             t->ring = ring;
             pthread_mutex_unlock(&t->mu);
+            /* 2 members on one host: the gradients live where the other member reads them */
+            float *shared = dt_ring_shared_buffer(ring);
+            if (shared) move_flat(t, shared);
             t->tail_spin_us = threads_fit(t, &rz) ? TAIL_SPIN_US : DT_RING_DEFAULT_SPIN_US;
             /* rank 0's state goes to all: not older than the newest checkpoint */
             int loaded;
