@@ -240,7 +240,11 @@ static outcome read_hdr(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) 
  * be made or the PS declines it (another host, another pid namespace: logged once). */
 static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
     /* A fresh segment for every connection: a thread of the PS still busy with the broken
-     * connection's request keeps only the old mapping, never touching the one in use. */
+     * connection's request keeps only the old mapping, never touching the new one. With
+     * zero_copy the params leave the old one here, carrying what it holds: values that such
+     * a thread may be writing (torn between two states), which the request redone on the new
+     * connection replaces; should that fail too, the client's call fails and the params
+     * stay in the old segment until close. */
     lane_unbind(c, l);
     dt__shm_free(&l->shm);
     {

@@ -880,7 +880,8 @@ aborted:
  * sockets (a hang-up: the other member is gone) and at dt_ring_abort's flag; timeout_ms
  * without the other's progress fails the call. Failures are the engine's (fail()). */
 
-#define IN_PLACE_SLICE_NS (10 * 1000 * 1000) /* a sleep's longest, between looks */
+/* a sleep's longest, between looks at the sockets and the abort flag (ring-impl.h) */
+long dt__ring_in_place_slice_ns = 10 * 1000 * 1000;
 
 static int reached(uint32_t have, uint32_t want) {
     return (int32_t)(have - want) >= 0;
@@ -909,7 +910,8 @@ static dt_err await_peer(engine *e, uint32_t want, const char *what) {
         atomic_store_explicit(&r->out.ctl->pwait, 1, memory_order_seq_cst);
         uint32_t have = atomic_load_explicit(word, memory_order_seq_cst);
         if (!reached(have, want) && !atomic_load_explicit(&r->aborted, memory_order_relaxed)) {
-            struct timespec ts = {0, IN_PLACE_SLICE_NS};
+            struct timespec ts = {dt__ring_in_place_slice_ns / 1000000000L,
+                                  dt__ring_in_place_slice_ns % 1000000000L};
             syscall(SYS_futex, (void *)word, FUTEX_WAIT, have, &ts, NULL, 0);
         }
         atomic_store_explicit(&r->out.ctl->pwait, 0, memory_order_relaxed);
@@ -917,8 +919,8 @@ static dt_err await_peer(engine *e, uint32_t want, const char *what) {
         if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) {
             r->broken = 1;
             r->failed_peer = -1;
-            shutdown(r->next_fd, SHUT_RDWR);
-            shutdown(r->prev_fd, SHUT_RDWR);
+            if (r->next_fd >= 0) shutdown(r->next_fd, SHUT_RDWR);
+            if (r->prev_fd >= 0) shutdown(r->prev_fd, SHUT_RDWR);
             return dt_err_set(DT_ERR_STATE, "ring gen %" PRId64 " rank %d: %s: aborted",
                               r->generation, r->rank, e->pl->op);
         }

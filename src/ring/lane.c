@@ -103,8 +103,9 @@ static dt_err write_frame(dt_ring *r, int fd, int peer, int type, int64_t arg, c
 }
 
 size_t dt__ring_shared_bytes(const dt_ring *r) {
-    /* above the limit: no shared buffer (both members compute the same) */
-    if (r->shared_floats > LANE_SHARED_MAX / 4) return 0;
+    /* bfloat16 on the wire never sums in place; above the limit, no buffer either (both
+     * members compute the same) */
+    if (r->bf16 || r->shared_floats > LANE_SHARED_MAX / 4) return 0;
     return (r->shared_floats * 4 + 63) & ~(size_t)63;
 }
 
@@ -149,6 +150,13 @@ dt_err dt__ring_lane_open(dt_ring *r, int64_t deadline) {
         uint64_t fixed = DT__SHM_HDR + DT__RING_CTL + (uint64_t)shared;
         if (size <= fixed || size > fixed + LANE_MAX || (size - fixed) % 64) {
             snprintf(why, sizeof why, "a segment of %" PRIu64 " bytes is not a ring's", size);
+        } else if (shared && size != fixed + LANE_RING) {
+            /* with a shared buffer both layouts must be the same: a buffer of another size
+             * could otherwise pass for a smaller or larger byte ring */
+            snprintf(why, sizeof why,
+                     "a segment of %" PRIu64 " bytes is not a ring of %zu with a shared buffer "
+                     "of %zu",
+                     size, (size_t)LANE_RING, shared);
         } else if (dt__shm_attach_offer(&r->in.seg, in) != DT_OK) {
             snprintf(why, sizeof why, "%s", dt_errmsg());
             dt_err_clear();

@@ -158,6 +158,11 @@ extern size_t dt__ring_small_bytes;
  * form rings whose connections mix lanes and TCP, as rings spanning hosts do. */
 extern int dt__ring_decline_rank;
 
+/* The in-place all-reduce's longest sleep between its looks at the sockets and the abort
+ * flag (10 ms): ring_test makes it a minute, so that a lost wake-up hangs instead of being
+ * covered by the next look. */
+extern long dt__ring_in_place_slice_ns;
+
 /* "float32" / "bfloat16" for a wire dtype, "unknown" for another number. */
 const char *dt__ring_dtype_name(uint32_t dtype);
 

@@ -82,6 +82,7 @@ struct member {
     int hello_ms; /* conf.hello_timeout_ms (0: the default) */
     size_t chunk;
     int spin_us; /* dt_ring_set_spin_us(spin_us) after opening; 0: left at the default */
+    size_t shared; /* conf.shared_floats (0: IN_PLACE_FLOATS when in_place, else none) */
     dt_ring_wire_dtype wire; /* conf.wire_dtype */
     FILE *log;
     member_fn fn;
@@ -114,7 +115,7 @@ static void *member_main(void *p) {
                       .log = m->log,
                       .no_shm = tcp_only,
                       .wire_dtype = m->wire,
-                      .shared_floats = in_place ? IN_PLACE_FLOATS : 0};
+                      .shared_floats = m->shared ? m->shared : in_place ? IN_PLACE_FLOATS : 0};
     dt_ring *r = NULL;
     m->open_err = dt_ring_open(&r, m->g->lfd[m->rank], &c);
     if (m->open_err) {
@@ -1647,12 +1648,18 @@ static void in_place_fn(member *m, dt_ring *r) {
         for (int i = 0; i < 16; i++)
             if (bytes[i] != (float)i) m->ok = 0;
     }
+    /* every non-empty range went in place (two members' lane sums would be the same bits) */
+    if (r->in_place_calls != 2 * (NIP - 1)) m->ok = 0;
     member_record(m, DT_OK, r);
 }
 
 /* spin: each member's dt_ring_set_spin_us (0: the default) */
 static void check_in_place(const int *spin) {
     in_place = 1;
+    /* a member that never spins sleeps at every wait: with a minute between its looks, only
+     * the other's wake-up ends a sleep in time (a lost one hangs the test) */
+    long slice = dt__ring_in_place_slice_ns;
+    if (spin[0] < 0 || spin[1] < 0) dt__ring_in_place_slice_ns = 60L * 1000 * 1000 * 1000;
     group g;
     DT_CHECK(group_listen(&g, 2) == 0);
     member ms[MAXM];
@@ -1664,6 +1671,7 @@ static void check_in_place(const int *spin) {
     DT_CHECK(run_members(ms, 2) == 0);
     group_close(&g);
     in_place = 0;
+    dt__ring_in_place_slice_ns = slice;
     int bad = 0;
     for (int q = 0; q < 2; q++)
         if (ms[q].open_err || ms[q].err || !ms[q].ok || !out[q].guards_ok) {
@@ -1704,11 +1712,12 @@ static void no_shared_fn(member *m, dt_ring *r) {
     m->ok = dt_ring_shared_buffer(r) == NULL;
 }
 
-/* No in-place sum without 2 members on lanes, float32 on the wire, and the room asked for. */
+/* No in-place sum without 2 members on lanes, float32 on the wire, and the room asked for;
+ * members asking for buffers of different sizes decline each other's segments (TCP). */
 static void test_in_place_only_where_it_can(void) {
     struct {
-        int size, tcp, bf16, shared;
-    } cases[] = {{3, 0, 0, 1}, {2, 1, 0, 1}, {2, 0, 1, 1}, {2, 0, 0, 0}};
+        int size, tcp, bf16, shared, differ;
+    } cases[] = {{3, 0, 0, 1, 0}, {2, 1, 0, 1, 0}, {2, 0, 1, 1, 0}, {2, 0, 0, 0, 0}, {2, 0, 0, 1, 1}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0] && !dt__test_failed; c++) {
         in_place = cases[c].shared;
         tcp_only = cases[c].tcp;
@@ -1718,12 +1727,17 @@ static void test_in_place_only_where_it_can(void) {
         members_init(ms, &g, no_shared_fn, NULL);
         for (int i = 0; i < cases[c].size; i++)
             ms[i].wire = cases[c].bf16 ? DT_RING_WIRE_BF16 : DT_RING_WIRE_F32;
+        if (cases[c].differ) ms[1].shared = IN_PLACE_FLOATS + 16; /* 64 bytes more */
         DT_CHECK(run_members(ms, cases[c].size) == 0);
         group_close(&g);
         in_place = tcp_only = 0;
-        for (int i = 0; i < cases[c].size; i++)
+        for (int i = 0; i < cases[c].size; i++) {
             if (ms[i].open_err || !ms[i].ok)
                 DT_FAIL("case %zu rank %d: %s (a shared buffer: %d)", c, i, ms[i].msg, !ms[i].ok);
+            if (cases[c].differ && ms[i].lanes != 0)
+                DT_FAIL("case %zu rank %d: %d lanes with mismatched shared buffers", c, i,
+                        ms[i].lanes);
+        }
     }
 }
 
