@@ -325,14 +325,12 @@ static void step_task(void *arg, int ith, int nth) {
         const dt_param *par = j->o->params[p];
         int64_t lo, hi;
         dt_split(dt_tensor_numel(&par->value), ith, nth, &lo, &hi);
-        if (!j->copy) {
-            if (lo < hi) step_range(j, p, lo, hi);
-            continue;
-        }
-        for (int64_t b = lo; b < hi; b += COPY_BLOCK) {
-            int64_t e = hi - b < COPY_BLOCK ? hi : b + COPY_BLOCK;
+        int64_t block = j->copy ? COPY_BLOCK : hi - lo; /* without copies: all at once */
+        for (int64_t b = lo; b < hi; b += block) {
+            int64_t e = hi - b < block ? hi : b + block;
             step_range(j, p, b, e);
-            memcpy(j->copy[p] + b, par->value.data + b, (size_t)(e - b) * sizeof(float));
+            if (j->copy)
+                memcpy(j->copy[p] + b, par->value.data + b, (size_t)(e - b) * sizeof(float));
         }
     }
 }

@@ -716,13 +716,13 @@ out:
 
 /* ---- the shared-memory lane ---- */
 
-/* One push of g: applied at once (async) or with its round (sync). The step after it, or
- * -1 when the server stops. */
-static int64_t apply_push(conn *c, const float *g) {
+/* One push of g: applied at once (async; copy as for apply_grad_locked) or with its round
+ * (sync). The step after it, or -1 when the server stops. */
+static int64_t apply_push(conn *c, const float *g, float *const *copy) {
     dt_ps_server *s = c->s;
     if (s->conf.sync) return sync_push(c, g);
     pthread_rwlock_wrlock(&s->vlock);
-    apply_grad_locked(s, (float *)g, NULL);
+    apply_grad_locked(s, (float *)g, copy);
     int64_t step = atomic_load(&s->step);
     pthread_rwlock_unlock(&s->vlock);
     return step;
@@ -735,22 +735,6 @@ static int shm_send_values(conn *c) {
     pthread_rwlock_rdlock(&s->vlock);
     int64_t step = atomic_load(&s->step);
     memcpy(c->shm_vals, s->values, s->total * sizeof(float));
-    pthread_rwlock_unlock(&s->vlock);
-    return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
-}
-
-/* SHM_PUSH_PULL: async, the optimizer step writes the new values into the value area as
- * it goes (no second pass over the model); the reply is the state right after this push.
- * Sync: the round, then a snapshot. */
-static int shm_push_pull(conn *c) {
-    dt_ps_server *s = c->s;
-    if (s->conf.sync) {
-        if (sync_push(c, c->shm_grad) < 0) return -1;
-        return shm_send_values(c);
-    }
-    pthread_rwlock_wrlock(&s->vlock);
-    apply_grad_locked(s, c->shm_grad, c->shm_var_vals);
-    int64_t step = atomic_load(&s->step);
     pthread_rwlock_unlock(&s->vlock);
     return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
 }
@@ -940,7 +924,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         }
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
-        int64_t step = apply_push(c, c->grad);
+        int64_t step = apply_push(c, c->grad, NULL);
         if (step < 0) return -1;
         if (h->type == DT__PS_PUSH) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
         return send_values(c, h->arg == DT__PS_BF16);
@@ -959,10 +943,15 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
         if (h->type == DT__PS_SHM_PULL) return shm_send_values(c);
-        if (h->type == DT__PS_SHM_PUSH_PULL) return shm_push_pull(c);
-        int64_t step = apply_push(c, c->shm_grad);
+        /* SHM_PUSH_PULL, async: the optimizer step writes the new values into the value
+         * area as it goes (no second pass over the model), so the reply is the state right
+         * after this push; sync: the round, then a snapshot */
+        int pull = h->type == DT__PS_SHM_PUSH_PULL;
+        int64_t step = apply_push(c, c->shm_grad, pull ? c->shm_var_vals : NULL);
         if (step < 0) return -1;
-        return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
+        if (!pull) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
+        if (s->conf.sync) return shm_send_values(c);
+        return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
     }
     default:
         return refuse(c, h->len, "unknown frame type %u", h->type);

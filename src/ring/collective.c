@@ -338,6 +338,17 @@ static const char *phase(const plan *pl, int step) {
     return step < pl->reduce_steps ? " (reduce-scatter)" : " (all-gather)";
 }
 
+/* dt_ring_abort ended the call: the ring is broken, no peer to blame; the sockets shut down
+ * so that the neighbours notice. */
+static dt_err abort_call(dt_ring *r, const char *op) {
+    r->broken = 1;
+    r->failed_peer = -1;
+    if (r->next_fd >= 0) shutdown(r->next_fd, SHUT_RDWR);
+    if (r->prev_fd >= 0) shutdown(r->prev_fd, SHUT_RDWR);
+    return dt_err_set(DT_ERR_STATE, "ring gen %" PRId64 " rank %d: %s: aborted", r->generation,
+                      r->rank, op);
+}
+
 /* Fail the call: record, log, shut the sockets down so that the neighbours notice. */
 static dt_err fail(engine *e, dt_err code, int peer, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -853,12 +864,7 @@ static dt_err run(dt_ring *r, plan *pl) {
     r->recv_seq += pl->nrecv;
     return DT_OK;
 aborted:
-    r->broken = 1;
-    r->failed_peer = -1;
-    if (r->next_fd >= 0) shutdown(r->next_fd, SHUT_RDWR);
-    if (r->prev_fd >= 0) shutdown(r->prev_fd, SHUT_RDWR);
-    return dt_err_set(DT_ERR_STATE, "ring gen %" PRId64 " rank %d: %s: aborted", r->generation,
-                      r->rank, pl->op);
+    return abort_call(r, pl->op);
 }
 
 /* ---- the in-place all-reduce (2 members, both connections lanes) ----
@@ -916,14 +922,8 @@ static dt_err await_peer(engine *e, uint32_t want, const char *what) {
         }
         atomic_store_explicit(&r->out.ctl->pwait, 0, memory_order_relaxed);
         if (reached(atomic_load_explicit(word, memory_order_acquire), want)) return DT_OK;
-        if (atomic_load_explicit(&r->aborted, memory_order_relaxed)) {
-            r->broken = 1;
-            r->failed_peer = -1;
-            if (r->next_fd >= 0) shutdown(r->next_fd, SHUT_RDWR);
-            if (r->prev_fd >= 0) shutdown(r->prev_fd, SHUT_RDWR);
-            return dt_err_set(DT_ERR_STATE, "ring gen %" PRId64 " rank %d: %s: aborted",
-                              r->generation, r->rank, e->pl->op);
-        }
+        if (atomic_load_explicit(&r->aborted, memory_order_relaxed))
+            return abort_call(r, e->pl->op);
         struct pollfd pf[2] = {{.fd = r->prev_fd, .events = POLLRDHUP},
                                {.fd = r->next_fd, .events = POLLRDHUP}};
         if (poll(pf, 2, 0) > 0 &&
@@ -936,11 +936,11 @@ static dt_err await_peer(engine *e, uint32_t want, const char *what) {
     }
 }
 
-/* data lies in this member's shared buffer and the ring sums in place */
-static int in_place(const dt_ring *r, const float *data, size_t n, int bf16) {
-    if (bf16 || r->size != 2 || !r->in.on || !r->out.on || !r->out.shared || !r->in.shared)
-        return 0;
-    uintptr_t d = (uintptr_t)data, b = (uintptr_t)r->out.shared;
+/* data lies in this member's shared buffer (which only a ring that sums in place has) */
+static int in_place(dt_ring *r, const float *data, size_t n) {
+    const float *buf = dt_ring_shared_buffer(r);
+    if (!buf) return 0;
+    uintptr_t d = (uintptr_t)data, b = (uintptr_t)buf;
     return d >= b && (d - b) % sizeof(float) == 0 && n <= r->shared_floats &&
            (d - b) / sizeof(float) <= r->shared_floats - n;
 }
@@ -989,7 +989,7 @@ static dt_err allreduce(dt_ring *r, float *data, size_t n, int bf16) {
     if (n > SIZE_MAX / 4 / (size_t)r->size)
         return dt_err_set(DT_ERR_ARG, "ring allreduce: n %zu is too large", n);
     if (r->size == 1 || n == 0) return DT_OK;
-    if (in_place(r, data, n, bf16)) return allreduce_in_place(r, data, n);
+    if (in_place(r, data, n)) return allreduce_in_place(r, data, n);
     plan pl = {.op = "allreduce", .bf16 = bf16};
     int small = n * 4 <= dt__ring_small_bytes; /* the float32 size, whatever the wire's */
     if ((err = small ? plan_small(r, &pl, data, n) : plan_ring(r, &pl, data, n))) return err;
