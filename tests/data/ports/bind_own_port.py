@@ -15,4 +15,4 @@ try:
 except OSError as e:
     print(f"cannot bind {host}:{port}: {e}", file=sys.stderr)
     sys.exit(1)
-print(f"bound {host}:{port}")
+print(f"bound {host}:{port}", flush=True)  # read while the replica still runs
