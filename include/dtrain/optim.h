@@ -84,6 +84,19 @@ void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float 
  * block at a time while it is in cache: what a PS sends back after a push, without a second
  * pass over the model. */
 void dt_optim_step_copy(dt_optim *o, dt_pool *pool, float *const *copy);
+/* A step taken now and applied a range at a time by the caller's thread, for callers that
+ * run several steps at once one block apart (the PS's concurrent pushes). Taking it counts
+ * it and fixes its learning rate and Adam's corrections; then every element of every
+ * parameter must be applied once, and two steps' ranges of one element in the order taken. */
+typedef struct dt_optim_taken {
+    int64_t step; /* dt_optim_steps before it */
+    float lr, adam_step_size, adam_inv_sqrt_bc2;
+} dt_optim_taken;
+void dt_optim_take_step(dt_optim *o, dt_optim_taken *k);
+/* Param p's elements [lo, hi) of step k from grad (p's whole gradient: element 0 first); its
+ * new values also go to copy (likewise p's whole layout) unless NULL. */
+void dt_optim_apply_range(dt_optim *o, const dt_optim_taken *k, int p, int64_t lo, int64_t hi,
+                          const float *grad, float *copy);
 int64_t dt_optim_steps(const dt_optim *o);
 void dt_optim_set_steps(dt_optim *o, int64_t steps);
 

@@ -285,36 +285,34 @@ typedef struct step_job {
     float *const *grads; /* NULL: the params' own */
     float *const *copy;  /* NULL: none; else the new values also go to copy[p] */
     float scale;         /* the grads are multiplied by it as they are read */
-    float lr;
-    float adam_step_size, adam_inv_sqrt_bc2;
+    dt_optim_taken k;    /* the step's scalars */
 } step_job;
 
-/* Parameter p's elements [lo, hi). */
-static void step_range(const step_job *j, int p, int64_t lo, int64_t hi) {
-    const dt_optim *o = j->o;
+/* Parameter p's elements [lo, hi) from its gradient g (times gs). */
+static void step_range(const dt_optim *o, const dt_optim_taken *k, int p, const float *g,
+                       float gs, int64_t lo, int64_t hi) {
     const dt_optim_conf *c = &o->conf;
     dt_param *par = o->params[p];
     float *w = par->value.data;
-    const float *g = j->grads ? j->grads[p] : par->grad.data;
-    float gs = j->scale, wd = par->decay ? c->weight_decay : 0.0f;
+    float wd = par->decay ? c->weight_decay : 0.0f;
     /* plain SGD has no slots (o->slots NULL): no offset from a null pointer */
     slot *s = o->slots ? o->slots + (size_t)p * (size_t)o->slots_per_param : NULL;
     switch (c->kind) {
     case DT_OPTIM_SGD:
-        sgd_kernel(w, g, gs, lo, hi, j->lr, wd);
+        sgd_kernel(w, g, gs, lo, hi, k->lr, wd);
         break;
     case DT_OPTIM_MOMENTUM:
         if (c->nesterov)
-            nesterov_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
+            nesterov_kernel(w, g, gs, s[0].t.data, lo, hi, k->lr, wd, c->momentum);
         else
-            momentum_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->momentum);
+            momentum_kernel(w, g, gs, s[0].t.data, lo, hi, k->lr, wd, c->momentum);
         break;
     case DT_OPTIM_ADAM:
         adam_kernel(w, g, gs, s[0].t.data, s[1].t.data, lo, hi, wd, c->beta1, c->beta2,
-                    c->epsilon, j->adam_step_size, j->adam_inv_sqrt_bc2);
+                    c->epsilon, k->adam_step_size, k->adam_inv_sqrt_bc2);
         break;
     case DT_OPTIM_ADAGRAD:
-        adagrad_kernel(w, g, gs, s[0].t.data, lo, hi, j->lr, wd, c->epsilon);
+        adagrad_kernel(w, g, gs, s[0].t.data, lo, hi, k->lr, wd, c->epsilon);
         break;
     }
 }
@@ -323,12 +321,13 @@ static void step_task(void *arg, int ith, int nth) {
     const step_job *j = arg;
     for (int p = 0; p < j->o->nparams; p++) {
         const dt_param *par = j->o->params[p];
+        const float *g = j->grads ? j->grads[p] : par->grad.data;
         int64_t lo, hi;
         dt_split(dt_tensor_numel(&par->value), ith, nth, &lo, &hi);
         int64_t block = j->copy ? COPY_BLOCK : hi - lo; /* without copies: all at once */
         for (int64_t b = lo; b < hi; b += block) {
             int64_t e = hi - b < block ? hi : b + block;
-            step_range(j, p, b, e);
+            step_range(j->o, &j->k, p, g, j->scale, b, e);
             if (j->copy)
                 memcpy(j->copy[p] + b, par->value.data + b, (size_t)(e - b) * sizeof(float));
         }
@@ -339,24 +338,36 @@ void dt_optim_step(dt_optim *o, dt_pool *pool) {
     dt_optim_step_grads(o, pool, NULL, 1.0f);
 }
 
-static void run_step(dt_optim *o, dt_pool *pool, float *const *grads, float scale,
-                     float *const *copy) {
-    step_job j = {.o = o,
-                  .grads = grads,
-                  .copy = copy,
-                  .scale = scale,
-                  .lr = dt_optim_lr_at(&o->conf, o->steps)};
+void dt_optim_take_step(dt_optim *o, dt_optim_taken *k) {
+    *k = (dt_optim_taken){.step = o->steps, .lr = dt_optim_lr_at(&o->conf, o->steps)};
     if (o->conf.kind == DT_OPTIM_ADAM) {
         double t = (double)(o->steps + 1);
         double bc1 = 1.0 - pow((double)o->conf.beta1, t);
         double bc2 = 1.0 - pow((double)o->conf.beta2, t);
-        j.adam_step_size = (float)((double)j.lr / bc1);
-        j.adam_inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+        k->adam_step_size = (float)((double)k->lr / bc1);
+        k->adam_inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
     }
+    o->steps++;
+}
+
+void dt_optim_apply_range(dt_optim *o, const dt_optim_taken *k, int p, int64_t lo, int64_t hi,
+                          const float *grad, float *copy) {
+    DT_ASSERT(p >= 0 && p < o->nparams && lo >= 0 && lo <= hi &&
+              hi <= dt_tensor_numel(&o->params[p]->value));
+    unsigned fp = dt__fp_flush_denormals(); /* core/fpenv-impl.h */
+    step_range(o, k, p, grad, 1.0f, lo, hi);
+    dt__fp_restore(fp);
+    if (copy)
+        memcpy(copy + lo, o->params[p]->value.data + lo, (size_t)(hi - lo) * sizeof(float));
+}
+
+static void run_step(dt_optim *o, dt_pool *pool, float *const *grads, float scale,
+                     float *const *copy) {
+    step_job j = {.o = o, .grads = grads, .copy = copy, .scale = scale};
+    dt_optim_take_step(o, &j.k);
     unsigned fp = dt__fp_flush_denormals(); /* core/fpenv-impl.h */
     if (o->nparams > 0) dt_pool_run(pool, step_task, &j);
     dt__fp_restore(fp);
-    o->steps++;
 }
 
 void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float scale) {

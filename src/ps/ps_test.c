@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -497,6 +498,143 @@ static void *op_main(void *p) {
                           : dt_ps_client_push(a->c, &a->step);
     snprintf(a->msg, sizeof a->msg, "%s", dt_errmsg());
     return NULL;
+}
+
+/* ---- concurrent pushes ---- */
+
+/* A model of several pipeline blocks (server.c's BLOCK is 8192 elements): a 96x300 kernel
+ * (3 whole blocks and a part), its bias, a small kernel. */
+static void big_model_make(model *m) {
+    m->n = 3;
+    m->p[0] = param_new("big/kernel", 2, (int64_t[]){96, 300}, 1);
+    m->p[1] = param_new("big/bias", 1, (int64_t[]){300}, 0);
+    m->p[2] = param_new("out/kernel", 2, (int64_t[]){3, 5}, 1);
+}
+
+#define CONC_PUSHERS 4
+#define CONC_PUSHES 40
+#define CONC_STEPS (CONC_PUSHERS * CONC_PUSHES)
+
+typedef struct conc_run {
+    const addrs *ad;
+    FILE *log;
+    int id;      /* pushers 0..CONC_PUSHERS-1; CONC_PUSHERS: the puller */
+    float **ref; /* ref[k]: the reference's values after k steps, params one after another */
+    _Atomic int *pushing; /* pushers still running */
+    int bad, calls;
+    int64_t last;
+} conc_run;
+
+/* Whether m's values are ref[step] exactly. */
+static int is_ref_state(const model *m, float *const *ref, int64_t step) {
+    if (step < 0 || step > CONC_STEPS) return 0;
+    const float *r = ref[step];
+    for (int i = 0; i < m->n; r += numel(m->p[i]), i++)
+        if (memcmp(m->p[i]->value.data, r, (size_t)numel(m->p[i]) * 4)) return 0;
+    return 1;
+}
+
+/* Pushers push the same gradient CONC_PUSHES times (even ones through shared memory, odd
+ * ones over TCP); the puller pulls while they do. Every reply must be exactly the state
+ * after as many serial steps as its step says. */
+static void *conc_main(void *arg) {
+    conc_run *r = arg;
+    char name[32];
+    snprintf(name, sizeof name, "worker-%d", r->id);
+    model m = {0};
+    big_model_make(&m);
+    fill_grads(&m, 10);
+    dt_ps_client_conf cc = client_conf(r->ad, 1, name, r->log);
+    cc.no_shm = r->id % 2 == 1;
+    dt_ps_client *c = NULL;
+    if (dt_ps_client_open(&c, &cc, m.p, m.n) != DT_OK) {
+        r->bad++;
+        model_free(&m);
+        return NULL;
+    }
+    for (int k = 0; r->id < CONC_PUSHERS ? k < CONC_PUSHES : atomic_load(r->pushing) > 0; k++) {
+        int64_t step = -1;
+        dt_err e = r->id < CONC_PUSHERS ? dt_ps_client_push_pull(c, &step)
+                                        : dt_ps_client_pull(c, &step);
+        r->calls++;
+        if (e != DT_OK || !is_ref_state(&m, r->ref, step) || step < r->last) r->bad++;
+        r->last = step;
+    }
+    if (r->id < CONC_PUSHERS) atomic_fetch_sub(r->pushing, 1);
+    dt_ps_client_close(c);
+    model_free(&m);
+    return NULL;
+}
+
+/* Async pushes from several workers at once go through the PS's pipeline one block apart:
+ * the result must be that of applying them one after another (Adam, whose state a push
+ * that overtook or overlapped another on a block would tear), each reply one such state. */
+static void test_concurrent_pushes(void) {
+    char lp[512];
+    FILE *log = open_log("concurrent.log", lp, sizeof lp);
+    model w = {0}, r = {0};
+    big_model_make(&w);
+    big_model_make(&r);
+    fill_values(&w, 3);
+    fill_values(&r, 3);
+    fill_grads(&r, 10);
+    dt_optim_conf oc = optim_of(DT_OPTIM_ADAM, 0.01f);
+    size_t total = 0;
+    for (int i = 0; i < r.n; i++)
+        total += (size_t)numel(r.p[i]);
+    float *ref[CONC_STEPS + 1];
+    dt_optim *o = NULL;
+    DT_CHECK_OK(dt_optim_init(&o, &oc, r.p, r.n));
+    for (int k = 0; k <= CONC_STEPS; k++) {
+        ref[k] = malloc(total * 4);
+        DT_CHECK(ref[k] != NULL);
+        float *d = ref[k];
+        for (int i = 0; i < r.n; d += numel(r.p[i]), i++)
+            memcpy(d, r.p[i]->value.data, (size_t)numel(r.p[i]) * 4);
+        dt_optim_step(o, NULL);
+    }
+    dt_optim_free(o);
+
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, oc, log);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, w.p, w.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "chief", log);
+    dt_ps_client *init = NULL;
+    int taken = 0;
+    DT_CHECK_OK(dt_ps_client_open(&init, &cc, w.p, w.n));
+    DT_CHECK_OK(dt_ps_client_init(init, &taken));
+    DT_CHECK(taken == 1);
+    dt_ps_client_close(init);
+
+    _Atomic int pushing = CONC_PUSHERS;
+    conc_run runs[CONC_PUSHERS + 1];
+    pthread_t th[CONC_PUSHERS + 1];
+    for (int i = 0; i <= CONC_PUSHERS; i++) {
+        runs[i] = (conc_run){.ad = &ad, .log = log, .id = i, .ref = ref, .pushing = &pushing};
+        DT_CHECK(pthread_create(&th[i], NULL, conc_main, &runs[i]) == 0);
+    }
+    for (int i = 0; i <= CONC_PUSHERS; i++) {
+        pthread_join(th[i], NULL);
+        DT_CHECK(runs[i].bad == 0);
+        DT_CHECK(runs[i].calls > 0);
+    }
+    DT_CHECK(dt_ps_server_step(s) == CONC_STEPS);
+    /* the end: every push applied once, as if one after another */
+    dt_ps_client *last = NULL;
+    int64_t step = -1;
+    DT_CHECK_OK(dt_ps_client_open(&last, &cc, w.p, w.n));
+    DT_CHECK_OK(dt_ps_client_pull(last, &step));
+    DT_CHECK(step == CONC_STEPS);
+    DT_CHECK(is_ref_state(&w, ref, CONC_STEPS));
+    dt_ps_client_close(last);
+    dt_ps_server_stop(s);
+    for (int k = 0; k <= CONC_STEPS; k++)
+        free(ref[k]);
+    model_free(&w);
+    model_free(&r);
+    fclose(log);
 }
 
 static void test_pull_waits_for_init(void) {
@@ -1459,4 +1597,5 @@ DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_
              DT_T(test_shm_refusals), DT_T(test_client_conf_errors), DT_T(test_save_restore),
              DT_T(test_client_survives_restart), DT_T(test_pending_connections_bounded),
              DT_T(test_trickled_hello_closed), DT_T(test_burst_of_clients_admitted),
-             DT_T(test_bf16_conversion), DT_T(test_async_bf16))
+             DT_T(test_bf16_conversion), DT_T(test_async_bf16),
+             DT_T(test_concurrent_pushes))

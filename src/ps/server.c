@@ -22,9 +22,12 @@
  *
  * State and locks:
  *   vlock (rwlock)  the values, the optimizer (its slots and step count) and `initialized`.
- *                   Writers: INIT, an optimizer step. Readers: copying VALUES into the
- *                   connection's buffer (sent after the lock is released), SAVE. A reply
- *                   is one consistent snapshot.
+ *                   Readers: async pushes, which order themselves in the pipeline below.
+ *                   Writers, which need the whole model still: INIT, copying VALUES into
+ *                   the connection's buffer (sent after the lock is released), SAVE, a
+ *                   sync round's step, a push whose step is split over a pool. A reply is
+ *                   one consistent snapshot. Writers are preferred (none starves).
+ *   tlock (mutex)   taking a pipeline ticket and its optimizer step (dt_optim_take_step).
  *   slock (mutex)   the sync round: sum buffer, contributors, `active` flags of
  *                   connections; scv (condvar, CLOCK_MONOTONIC) wakes its waiters. Lock
  *                   order: slock, then vlock (the round's apply); never the reverse.
@@ -41,9 +44,21 @@
  * before a payload byte is read); bfloat16 ones are widened to float32 in c->grad as they
  * come, so everything after reading is the same for both. A bfloat16 PUSH_PULL is answered
  * VALUES_BF16: the values narrowed into the connection's copy under the read lock (PULL is
- * always float32: the model as it is, for checkpoints, evaluation, the end). In async mode the optimizer's
- * params then get their grad pointed at that buffer and one dt_optim_step runs under the
- * write lock. In sync mode the buffer is added into the round's sum under slock.
+ * always float32: the model as it is, for checkpoints, evaluation, the end). In async mode the push
+ * goes through the pipeline below (a float32 PUSH_PULL's new values are copied into the
+ * connection's snapshot buffer as it goes, and that is the reply); with a pool, the
+ * optimizer's params get their grad pointed at that buffer and one dt_optim_step runs under
+ * the write lock. In sync mode the buffer is added into the round's sum under slock.
+ *
+ * Pipelined pushes (async, no pool): a push takes a ticket and its optimizer step (number,
+ * learning rate) in arrival order, then applies the step a block of one variable at a time
+ * (BLOCK elements, in cache for the copy into the reply that follows each), every block
+ * only after the previous ticket's push has finished it. Two workers' pushes then run one
+ * block apart on two threads instead of the second waiting a whole step (~200 us for the
+ * example MLP) for the first, and each element still sees the pushes in ticket order: the
+ * result is that of applying them one after another. A block's wait spins briefly, then
+ * sleeps on the block's word (a futex); a push marks a block only after it is done with it,
+ * and sets the step count before marking the last one, so the count only grows.
  *
  * A violation is logged as one line naming the peer, sent back as an ERROR frame, and the
  * connection closed. Before closing, the rest of the declared payload (at most max_frame,
@@ -73,6 +88,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -82,6 +99,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +119,8 @@
 #define DRAIN_MS 1000
 #define CKPT_FORMAT "dtrain-ps"
 #define CKPT_VERSION "1"
+#define BLOCK 8192      /* elements per pipeline block (32 KB: in L1 for the copy after it) */
+#define BLOCK_SPINS 256 /* pauses before a push sleeps waiting for a block (~10 us) */
 
 typedef struct var {
     dt_param p; /* name, shape, decay; value.data into s->values; grad set per step */
@@ -109,6 +129,14 @@ typedef struct var {
 } var;
 
 typedef struct conn conn;
+
+/* One block of the push pipeline: a range of one variable, and the last push through it.
+ * Each on its own cache line: a push writes its block's word as the next one polls it. */
+typedef struct pblock {
+    _Alignas(64) _Atomic uint32_t done; /* the ticket of the last push applied to it */
+    int var;
+    int64_t lo, hi;
+} pblock;
 
 struct dt_ps_server {
     dt_ps_server_conf conf;
@@ -133,7 +161,15 @@ struct dt_ps_server {
 
     pthread_rwlock_t vlock;
     int initialized;      /* vlock */
-    _Atomic int64_t step; /* -1 while uninitialized; written under vlock */
+    _Atomic int64_t step; /* -1 while uninitialized; written under vlock, or by the push
+                             that completes the pipeline's last block */
+
+    /* the push pipeline (async pushes without a pool): "Pipelined pushes" above */
+    pthread_mutex_t tlock;
+    uint32_t tickets; /* tlock: the last ticket taken */
+    pblock *blocks;
+    int nblocks;
+    _Atomic int sleepers; /* pushes asleep on a block's word */
 
     pthread_mutex_t slock;
     pthread_cond_t scv;
@@ -173,6 +209,7 @@ struct conn {
     dt__ps_reader rd;
     float *grad;     /* this connection's pushed tensors (nvars layout) */
     float *snap;     /* a copy of the values being sent (NULL until the first VALUES) */
+    float **snap_vars; /* per var: where its values go in snap (a push writes them there) */
     dt__shm shm;     /* the client's segment, once attached (SHM_ATTACH) */
     float *shm_grad; /* its gradient area (PS layout), then its value area */
     float *shm_vals;
@@ -360,35 +397,54 @@ truncated:
 
 /* ---- replies ---- */
 
+/* c->snap and c->snap_vars, allocated at the first reply that needs them: 1, or 0 without
+ * memory for both (without c->snap, the reply goes out of the values under the lock). */
+static int snap_ready(conn *c) {
+    dt_ps_server *s = c->s;
+    if (c->snap_vars) return 1;
+    if (s->total == 0) return 0;
+    if (!c->snap && posix_memalign((void **)&c->snap, 64, s->total * sizeof(float)) != 0) {
+        c->snap = NULL;
+        return 0;
+    }
+    if (!(c->snap_vars = malloc((size_t)s->nvars * sizeof(float *) + 1))) return 0;
+    for (int i = 0; i < s->nvars; i++)
+        c->snap_vars[i] = c->snap + s->vars[i].off;
+    return 1;
+}
+
 /* VALUES with the current values; takes the read lock. */
 /* VALUES go out from a copy taken under the read lock, so a slow reader holds the lock
  * for a memcpy, not for the whole send, and other workers' updates are not held up. */
 /* With `bf16` (a bfloat16 PUSH_PULL's reply) the copy is the values narrowed to bfloat16,
  * sent as VALUES_BF16; without memory for a copy, float32 VALUES under the lock (the frame's
  * type says which, and the client takes either). */
-static int send_values(conn *c, int bf16) {
+/* With `pushed` >= 0, c->snap already holds the values right after the push that made that
+ * step (float32; the push wrote them): they are sent as they are. */
+static int send_values(conn *c, int bf16, int64_t pushed) {
     dt_ps_server *s = c->s;
     uint8_t hdr[DT__PS_HDR];
-    size_t bytes = s->total * sizeof(float);
-    if (!c->snap && bytes > 0 && posix_memalign((void **)&c->snap, 64, bytes) != 0)
-        c->snap = NULL; /* no copy: send under the lock */
-    if (!c->snap) bf16 = 0;
+    snap_ready(c);
+    if (!c->snap) bf16 = 0; /* no copy: send under the lock */
     const float *src = c->snap ? c->snap : s->values;
     uint16_t *narrow = (uint16_t *)c->snap; /* bf16: var i at vars[i].off (of total) */
-    pthread_rwlock_rdlock(&s->vlock);
+    int locked = pushed < 0;
+    if (locked) pthread_rwlock_wrlock(&s->vlock);
+    int64_t step = locked ? atomic_load(&s->step) : pushed;
     if (bf16)
-        dt__ps_hdr_encode(hdr, DT__PS_VALUES_BF16, atomic_load(&s->step),
+        dt__ps_hdr_encode(hdr, DT__PS_VALUES_BF16, step,
                           s->list_bytes - (uint64_t)s->data_floats * 2);
     else
-        dt__ps_hdr_encode(hdr, DT__PS_VALUES, atomic_load(&s->step), s->list_bytes);
-    if (c->snap) {
+        dt__ps_hdr_encode(hdr, DT__PS_VALUES, step, s->list_bytes);
+    if (locked && c->snap) {
         if (bf16)
             for (int i = 0; i < s->nvars; i++)
                 dt__bf16_narrow(narrow + s->vars[i].off, s->values + s->vars[i].off,
                                 (size_t)s->vars[i].numel);
         else
-            memcpy(c->snap, s->values, bytes);
+            memcpy(c->snap, s->values, s->total * sizeof(float));
         pthread_rwlock_unlock(&s->vlock);
+        locked = 0;
     }
     int n = 0;
     c->iov[n++] = (struct iovec){hdr, sizeof hdr};
@@ -401,7 +457,7 @@ static int send_values(conn *c, int bf16) {
                                             (size_t)s->vars[i].numel * sizeof(float)};
     }
     int rc = dt__ps_writev_all(c->fd, c->iov, n);
-    if (!c->snap) pthread_rwlock_unlock(&s->vlock);
+    if (locked) pthread_rwlock_unlock(&s->vlock);
     return rc;
 }
 
@@ -716,23 +772,91 @@ out:
 
 /* ---- the shared-memory lane ---- */
 
-/* One push of g: applied at once (async; copy as for apply_grad_locked) or with its round
- * (sync). The step after it, or -1 when the server stops. */
+/* Until the block's last push is `want` (the ticket before the caller's): a short spin (the
+ * push ahead is usually one block, a few microseconds, away), then a sleep on its word. */
+static void block_wait(dt_ps_server *s, pblock *b, uint32_t want) {
+    for (int i = 0; i < BLOCK_SPINS; i++) {
+        if (atomic_load_explicit(&b->done, memory_order_acquire) == want) return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    atomic_fetch_add(&s->sleepers, 1);
+    uint32_t have;
+    while ((have = atomic_load(&b->done)) != want)
+        syscall(SYS_futex, (void *)&b->done, FUTEX_WAIT_PRIVATE, have, NULL, NULL, 0);
+    atomic_fetch_sub(&s->sleepers, 1);
+}
+
+/* The block is done with by `ticket`: the next push may have it. (Sleepers counted before
+ * they look at the word, and the word set before they are looked at: none is missed.) */
+static void block_pass(dt_ps_server *s, pblock *b, uint32_t ticket) {
+    atomic_store(&b->done, ticket);
+    if (atomic_load(&s->sleepers))
+        syscall(SYS_futex, (void *)&b->done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The pipeline's blocks: each variable in BLOCK-element ranges, in the layout's order. */
+static int make_blocks(dt_ps_server *s) {
+    int64_t n = 0;
+    for (int i = 0; i < s->nvars; i++)
+        n += (s->vars[i].numel + BLOCK - 1) / BLOCK;
+    if (n > INT_MAX / 2) return -1;
+    if (posix_memalign((void **)&s->blocks, 64, (size_t)(n ? n : 1) * sizeof *s->blocks)) {
+        s->blocks = NULL;
+        return -1;
+    }
+    for (int i = 0; i < s->nvars; i++)
+        for (int64_t lo = 0; lo < s->vars[i].numel; lo += BLOCK) {
+            pblock *b = &s->blocks[s->nblocks++];
+            atomic_init(&b->done, 0);
+            b->var = i;
+            b->lo = lo;
+            b->hi = s->vars[i].numel - lo < BLOCK ? s->vars[i].numel : lo + BLOCK;
+        }
+    return 0;
+}
+
+/* An async push through the pipeline ("Pipelined pushes" above); the step after it. */
+static int64_t pipelined_push(dt_ps_server *s, const float *g, float *const *copy) {
+    pthread_rwlock_rdlock(&s->vlock);
+    pthread_mutex_lock(&s->tlock);
+    uint32_t ticket = ++s->tickets;
+    dt_optim_taken k;
+    dt_optim_take_step(s->optim, &k);
+    if (s->nblocks == 0) atomic_store(&s->step, k.step + 1);
+    pthread_mutex_unlock(&s->tlock);
+    for (int i = 0; i < s->nblocks; i++) {
+        pblock *b = &s->blocks[i];
+        const var *v = &s->vars[b->var];
+        block_wait(s, b, ticket - 1);
+        dt_optim_apply_range(s->optim, &k, b->var, b->lo, b->hi, g + v->off,
+                             copy ? copy[b->var] : NULL);
+        if (i == s->nblocks - 1) atomic_store(&s->step, k.step + 1);
+        block_pass(s, b, ticket);
+    }
+    pthread_rwlock_unlock(&s->vlock);
+    return k.step + 1;
+}
+
+/* One push of g: applied at once (async; copy: where each variable's new values go as
+ * well, or NULL) or with its round (sync). The step after it, or -1 when the server stops. */
 static int64_t apply_push(conn *c, const float *g, float *const *copy) {
     dt_ps_server *s = c->s;
     if (s->conf.sync) return sync_push(c, g);
-    pthread_rwlock_wrlock(&s->vlock);
+    if (!s->pool) return pipelined_push(s, g, copy);
+    pthread_rwlock_wrlock(&s->vlock); /* the step split over the pool: alone, whole */
     apply_grad_locked(s, (float *)g, copy);
     int64_t step = atomic_load(&s->step);
     pthread_rwlock_unlock(&s->vlock);
     return step;
 }
 
-/* The values into the segment's value area (one snapshot under the read lock), then
+/* The values into the segment's value area (one snapshot under the write lock), then
  * SHM_VALUES with the step. */
 static int shm_send_values(conn *c) {
     dt_ps_server *s = c->s;
-    pthread_rwlock_rdlock(&s->vlock);
+    pthread_rwlock_wrlock(&s->vlock);
     int64_t step = atomic_load(&s->step);
     memcpy(c->shm_vals, s->values, s->total * sizeof(float));
     pthread_rwlock_unlock(&s->vlock);
@@ -895,12 +1019,12 @@ static int handle(conn *c, const dt__ps_hdr *h) {
                           dt__ps_type_name(h->type), h->len);
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
-        if (h->type == DT__PS_PULL) return send_values(c, 0);
+        if (h->type == DT__PS_PULL) return send_values(c, 0, -1);
         if (!s->ckpt_dir) return refuse(c, 0, "save: this PS has no checkpoint directory");
         {
             char path[DT__PATH_MAX];
             pthread_mutex_lock(&s->save_lock);
-            pthread_rwlock_rdlock(&s->vlock);
+            pthread_rwlock_wrlock(&s->vlock);
             int64_t step = atomic_load(&s->step);
             dt_err err = save_locked(s, path, sizeof path);
             pthread_rwlock_unlock(&s->vlock);
@@ -924,10 +1048,13 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         }
         if (atomic_load(&s->step) < 0)
             return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
-        int64_t step = apply_push(c, c->grad, NULL);
+        /* an async float32 PUSH_PULL's reply is written by its step as it goes */
+        int direct = h->type == DT__PS_PUSH_PULL && h->arg == DT__PS_F32 && !s->conf.sync &&
+                     snap_ready(c);
+        int64_t step = apply_push(c, c->grad, direct ? c->snap_vars : NULL);
         if (step < 0) return -1;
         if (h->type == DT__PS_PUSH) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
-        return send_values(c, h->arg == DT__PS_BF16);
+        return send_values(c, h->arg == DT__PS_BF16, direct ? step : -1);
     }
     case DT__PS_SHM_ATTACH:
         return shm_attach(c, h);
@@ -1018,6 +1145,7 @@ static void conn_free(conn *c) {
     dt__ps_reader_free(&c->rd);
     free(c->grad);
     free(c->snap);
+    free(c->snap_vars);
     dt__shm_free(&c->shm);
     free(c->shm_var_vals);
     free(c->seen);
@@ -1194,6 +1322,7 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
     pthread_mutex_init(&s->clock, NULL);
     pthread_mutex_init(&s->save_lock, NULL);
     pthread_mutex_init(&s->loglock, NULL);
+    pthread_mutex_init(&s->tlock, NULL);
     atomic_store(&s->step, -1);
 
     dt_err err = DT_OK;
@@ -1292,6 +1421,7 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
         s->vars[k].p.grad.data = s->values + s->vars[k].off; /* set per step */
     }
     if ((err = dt_optim_init(&s->optim, &conf->optim, s->pp, s->nvars))) goto fail;
+    if (make_blocks(s)) goto nomem;
     if (conf->threads > 1 && (err = dt_pool_init(&s->pool, conf->threads))) goto fail;
     if (s->ckpt_dir && (err = restore(s))) goto fail;
     if ((err = listen_on(s))) goto fail;
@@ -1391,6 +1521,7 @@ void dt_ps_server_stop(dt_ps_server *s) {
     free(s->meta_len);
     free(s->vars);
     free(s->pp);
+    free(s->blocks);
     free(s->host);
     free(s->token);
     free(s->ckpt_dir);
@@ -1400,5 +1531,6 @@ void dt_ps_server_stop(dt_ps_server *s) {
     pthread_mutex_destroy(&s->clock);
     pthread_mutex_destroy(&s->save_lock);
     pthread_mutex_destroy(&s->loglock);
+    pthread_mutex_destroy(&s->tlock);
     free(s);
 }
