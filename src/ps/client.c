@@ -38,8 +38,10 @@
  * The shared-memory lane: right after HELLO a link offers the PS its segment (a fresh one
  * for every connection; src/core/shm-impl.h) with SHM_ATTACH. Once the PS
  * has attached it, a push copies each gradient into the segment at the PS's layout and
- * sends a header-only frame, and a SHM_VALUES reply is copied out of the segment into
- * params[i]->value - one memcpy each way instead of the kernel's socket copies. A link the
+ * rings the segment's request bell, and the values the reply bell announces are copied out
+ * of the segment into params[i]->value - one memcpy each way instead of the kernel's socket
+ * copies, and no system call but the futex wake-ups (docs/WIRE.md, "Doorbells"). Frames
+ * still sent on the socket of such a link are followed by a ring that says so. A link the
  * PS declines stays on the tensor-list frames for good (logged once).
  *
  * With conf.zero_copy there is no copy at all: while a link is on the lane its params'
@@ -53,6 +55,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +116,8 @@ typedef struct pslink {
     size_t lay_total; /* floats in one area */
     int shm_on;
     int shm_off;      /* never again on this link: the segment could not be made, or declined */
+    uint32_t req_rings; /* this client's rings of the segment's request bell */
+    uint32_t rep_seen;  /* the PS's rings of the reply bell taken so far */
     /* conf.zero_copy: per variable, the caller's own value and grad buffers (the params
      * point into the segment instead while `bound`) */
     float **own_val, **own_grad;
@@ -154,7 +159,7 @@ static void link_close(pslink *l) {
  * writes each gradient where the PS reads it and the PS writes the values where forward
  * reads them. */
 static void lane_bind(dt_ps_client *c, pslink *l) {
-    float *g = dt__shm_data(&l->shm), *v = g + l->lay_total;
+    float *g = dt__ps_lane_grads(&l->shm), *v = g + l->lay_total;
     for (int k = 0; k < l->nvars; k++) {
         dt_param *p = c->params[l->vars[k]];
         size_t bytes = (size_t)dt_tensor_numel(&p->value) * sizeof(float);
@@ -250,8 +255,7 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
     {
         char name[32];
         snprintf(name, sizeof name, "dtrain-ps-%d", l->index);
-        if (dt__shm_create(&l->shm, name, DT__SHM_HDR + 2 * l->lay_total * sizeof(float)) !=
-            DT_OK) {
+        if (dt__shm_create(&l->shm, name, dt__ps_lane_size(l->lay_total)) != DT_OK) {
             clog_(c, "ps-%d (%s): no shared memory (%s); tensors go over TCP", l->index, l->addr,
                   dt_errmsg());
             dt_err_clear();
@@ -270,6 +274,7 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
     if (o) return o;
     if (h.type == DT__PS_OK && h.len == 0) {
         l->shm_on = 1;
+        l->req_rings = l->rep_seen = 0; /* a fresh segment's bells */
         if (c->conf.zero_copy) lane_bind(c, l);
         return OUT_OK;
     }
@@ -365,10 +370,22 @@ static dt_err link_ensure(dt_ps_client *c, pslink *l, int64_t since, int reconne
 
 /* ---- requests and replies ---- */
 
+/* Whether a request of this type goes by the lane (tensors in the segment, the bells
+ * instead of frames). */
+static int by_lane(const pslink *l, int type) {
+    return l->shm_on && (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_PULL);
+}
+
+/* After a frame on the socket of an attached link: the PS may be asleep on the request bell. */
+static void ring_for_socket(pslink *l) {
+    if (l->shm_on)
+        dt__ps_bell_ring(&dt__ps_lane_ctl_of(&l->shm)->req, ++l->req_rings, DT__PS_BELL_SOCKET, 0);
+}
+
 static outcome send_request(dt_ps_client *c, pslink *l, int type) {
-    if (l->shm_on && (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_PULL)) {
+    if (by_lane(l, type)) {
         if (type != DT__PS_PULL) {
-            float *g = dt__shm_data(&l->shm);
+            float *g = dt__ps_lane_grads(&l->shm);
             for (int k = 0; k < l->nvars; k++) {
                 const dt_param *p = c->params[l->vars[k]];
                 if (p->grad.data != g + l->lay[k]) /* else bound: already there */
@@ -379,7 +396,7 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
         int wire = type == DT__PS_PUSH        ? DT__PS_SHM_PUSH
                    : type == DT__PS_PUSH_PULL ? DT__PS_SHM_PUSH_PULL
                                               : DT__PS_SHM_PULL;
-        if (dt__ps_send_frame(l->fd, wire, 0, NULL, 0) != 0) return fail_transport(l, "sending");
+        dt__ps_bell_ring(&dt__ps_lane_ctl_of(&l->shm)->req, ++l->req_rings, (uint32_t)wire, 0);
         return OUT_OK;
     }
     if (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_INIT) {
@@ -400,10 +417,40 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
                     (struct iovec){l->narrow + l->narrow_off[k], numel * sizeof(uint16_t)};
             }
         if (dt__ps_writev_all(l->fd, l->work, n) != 0) return fail_transport(l, "sending");
+        ring_for_socket(l);
         return OUT_OK;
     }
     if (dt__ps_send_frame(l->fd, type, 0, NULL, 0) != 0) return fail_transport(l, "sending");
+    ring_for_socket(l);
     return OUT_OK;
+}
+
+/* How long a wait for the reply bell sleeps before it looks at the socket (an ERROR frame,
+ * a hang-up) and the clock */
+#define BELL_SLICE_NS (10 * 1000 * 1000L)
+
+/* The answer to a request by the lane: the reply bell's type and arg as a header, or
+ * whatever came on the socket instead (an ERROR frame, a hang-up); no answer within
+ * retry_ms fails as a socket read would (SO_RCVTIMEO). */
+static outcome await_bell(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err) {
+    dt__ps_bell *rep = &dt__ps_lane_ctl_of(&l->shm)->rep;
+    int64_t until = dt__now_ms() + c->conf.retry_ms;
+    for (;;) {
+        uint32_t n = atomic_load_explicit(&rep->count, memory_order_acquire);
+        if (n != l->rep_seen) {
+            l->rep_seen = n;
+            *h = (dt__ps_hdr){.type = rep->type > UINT16_MAX ? UINT16_MAX : (uint16_t)rep->type,
+                              .arg = rep->arg};
+            return OUT_OK;
+        }
+        if (dt__ps_bell_sleep(rep, n, BELL_SLICE_NS)) continue;
+        struct pollfd pf = {.fd = l->fd, .events = POLLIN | POLLRDHUP};
+        if (poll(&pf, 1, 0) > 0) return read_hdr(c, l, h, err);
+        if (dt__now_ms() >= until) {
+            errno = EAGAIN;
+            return fail_transport(l, "reading a reply");
+        }
+    }
 }
 
 /* A VALUES payload straight into the params' values; VALUES_BF16's bfloat16 data into the
@@ -451,7 +498,7 @@ mismatch:
 
 static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
     dt__ps_hdr h;
-    outcome o = read_hdr(c, l, &h, err);
+    outcome o = by_lane(l, type) ? await_bell(c, l, &h, err) : read_hdr(c, l, &h, err);
     if (o) return o;
     if (h.type == DT__PS_NOT_INITIALIZED && h.len == 0) {
         /* A PS without values (started, or restarted without a checkpoint): the chief's
@@ -481,8 +528,7 @@ static outcome read_reply(dt_ps_client *c, pslink *l, int type, dt_err *err) {
     if ((want == DT__PS_VALUES || want == DT__PS_VALUES_BF16) && (o = read_values(c, l, &h, err)))
         return o;
     if (want == DT__PS_SHM_VALUES) {
-        const float *v = dt__shm_data(&l->shm);
-        v += l->lay_total;
+        const float *v = dt__ps_lane_grads(&l->shm) + l->lay_total;
         for (int k = 0; k < l->nvars; k++) {
             const dt_param *p = c->params[l->vars[k]];
             if (p->value.data != v + l->lay[k]) /* else bound: already there */

@@ -1293,7 +1293,7 @@ static void test_shm_refusals(void) {
         shapes[i] = a.p[i]->value.shape;
         floats += dt__ps_shm_floats(numel(a.p[i]));
     }
-    uint64_t size = DT__SHM_HDR + 2 * floats * 4;
+    uint64_t size = dt__ps_lane_size(floats);
     dt__shm seg;
     DT_CHECK_OK(dt__shm_create(&seg, "ps_test", size));
     uint8_t bad_nonce[DT__SHM_NONCE];
@@ -1388,6 +1388,73 @@ static void test_shm_refusals(void) {
     dt_ps_server_stop(s);
     model_free(&a);
     model_free(&b);
+    fclose(log);
+}
+
+/* The lane's bells from a raw client that attached a segment of its own: a lane frame on the
+ * socket (no ring) is still answered on the socket, a ring by the reply bell with the
+ * values in the segment, and a ring of a type that is no lane request is refused (ERROR,
+ * closed, logged). */
+static void test_shm_bells(void) {
+    char lp[512];
+    FILE *log = open_log("bells.log", lp, sizeof lp);
+    model a = {0};
+    model_make(&a);
+    fill_values(&a, 5);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
+    dt_ps_client *ca = NULL;
+    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, a.p, a.n));
+    DT_CHECK_OK(dt_ps_client_init(ca, NULL));
+    const char *names[4] = {"fc1/kernel", "fc1/bias", "fc2/kernel", "fc2/bias"};
+    dt_shape shapes[4];
+    size_t floats = 0;
+    for (int i = 0; i < 4; i++) {
+        shapes[i] = a.p[i]->value.shape;
+        floats += dt__ps_shm_floats(numel(a.p[i]));
+    }
+    dt__shm seg;
+    DT_CHECK_OK(dt__shm_create(&seg, "ps_test", dt__ps_lane_size(floats)));
+    dt__ps_lane_ctl *ctl = dt__ps_lane_ctl_of(&seg);
+    const float *vals = dt__ps_lane_grads(&seg) + floats;
+    uint8_t frame[1024];
+    size_t n = build_attach(frame, (uint64_t)getpid(), (uint64_t)seg.fd, seg.size, seg.nonce, 4,
+                            names, shapes);
+    int fd = raw_dial(dt_ps_server_port(s));
+    raw_hello(fd, "secret", 0, 1);
+    dt__ps_hdr hd;
+    DT_CHECK(raw_frame(fd, &hd) == DT__PS_OK);
+    raw_send(fd, frame, n);
+    DT_CHECK(raw_frame(fd, &hd) == DT__PS_OK); /* attached */
+    /* a lane frame on the socket: answered there */
+    dt__ps_hdr_encode(frame, DT__PS_SHM_PULL, 0, 0);
+    raw_send(fd, frame, DT__PS_HDR);
+    DT_CHECK(raw_frame(fd, &hd) == DT__PS_SHM_VALUES && hd.arg == 0);
+    DT_CHECK(memcmp(vals, a.p[0]->value.data, (size_t)numel(a.p[0]) * 4) == 0);
+    /* rung: answered by the reply bell, nothing on the socket */
+    memset((void *)vals, 0, (size_t)numel(a.p[0]) * 4);
+    dt__ps_bell_ring(&ctl->req, 1, DT__PS_SHM_PULL, 0);
+    while (atomic_load(&ctl->rep.count) != 1)
+        dt__ps_bell_sleep(&ctl->rep, 0, 10 * 1000 * 1000L);
+    DT_CHECK(ctl->rep.type == DT__PS_SHM_VALUES && ctl->rep.arg == 0);
+    DT_CHECK(memcmp(vals, a.p[0]->value.data, (size_t)numel(a.p[0]) * 4) == 0);
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    DT_CHECK(poll(&pf, 1, 0) == 0);
+    /* a ring that is no lane request */
+    dt__ps_bell_ring(&ctl->req, 2, DT__PS_SAVE, 0);
+    char text[1100];
+    DT_CHECK(raw_until_closed(fd, text, sizeof text) == DT__PS_ERROR);
+    DT_CHECK(log_has(lp, "the request bell rung with type 8 (not a lane request)"));
+    close(fd);
+    DT_CHECK(dt_ps_server_step(s) == 0);
+    dt__shm_free(&seg);
+    dt_ps_client_close(ca);
+    dt_ps_server_stop(s);
+    model_free(&a);
     fclose(log);
 }
 
@@ -1594,7 +1661,7 @@ DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_
              DT_T(test_async_sgd_exact), DT_T(test_async_adam_exact), DT_T(test_two_ps_split),
              DT_T(test_more_ps_than_variables), DT_T(test_pull_waits_for_init),
              DT_T(test_sync_rounds), DT_T(test_sync_timeout_and_leave), DT_T(test_refusals),
-             DT_T(test_shm_refusals), DT_T(test_client_conf_errors), DT_T(test_save_restore),
+             DT_T(test_shm_refusals), DT_T(test_shm_bells), DT_T(test_client_conf_errors), DT_T(test_save_restore),
              DT_T(test_client_survives_restart), DT_T(test_pending_connections_bounded),
              DT_T(test_trickled_hello_closed), DT_T(test_burst_of_clients_admitted),
              DT_T(test_bf16_conversion), DT_T(test_async_bf16),

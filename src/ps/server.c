@@ -78,7 +78,11 @@
  * Shared memory: SHM_ATTACH checks the client's descriptions like a push's, then maps the
  * client's sealed segment (conn.shm) or declines it with the reason. On such a connection
  * the optimizer reads the gradients straight from the segment (no copy into c->grad) and
- * replies copy the values into it under the read lock.
+ * writes the new values into it. The client rings the segment's request bell instead of
+ * sending lane frames, and the PS answers on the reply bell (docs/WIRE.md, "Doorbells"):
+ * the connection's thread sleeps on the request bell in slices (lane_wait), reading the
+ * socket when a ring says a frame was sent there, or between slices when it has data or
+ * was closed.
  *
  * Checkpoints: SAVE writes ckpt_dir/ckpt-<step, 10 digits>.safetensors with the values by
  * name, the optimizer slots as "optimizer/<slot>", and metadata format "dtrain-ps",
@@ -89,8 +93,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -99,12 +103,12 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/assert-impl.h"
 #include "core/clock-impl.h"
+#include "core/futex-impl.h"
 #include "core/path-impl.h"
 #include "core/shm-impl.h"
 #include "dtrain/checkpoint.h"
@@ -120,7 +124,7 @@
 #define CKPT_FORMAT "dtrain-ps"
 #define CKPT_VERSION "1"
 #define BLOCK 8192      /* elements per pipeline block (32 KB: in L1 for the copy after it) */
-#define BLOCK_SPINS 256 /* pauses before a push sleeps waiting for a block (~10 us) */
+#define BLOCK_SPINS 16 /* pauses before a push sleeps waiting for a block (~1 us) */
 
 typedef struct var {
     dt_param p; /* name, shape, decay; value.data into s->values; grad set per step */
@@ -214,6 +218,9 @@ struct conn {
     float *shm_grad; /* its gradient area (PS layout), then its value area */
     float *shm_vals;
     float **shm_var_vals; /* per var: where its values go in the value area */
+    uint32_t req_seen;    /* the client's rings of the lane's request bell taken so far */
+    uint32_t rep_rings;   /* this PS's rings of the reply bell */
+    int64_t sock_owed;    /* rings that said "a frame on the socket", less frames read */
     char *seen;        /* per var, during one tensor list */
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
     int active;        /* slock: has pushed (sync) */
@@ -784,7 +791,7 @@ static void block_wait(dt_ps_server *s, pblock *b, uint32_t want) {
     atomic_fetch_add(&s->sleepers, 1);
     uint32_t have;
     while ((have = atomic_load(&b->done)) != want)
-        syscall(SYS_futex, (void *)&b->done, FUTEX_WAIT_PRIVATE, have, NULL, NULL, 0);
+        dt__futex_wait(&b->done, have, -1);
     atomic_fetch_sub(&s->sleepers, 1);
 }
 
@@ -793,7 +800,7 @@ static void block_wait(dt_ps_server *s, pblock *b, uint32_t want) {
 static void block_pass(dt_ps_server *s, pblock *b, uint32_t ticket) {
     atomic_store(&b->done, ticket);
     if (atomic_load(&s->sleepers))
-        syscall(SYS_futex, (void *)&b->done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        dt__futex_wake(&b->done);
 }
 
 /* The pipeline's blocks: each variable in BLOCK-element ranges, in the layout's order. */
@@ -852,15 +859,70 @@ static int64_t apply_push(conn *c, const float *g, float *const *copy) {
     return step;
 }
 
-/* The values into the segment's value area (one snapshot under the write lock), then
- * SHM_VALUES with the step. */
-static int shm_send_values(conn *c) {
+/* The values into the segment's value area (one snapshot under the write lock); their step. */
+static int64_t shm_snapshot(conn *c) {
     dt_ps_server *s = c->s;
     pthread_rwlock_wrlock(&s->vlock);
     int64_t step = atomic_load(&s->step);
     memcpy(c->shm_vals, s->values, s->total * sizeof(float));
     pthread_rwlock_unlock(&s->vlock);
-    return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
+    return step;
+}
+
+/* A lane request's answer: a frame on the socket, or (`bell`: the request came by the
+ * request bell) a ring of the reply bell. */
+static int lane_answer(conn *c, int bell, int type, int64_t arg) {
+    if (!bell) return dt__ps_send_frame(c->fd, type, arg, NULL, 0);
+    dt__ps_bell_ring(&dt__ps_lane_ctl_of(&c->shm)->rep, ++c->rep_rings, (uint32_t)type, arg);
+    return 0;
+}
+
+/* SHM_PUSH, SHM_PUSH_PULL or SHM_PULL on an attached connection. SHM_PUSH_PULL, async: the
+ * optimizer step writes the new values into the value area as it goes (no second pass over
+ * the model), so the reply is the state right after this push; sync: the round, then a
+ * snapshot. */
+static int lane_request(conn *c, int type, int bell) {
+    dt_ps_server *s = c->s;
+    if (atomic_load(&s->step) < 0) return lane_answer(c, bell, DT__PS_NOT_INITIALIZED, 0);
+    if (type == DT__PS_SHM_PULL) return lane_answer(c, bell, DT__PS_SHM_VALUES, shm_snapshot(c));
+    int pull = type == DT__PS_SHM_PUSH_PULL;
+    int64_t step = apply_push(c, c->shm_grad, pull ? c->shm_var_vals : NULL);
+    if (step < 0) return -1;
+    if (!pull) return lane_answer(c, bell, DT__PS_ACK, step);
+    if (s->conf.sync) step = shm_snapshot(c);
+    return lane_answer(c, bell, DT__PS_SHM_VALUES, step);
+}
+
+/* How long an attached connection's thread sleeps on the request bell before it looks at
+ * the socket (a hang-up, a frame from a client that does not ring): 10 ms, doubling while
+ * nothing comes up to 160 ms, so an idle connection costs a few wake-ups a second */
+#define BELL_SLICE_NS (10 * 1000 * 1000L)
+#define BELL_SLICE_MAX_NS (160 * 1000 * 1000L)
+
+/* On an attached connection, before the next frame header: wait for the client's ring or
+ * for the socket. 1: a lane request was rung (its type in *type); 0: read the socket (a
+ * frame is owed or there, or a hang-up). */
+static int lane_wait(conn *c, int *type) {
+    dt__ps_bell *req = &dt__ps_lane_ctl_of(&c->shm)->req;
+    long slice = BELL_SLICE_NS;
+    for (;;) {
+        if (c->sock_owed > 0 || c->rd.pos < c->rd.end) return 0;
+        uint32_t n = atomic_load_explicit(&req->count, memory_order_acquire);
+        if (n != c->req_seen) {
+            c->req_seen = n; /* a client rings once, then waits for the answer */
+            uint32_t t = req->type;
+            if (t == DT__PS_BELL_SOCKET) {
+                c->sock_owed++; /* (unless the frame was read already: then it is even) */
+                continue;
+            }
+            *type = t > INT16_MAX ? INT16_MAX : (int)t; /* checked by the caller */
+            return 1;
+        }
+        if (dt__ps_bell_sleep(req, n, slice)) continue;
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN | POLLRDHUP};
+        if (poll(&pf, 1, 0) > 0) return 0;
+        if (slice < BELL_SLICE_MAX_NS) slice *= 2;
+    }
 }
 
 /* SHM_ATTACH: check the descriptions like a push's (a mismatch is refused and closes the
@@ -880,7 +942,7 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
     }
     if (read_tensors(c, "shm attach", h->len - DT__PS_SHM_FIXED, DT__PS_F32, 1)) return -1;
     uint64_t size = dt__shm_offer_size(b);
-    uint64_t want = DT__SHM_HDR + 2 * (uint64_t)s->total * sizeof(float);
+    uint64_t want = dt__ps_lane_size(s->total);
     if (size != want)
         return refuse(c, 0,
                       "SHM_ATTACH: a segment of %" PRIu64 " bytes, the partition needs %" PRIu64,
@@ -901,7 +963,9 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
         return dt__ps_send_frame(c->fd, DT__PS_SHM_DECLINED, 0, why, strlen(why));
     }
     c->shm = m;
-    c->shm_grad = dt__shm_data(&c->shm);
+    c->req_seen = c->rep_rings = 0; /* a fresh segment's bells */
+    c->sock_owed = 0;
+    c->shm_grad = dt__ps_lane_grads(&c->shm);
     c->shm_vals = c->shm_grad + s->total;
     for (int i = 0; i < s->nvars; i++)
         c->shm_var_vals[i] = c->shm_vals + s->vars[i].off;
@@ -1067,18 +1131,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
         if (!c->shm.base)
             return refuse(c, 0, "%s before SHM_ATTACH: no shared memory on this connection",
                           dt__ps_type_name(h->type));
-        if (atomic_load(&s->step) < 0)
-            return dt__ps_send_frame(c->fd, DT__PS_NOT_INITIALIZED, 0, NULL, 0);
-        if (h->type == DT__PS_SHM_PULL) return shm_send_values(c);
-        /* SHM_PUSH_PULL, async: the optimizer step writes the new values into the value
-         * area as it goes (no second pass over the model), so the reply is the state right
-         * after this push; sync: the round, then a snapshot */
-        int pull = h->type == DT__PS_SHM_PUSH_PULL;
-        int64_t step = apply_push(c, c->shm_grad, pull ? c->shm_var_vals : NULL);
-        if (step < 0) return -1;
-        if (!pull) return dt__ps_send_frame(c->fd, DT__PS_ACK, step, NULL, 0);
-        if (s->conf.sync) return shm_send_values(c);
-        return dt__ps_send_frame(c->fd, DT__PS_SHM_VALUES, step, NULL, 0);
+        return lane_request(c, h->type, 0);
     }
     default:
         return refuse(c, h->len, "unknown frame type %u", h->type);
@@ -1088,7 +1141,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
 static void *conn_main(void *arg) {
     conn *c = arg;
     dt_ps_server *s = c->s;
-    int hello = 0;
+    int hello = 0, lane_type = 0;
     for (;;) {
         uint8_t hb[DT__PS_HDR];
         size_t got;
@@ -1100,6 +1153,15 @@ static void *conn_main(void *arg) {
                 handshake_failed(c, e, "frame header", got, sizeof hb);
                 break;
             }
+        } else if (c->shm.base && lane_wait(c, &lane_type)) {
+            if (lane_type != DT__PS_SHM_PUSH && lane_type != DT__PS_SHM_PUSH_PULL &&
+                lane_type != DT__PS_SHM_PULL) {
+                refuse(c, 0, "the request bell rung with type %d (not a lane request)",
+                       lane_type);
+                break;
+            }
+            if (lane_request(c, lane_type, 1) != 0) break;
+            continue;
         } else if (dt__ps_read(&c->rd, hb, sizeof hb, &got) != 0) {
             if (got > 0 || (errno && errno != ECONNRESET && errno != EBADF && errno != EINVAL))
                 slog(s, "%s: truncated frame header (%zu of %d bytes)%s%s; closing the connection",
@@ -1122,6 +1184,7 @@ static void *conn_main(void *arg) {
             rc = handle_hello(c, &h);
             hello = rc == 0;
         } else {
+            if (c->shm.base) c->sock_owed--; /* the frame a ring said was coming, or ahead of it */
             rc = handle(c, &h);
         }
         if (rc != 0) break;

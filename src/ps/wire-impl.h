@@ -16,6 +16,7 @@
 #ifndef DTRAIN_PS_WIRE_IMPL_H
 #define DTRAIN_PS_WIRE_IMPL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -80,6 +81,43 @@ static inline size_t dt__ps_dtype_size(int64_t dtype) {
 static inline size_t dt__ps_shm_floats(int64_t numel) {
     return ((size_t)numel + 15) / 16 * 16;
 }
+
+/* The lane's doorbells (docs/WIRE.md, "Doorbells"): the first DT__PS_LANE_CTL bytes of the
+ * segment's user area, then the gradient area, then the value area. On an attached
+ * connection the client rings `req` for each lane request (type SHM_PUSH, SHM_PUSH_PULL or
+ * SHM_PULL; DT__PS_BELL_SOCKET after it has sent a frame on the socket) and the PS rings
+ * `rep` with the answer (its frame type and arg), instead of frames on the socket. */
+#define DT__PS_LANE_CTL 128
+#define DT__PS_BELL_SOCKET 0
+typedef struct dt__ps_bell {
+    _Alignas(64) _Atomic uint32_t count; /* rings so far (wraps) */
+    _Atomic uint32_t asleep;             /* the other side sleeps on count */
+    uint32_t type;                       /* the last ring's: a frame type */
+    uint32_t pad;
+    int64_t arg;
+} dt__ps_bell;
+typedef struct dt__ps_lane_ctl {
+    dt__ps_bell req; /* written by the client */
+    dt__ps_bell rep; /* written by the PS */
+} dt__ps_lane_ctl;
+_Static_assert(sizeof(dt__ps_lane_ctl) == DT__PS_LANE_CTL, "the lane's control block");
+
+static inline dt__ps_lane_ctl *dt__ps_lane_ctl_of(const dt__shm *m) {
+    return (dt__ps_lane_ctl *)dt__shm_data(m);
+}
+/* The gradient area (the value area follows it: total floats later). */
+static inline float *dt__ps_lane_grads(const dt__shm *m) {
+    return (float *)((uint8_t *)dt__shm_data(m) + DT__PS_LANE_CTL);
+}
+/* The segment's size for areas of `total` floats each. */
+static inline uint64_t dt__ps_lane_size(uint64_t total) {
+    return DT__SHM_HDR + DT__PS_LANE_CTL + 2 * total * sizeof(float);
+}
+/* Ring b: its type and arg, then its count (the `count`th ring), then a wake-up if the
+ * other side sleeps. */
+void dt__ps_bell_ring(dt__ps_bell *b, uint32_t count, uint32_t type, int64_t arg);
+/* Sleep until b's count is no longer `seen`, for at most slice_ns. 1: it is not. */
+int dt__ps_bell_sleep(dt__ps_bell *b, uint32_t seen, long slice_ns);
 
 /* The header and its coding are the data plane's shared framing (net/frame-impl.h). */
 typedef dt__frame_hdr dt__ps_hdr;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/futex-impl.h"
 #include "net/sock-impl.h"
 #include "ps/wire-impl.h"
 
@@ -143,4 +144,20 @@ int dt__ps_send_frame(int fd, int type, int64_t arg, const void *payload, size_t
 void dt__ps_tune_socket(int fd) {
     dt__sock_nodelay(fd);
     dt__sock_buffers(fd);
+}
+
+/* ---- the lane's doorbells ---- */
+
+void dt__ps_bell_ring(dt__ps_bell *b, uint32_t count, uint32_t type, int64_t arg) {
+    b->type = type;
+    b->arg = arg;
+    atomic_store(&b->count, count); /* seq_cst: before `asleep` is read (futex-impl.h) */
+    if (atomic_load(&b->asleep)) dt__futex_wake(&b->count);
+}
+
+int dt__ps_bell_sleep(dt__ps_bell *b, uint32_t seen, long slice_ns) {
+    atomic_store(&b->asleep, 1);
+    if (atomic_load(&b->count) == seen) dt__futex_wait(&b->count, seen, slice_ns);
+    atomic_store(&b->asleep, 0);
+    return atomic_load_explicit(&b->count, memory_order_acquire) != seen;
 }

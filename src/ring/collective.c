@@ -97,15 +97,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/futex.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/bf16-impl.h"
 #include "core/clock-impl.h"
+#include "core/futex-impl.h"
 #include "ring/ring-impl.h"
 
 #define SEND_IOV 64 /* iovecs per sendmsg: 32 frames */
@@ -896,7 +895,7 @@ static int reached(uint32_t have, uint32_t want) {
 static void publish(dt_ring *r, uint32_t v) {
     atomic_store_explicit(&r->out.ctl->progress, v, memory_order_seq_cst);
     if (atomic_load_explicit(&r->in.ctl->pwait, memory_order_seq_cst))
-        syscall(SYS_futex, (void *)&r->out.ctl->progress, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        dt__futex_wake(&r->out.ctl->progress);
 }
 
 static dt_err await_peer(engine *e, uint32_t want, const char *what) {
@@ -916,9 +915,7 @@ static dt_err await_peer(engine *e, uint32_t want, const char *what) {
         atomic_store_explicit(&r->out.ctl->pwait, 1, memory_order_seq_cst);
         uint32_t have = atomic_load_explicit(word, memory_order_seq_cst);
         if (!reached(have, want) && !atomic_load_explicit(&r->aborted, memory_order_relaxed)) {
-            struct timespec ts = {dt__ring_in_place_slice_ns / 1000000000L,
-                                  dt__ring_in_place_slice_ns % 1000000000L};
-            syscall(SYS_futex, (void *)word, FUTEX_WAIT, have, &ts, NULL, 0);
+            dt__futex_wait(word, have, dt__ring_in_place_slice_ns);
         }
         atomic_store_explicit(&r->out.ctl->pwait, 0, memory_order_relaxed);
         if (reached(atomic_load_explicit(word, memory_order_acquire), want)) return DT_OK;
