@@ -84,6 +84,7 @@
 #include "dtrain/ring.h"
 #include "dtrain/shard.h"
 #include "dtrain/threadpool.h"
+#include "role/prefetch-impl.h"
 #include "role/role-impl.h"
 #include "train/train-impl.h"
 
@@ -161,22 +162,7 @@ typedef struct trainer {
     int hook_on;      /* hand buckets over on the hook (the step's last micro-batch) */
     int hook_add;     /* ... and add its gradients to flat (it is not the first) */
 
-    /* the shard prefetcher (mu guards pf_state, pf_err, pf_msg, pf_status, have_done,
-     * done_sh, reporting; the prefetcher alone touches pf_sh while pf_state is PF_ASKED, and
-     * rep_sh) */
-    pthread_t pf;
-    int pf_started, pf_stop;
-    pthread_cond_t pf_cv;
-    dt_shard_client *pc;
-    enum { PF_IDLE, PF_ASKED, PF_DONE } pf_state;
-    dt_shard pf_sh;     /* the shard fetched */
-    dt_shard_fetch_status pf_status;
-    dt_err pf_err;
-    char pf_msg[1024];
-    dt_shard done_sh;   /* finished: the prefetcher reports it (have_done) */
-    int have_done;
-    dt_shard rep_sh;    /* the one the prefetcher is reporting (reporting) */
-    int reporting;
+    dt__prefetch pf; /* the shard prefetcher (prefetch.c) */
 
     /* the watcher */
     pthread_t watch;
@@ -374,89 +360,6 @@ static dt_err finish_buckets(trainer *t) {
 
 /* ---- the shard prefetcher ---- */
 
-static void swap_shards(dt_shard *a, dt_shard *b) {
-    dt_shard x = *a;
-    *a = *b;
-    *b = x;
-}
-
-static void *prefetch_main(void *arg) {
-    trainer *t = arg;
-    pthread_mutex_lock(&t->mu);
-    for (;;) {
-        while (!t->pf_stop && !t->have_done && t->pf_state != PF_ASKED)
-            pthread_cond_wait(&t->pf_cv, &t->mu);
-        if (t->have_done) { /* a finished shard's report first, also when stopping */
-            swap_shards(&t->rep_sh, &t->done_sh);
-            t->have_done = 0;
-            t->reporting = 1;
-            pthread_mutex_unlock(&t->mu);
-            dt_err e = dt_shard_report(t->pc, DATASET, &t->rep_sh, 1, NULL);
-            /* DT_ERR_STATE is a refusal: the shard was re-queued, not counted */
-            if (e && e != DT_ERR_STATE) {
-                fprintf(t->r->log, "%s: the report of shard %lld of epoch %lld failed (%s): it "
-                        "goes back to the queue when this replica exits\n", t->r->name,
-                        (long long)t->rep_sh.id, (long long)t->rep_sh.epoch + 1, dt_errmsg());
-                fflush(t->r->log);
-            }
-            dt_err_clear();
-            pthread_mutex_lock(&t->mu);
-            t->reporting = 0;
-            pthread_cond_broadcast(&t->pf_cv);
-            continue;
-        }
-        if (t->pf_stop) break;
-        pthread_mutex_unlock(&t->mu);
-        dt_shard_fetch_status st = DT_SHARD_FETCH_WAIT;
-        dt_err e = dt_shard_fetch(t->pc, DATASET, &t->pf_sh, &st);
-        pthread_mutex_lock(&t->mu);
-        t->pf_err = e;
-        if (e) snprintf(t->pf_msg, sizeof t->pf_msg, "%s", dt_errmsg());
-        t->pf_status = st;
-        t->pf_state = PF_DONE;
-        pthread_cond_broadcast(&t->pf_cv);
-    }
-    pthread_mutex_unlock(&t->mu);
-    return NULL;
-}
-
-/* Ask the prefetcher for the next shard, unless a fetch is in flight or its answer not yet
- * taken. */
-static void prefetch_ask(trainer *t) {
-    pthread_mutex_lock(&t->mu);
-    if (t->pf_state == PF_IDLE) {
-        t->pf_state = PF_ASKED;
-        pthread_cond_signal(&t->pf_cv);
-    }
-    pthread_mutex_unlock(&t->mu);
-}
-
-/* Wait for the prefetcher's request in flight, if any, and take its answer: *got = 1 when
- * it brought a shard (in pf_sh). Its failure is this call's. */
-static dt_err prefetch_take(trainer *t, int *got) {
-    *got = 0;
-    pthread_mutex_lock(&t->mu);
-    while (t->pf_state == PF_ASKED)
-        pthread_cond_wait(&t->pf_cv, &t->mu);
-    dt_err e = DT_OK;
-    if (t->pf_state == PF_DONE) {
-        e = t->pf_err;
-        *got = !e && t->pf_status == DT_SHARD_FETCH_SHARD;
-        t->pf_state = PF_IDLE;
-    }
-    pthread_mutex_unlock(&t->mu);
-    return e ? dt_err_set(e, "%s", t->pf_msg) : DT_OK;
-}
-
-/* Wait until the prefetcher has sent the report it was given and the fetch in flight is
- * answered: before a report or a fetch of this thread's own, at a stop, at the end. */
-static void prefetch_quiet(trainer *t) {
-    pthread_mutex_lock(&t->mu);
-    while (t->have_done || t->reporting || t->pf_state == PF_ASKED)
-        pthread_cond_wait(&t->pf_cv, &t->mu);
-    pthread_mutex_unlock(&t->mu);
-}
-
 /* ---- the watcher ---- */
 
 static void *watch_main(void *arg) {
@@ -592,7 +495,6 @@ static dt_err setup(trainer *t) {
     t->listen_fd = -1;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
-    pthread_cond_init(&t->pf_cv, NULL);
     dt_err e = dt_pool_init(&t->pool, s->threads > 0 ? s->threads : 1);
     if (e) return e;
     if ((e = dt__role_model(r, t->batch, t->pool, &t->train, &t->eval, &t->model))) return e;
@@ -642,8 +544,6 @@ static dt_err setup(trainer *t) {
     if ((e = dt_shard_client_open(&t->sc, &so))) return e;
     dt_shard_client_opts wo = {.heartbeat_ms = -1};
     if ((e = dt_shard_client_open(&t->wc, &wo))) return e;
-    dt_shard_client_opts po = {.heartbeat_ms = -1, .no_wait = 1};
-    if ((e = dt_shard_client_open(&t->pc, &po))) return e;
     dt_dataset_spec ds;
     dt_dataset_spec_init(&ds);
     ds.name = DATASET;
@@ -657,9 +557,7 @@ static dt_err setup(trainer *t) {
     if (pthread_create(&t->comm, NULL, comm_main, t) != 0)
         return dt_err_set(DT_ERR_NOMEM, "cannot start the communication thread");
     t->comm_started = 1;
-    if (pthread_create(&t->pf, NULL, prefetch_main, t) != 0)
-        return dt_err_set(DT_ERR_NOMEM, "cannot start the shard prefetcher");
-    t->pf_started = 1;
+    if ((e = dt__prefetch_start(&t->pf, DATASET, r->name, r->log))) return e;
     if (pthread_create(&t->watch, NULL, watch_main, t) != 0)
         return dt_err_set(DT_ERR_NOMEM, "cannot start the watcher thread");
     t->watch_started = 1;
@@ -680,21 +578,15 @@ static void teardown(trainer *t) {
     pthread_mutex_lock(&t->mu);
     t->comm_stop = 1;
     t->watch_stop = 1;
-    t->pf_stop = 1;
     pthread_cond_broadcast(&t->cv);
-    pthread_cond_broadcast(&t->pf_cv);
     pthread_mutex_unlock(&t->mu);
     if (t->comm_started) pthread_join(t->comm, NULL);
-    if (t->pf_started) pthread_join(t->pf, NULL);
+    dt__prefetch_end(&t->pf);
     if (t->watch_started) pthread_join(t->watch, NULL);
     leave_ring(t);
     dt_rdzv_ring_free(&t->rz);
     if (t->listen_fd >= 0) close(t->listen_fd);
     dt_shard_free(&t->sh);
-    dt_shard_free(&t->pf_sh);
-    dt_shard_free(&t->done_sh);
-    dt_shard_free(&t->rep_sh);
-    dt_shard_client_close(t->pc);
     dt_shard_client_close(t->wc);
     dt_shard_client_close(t->sc);
     free(t->b.x);
@@ -714,7 +606,6 @@ static void teardown(trainer *t) {
     dt_dataset_free(t->eval);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
-    pthread_cond_destroy(&t->pf_cv);
 }
 
 /* ---- joining a ring ---- */
@@ -776,7 +667,7 @@ static dt_err join(trainer *t, const char *lost_member) {
     if (lost_member) snprintf(lost, sizeof lost, "%s", lost_member);
     /* a finished shard's report held back would keep the others from the next epoch while
      * this member waits for a ring */
-    prefetch_quiet(t);
+    dt__prefetch_quiet(&t->pf);
     for (;;) {
         dt_rdzv_join_req req = {.address = t->address,
                                 .generation = t->rz.generation,
@@ -863,24 +754,15 @@ static dt_err fetch_shard(trainer *t) {
  * report in the same request. Never blocks on the data. */
 static dt_err next_shard(trainer *t) {
     int got;
-    dt_err e = prefetch_take(t, &got);
+    dt_err e = dt__prefetch_take(&t->pf, &t->sh, t->have_shard, &got);
     if (e) return e;
     if (got) { /* the prefetcher reports the finished shard right away */
-        if (t->have_shard) {
-            pthread_mutex_lock(&t->mu);
-            DT_ASSERT(!t->have_done && !t->reporting); /* reported before the fetch */
-            swap_shards(&t->done_sh, &t->sh);
-            t->have_done = 1;
-            pthread_cond_signal(&t->pf_cv);
-            pthread_mutex_unlock(&t->mu);
-        }
-        swap_shards(&t->sh, &t->pf_sh);
         t->have_shard = 1;
         t->data_end = 0;
         t->pos = 0;
         return DT_OK;
     }
-    prefetch_quiet(t); /* one request of this replica's at a time */
+    dt__prefetch_quiet(&t->pf); /* one request of this replica's at a time */
     return fetch_shard(t);
 }
 
@@ -989,7 +871,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
      * (a third thread on cores that both compute) takes little from the step */
     if (t->have_shard && !t->draining &&
         t->sh.count - t->pos <= (int64_t)PREFETCH_STEPS * k * t->batch)
-        prefetch_ask(t);
+        dt__prefetch_ask(&t->pf);
     if ((e = finish_buckets(t))) {
         t->lost_step = t->step + 1;
         t->lost_gen = t->rz.generation;
@@ -1065,7 +947,7 @@ static void stop_here(trainer *t) {
     int finished = t->have_shard && t->pos >= t->sh.count;
     /* before the report: a shard reported done is never trained again */
     if (saves_at_stop(t)) dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
-    prefetch_quiet(t); /* a shard it fetched is held until this replica exits: re-queued */
+    dt__prefetch_quiet(&t->pf); /* a shard it fetched is held until this replica exits: re-queued */
     if (finished) {
         if (dt_shard_report(t->sc, DATASET, &t->sh, 1, NULL) == DT_ERR_STATE) dt_err_clear();
         t->have_shard = 0;
@@ -1134,7 +1016,7 @@ dt_err dt__role_allreduce(dt__role *r) {
      * may not let a rank 0 still writing finish */
     if ((t.rz.rank == 0 || r->is_chief) && (e = dt__role_final_checkpoint(r, checkpoint_cb, &t)))
         goto end;
-    prefetch_quiet(&t);
+    dt__prefetch_quiet(&t.pf);
     if (t.have_shard) {
         dt_shard_report(t.sc, DATASET, &t.sh, 1, NULL);
         t.have_shard = 0;

@@ -36,10 +36,12 @@
 #include "dtrain/ps.h"
 #include "dtrain/shard.h"
 #include "dtrain/threadpool.h"
+#include "role/prefetch-impl.h"
 #include "role/role-impl.h"
 #include "train/train-impl.h"
 
 #define DATASET "training"
+#define PREFETCH_BATCHES 2 /* ask for the next shard when the one in hand ends within these */
 
 typedef struct trainer {
     dt__role *r;
@@ -67,6 +69,7 @@ typedef struct trainer {
     dt_optim_conf oc;           /* the optimizer as the PS applies it (its learning rate) */
     int64_t tb_step;            /* the global step at the last dt__tb_step */
     dt__role_progress progress; /* posted to the master */
+    dt__prefetch pf;            /* the next shard asked for while this one trains */
 } trainer;
 
 static dt_err setup(trainer *t) {
@@ -149,11 +152,13 @@ static dt_err setup(trainer *t) {
     ds.num_minibatches_per_shard = r->job->ps.minibatches_per_shard;
     ds.shuffle = s->shuffle;
     ds.seed = s->seed;
-    return dt_shard_register(t->sc, &ds);
+    if ((e = dt_shard_register(t->sc, &ds))) return e;
+    return dt__prefetch_start(&t->pf, DATASET, r->name, r->log);
 }
 
 static void teardown(trainer *t) {
     dt__tb_close(&t->tb);
+    dt__prefetch_end(&t->pf);
     dt_shard_client_close(t->sc);
     dt_ps_client_close(t->ps);
     free(t->b.x);
@@ -213,6 +218,8 @@ static dt_err train_shard(trainer *t, const dt_shard *sh) {
                               t->train->targets ? t->b.t : NULL, &loss, NULL);
         if (e) return e;
         dt_model_backward(t->model);
+        /* the next shard asked for now, fetched while this thread waits for the PS */
+        if (sh->count - lo <= PREFETCH_BATCHES * t->batch) dt__prefetch_ask(&t->pf);
         if ((e = dt_ps_client_push_pull(t->ps, &t->step))) return e;
         t->samples += nb;
         t->batches++;
@@ -269,10 +276,19 @@ static void dropped(trainer *t, const dt_shard *sh) {
     dt_err_clear();
 }
 
-/* The next shard into sh, after reporting sh done when `report`. A stop request ends a wait
- * for one (*st is then DT_SHARD_FETCH_WAIT). */
+/* The next shard into sh, after reporting sh done when `report`: the prefetcher's when it
+ * brought one (it then reports sh), else asked for here with sh's report in the same
+ * request. A stop request ends a wait for one (*st is then DT_SHARD_FETCH_WAIT). */
 static dt_err next_shard(trainer *t, dt_shard *sh, int report, dt_shard_fetch_status *st) {
-    dt_err e = report ? dt_shard_report_fetch(t->sc, DATASET, sh, 1, NULL, st)
+    int got;
+    dt_err e = dt__prefetch_take(&t->pf, sh, report, &got);
+    if (e) return e;
+    if (got) {
+        *st = DT_SHARD_FETCH_SHARD;
+        return DT_OK;
+    }
+    dt__prefetch_quiet(&t->pf); /* one request of this replica's at a time */
+    e = report ? dt_shard_report_fetch(t->sc, DATASET, sh, 1, NULL, st)
                       : dt_shard_fetch(t->sc, DATASET, sh, st);
     if (e == DT_ERR_STATE && report) {
         dropped(t, sh);
@@ -288,6 +304,7 @@ static dt_err next_shard(trainer *t, dt_shard *sh, int report, dt_shard_fetch_st
 static void stop_here(trainer *t, const dt_shard *sh) {
     dt__role *r = t->r;
     int sig = dt__stop_signal();
+    dt__prefetch_quiet(&t->pf); /* a shard it fetched is held until this replica exits: re-queued */
     if (sh && dt_shard_report(t->sc, DATASET, sh, 1, NULL) == DT_ERR_STATE) dropped(t, sh);
     if (r->is_chief) dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
     fprintf(r->log, "%s: stopped (%s) at global step %lld after %lld samples here%s\n", r->name,

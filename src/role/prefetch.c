@@ -1,0 +1,143 @@
+/*
+ * prefetch.c - a trainer's shard prefetcher (prefetch-impl.h).
+ *
+ * Design: a fetch from the master's shard service costs about a millisecond of wall time on
+ * a busy host (the master must be scheduled, answer and journal it), and a trainer that
+ * fetches on its step's thread idles that long every shard (5% of a PS job's worker
+ * measured at 16 batches a shard). So the trainer asks a few steps before its shard ends,
+ * a thread of this module fetches meanwhile, and the trainer takes the answer when the
+ * shard ends; the finished shard is handed over in the same call and reported from here
+ * too. The thread has its own shard client with heartbeats off (the trainer's client keeps
+ * the replica's) and fetches without waiting for data: "wait" is taken as no shard, and the
+ * trainer then fetches itself. A report refused (HTTP 409: the master re-queued the shard
+ * while this replica was silent) drops the shard, as the trainer would; any other failure
+ * leaves it held until the replica exits, when the master re-queues it.
+ */
+#include "role/prefetch-impl.h"
+
+#include <string.h>
+
+static void swap_shards(dt_shard *a, dt_shard *b) {
+    dt_shard x = *a;
+    *a = *b;
+    *b = x;
+}
+
+/* The report of p->rep (mu not held). */
+static void report(dt__prefetch *p) {
+    dt_err e = dt_shard_report(p->sc, p->dataset, &p->rep, 1, NULL);
+    if (e == DT_ERR_STATE)
+        fprintf(p->log, "%s: %s: shard %lld of epoch %lld dropped (re-queued by the master)\n",
+                p->name, dt_errmsg(), (long long)p->rep.id, (long long)p->rep.epoch);
+    else if (e)
+        fprintf(p->log, "%s: the report of shard %lld of epoch %lld failed (%s): it goes back "
+                "to the queue when this replica exits\n", p->name, (long long)p->rep.id,
+                (long long)p->rep.epoch + 1, dt_errmsg());
+    if (e) fflush(p->log);
+    dt_err_clear();
+}
+
+static void *prefetch_main(void *arg) {
+    dt__prefetch *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && !p->have_done && p->state != DT__PF_ASKED)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->have_done) { /* a finished shard's report first, also when stopping */
+            swap_shards(&p->rep, &p->done);
+            p->have_done = 0;
+            p->reporting = 1;
+            pthread_mutex_unlock(&p->mu);
+            report(p);
+            pthread_mutex_lock(&p->mu);
+            p->reporting = 0;
+            pthread_cond_broadcast(&p->cv);
+            continue;
+        }
+        if (p->stop) break;
+        pthread_mutex_unlock(&p->mu);
+        dt_shard_fetch_status st = DT_SHARD_FETCH_WAIT;
+        dt_err e = dt_shard_fetch(p->sc, p->dataset, &p->sh, &st);
+        pthread_mutex_lock(&p->mu);
+        p->err = e;
+        if (e) snprintf(p->msg, sizeof p->msg, "%s", dt_errmsg());
+        dt_err_clear();
+        p->status = st;
+        p->state = DT__PF_DONE;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+dt_err dt__prefetch_start(dt__prefetch *p, const char *dataset, const char *name, FILE *log) {
+    memset(p, 0, sizeof *p);
+    p->dataset = dataset;
+    p->name = name;
+    p->log = log;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    dt_shard_client_opts o = {.heartbeat_ms = -1, .no_wait = 1};
+    dt_err e = dt_shard_client_open(&p->sc, &o);
+    if (e) return e;
+    if (pthread_create(&p->thread, NULL, prefetch_main, p) != 0)
+        return dt_err_set(DT_ERR_NOMEM, "cannot start the shard prefetcher");
+    p->started = 1;
+    return DT_OK;
+}
+
+void dt__prefetch_end(dt__prefetch *p) {
+    if (!p->dataset) return; /* zeroed: never started */
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->started) pthread_join(p->thread, NULL);
+    dt_shard_client_close(p->sc);
+    dt_shard_free(&p->sh);
+    dt_shard_free(&p->done);
+    dt_shard_free(&p->rep);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    memset(p, 0, sizeof *p);
+}
+
+void dt__prefetch_ask(dt__prefetch *p) {
+    pthread_mutex_lock(&p->mu);
+    if (p->started && p->state == DT__PF_IDLE) {
+        p->state = DT__PF_ASKED;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+dt_err dt__prefetch_take(dt__prefetch *p, dt_shard *sh, int finished, int *got) {
+    *got = 0;
+    pthread_mutex_lock(&p->mu);
+    while (p->state == DT__PF_ASKED)
+        pthread_cond_wait(&p->cv, &p->mu);
+    dt_err e = DT_OK;
+    if (p->state == DT__PF_DONE) {
+        e = p->err;
+        *got = !e && p->status == DT_SHARD_FETCH_SHARD;
+        p->state = DT__PF_IDLE;
+    }
+    if (*got) {
+        if (finished) { /* the previous one was sent before this fetch was asked */
+            swap_shards(&p->done, sh);
+            p->have_done = 1;
+            pthread_cond_signal(&p->cv);
+        }
+        swap_shards(sh, &p->sh);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return e ? dt_err_set(e, "%s", p->msg) : DT_OK;
+}
+
+void dt__prefetch_quiet(dt__prefetch *p) {
+    if (!p->dataset) return;
+    pthread_mutex_lock(&p->mu);
+    while (p->have_done || p->reporting || p->state == DT__PF_ASKED)
+        pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
