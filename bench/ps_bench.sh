@@ -22,6 +22,11 @@
 #     --steps N         the independent runs stop after N steps (--max-steps) instead of one
 #                       epoch; also the DDP peer's timed steps per process (default 1000)
 #     --ps-timeout S    give the PS job at most S seconds (default 600), then stop it
+#     --rounds R        R rounds (default 1) of: the independent pair, the PS job, the
+#                       all-reduce job, one after another; each ratio is then the median of
+#                       the rounds' own ratios (a job against the pair of its round: this
+#                       machine's speed drifts by 5-10% over a minute). DDP and the TCP jobs
+#                       run once
 #     --no-build        do not (re)build build/ first
 #     --keep            keep the temporary directory (specs, job dirs, logs) and print it
 #   DTRAIN=PATH picks the dtrain binary (default ./build/dtrain).
@@ -34,13 +39,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-coretype_auto=0 steps="" epochs=1 ps_timeout=600 build=1 keep=0
+coretype_auto=0 steps="" epochs=1 ps_timeout=600 build=1 keep=0 rounds=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --coretype-auto) coretype_auto=1 ;;
         --steps) steps=${2:?--steps needs a value}; shift ;;
         --epochs) epochs=${2:?--epochs needs a value}; shift ;;
         --ps-timeout) ps_timeout=${2:?--ps-timeout needs a value}; shift ;;
+        --rounds) rounds=${2:?--rounds needs a value}; shift ;;
         --no-build) build=0 ;;
         --keep) keep=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -50,6 +56,7 @@ while [ $# -gt 0 ]; do
 done
 case "$epochs" in ''|*[!0-9]*|0) echo "ps_bench.sh: --epochs: expected a positive integer, got '$epochs'" >&2; exit 2 ;; esac
 case "$steps" in ''|*[!0-9]*) [ -z "$steps" ] || { echo "ps_bench.sh: --steps: expected a positive integer, got '$steps'" >&2; exit 2; } ;; esac
+case "$rounds" in ''|*[!0-9]*|0) echo "ps_bench.sh: --rounds: expected a positive integer, got '$rounds'" >&2; exit 2 ;; esac
 case "$ps_timeout" in ''|*[!0-9]*) echo "ps_bench.sh: --ps-timeout: expected seconds, got '$ps_timeout'" >&2; exit 2 ;; esac
 
 if [ "$coretype_auto" = 1 ]; then
@@ -112,29 +119,33 @@ echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset: OpenBLAS picks)}"
 echo "dtrain: $("$BIN" version 2>&1 | tr '\n' ' ')"
 echo "cores: $(nproc)"
 
-# (a) two independent single-process runs at the same time
+# (a) two independent single-process runs at the same time: run_indep sets $indep (empty when
+# a run failed)
 if [ -n "$steps" ]; then len=(--max-steps "$steps"); what="$steps steps"; else len=(); what="$epochs epoch(s)"; fi
-echo "== (a) 2 independent dtrain train runs at once, threads 1, $what each =="
-pids=()
-for i in 0 1; do
-    "$BIN" train "$TMP/single.yaml" --job-dir "$TMP/single$i" --no-progress "${len[@]}" \
-        >"$TMP/single$i.out" 2>"$TMP/single$i.err" &
-    pids+=($!)
-done
-indep=0 indep_ok=1
-for i in 0 1; do
-    if ! wait "${pids[$i]}"; then
-        indep_ok=0
-        echo "  run $i failed: $(tail -3 "$TMP/single$i.err" | tr '\n' ' ')"
-        continue
-    fi
-    r=$(json_get "$TMP/single$i/result.json" 'r["train"]["samples_per_sec"]')
-    [ -n "$r" ] || { indep_ok=0; echo "  run $i: no samples_per_sec in its result.json"; continue; }
-    printf '  run %d: %8.0f samples/s (%s)\n' "$i" "$r" "$(json_get "$TMP/single$i/result.json" \
-        '"%s steps, %s" % (r["train"]["steps"], "eval accuracy %s" % r["eval"]["accuracy"] if r["status"] == "Succeeded" else r["status"])')"
-    indep=$(awk -v a="$indep" -v b="$r" 'BEGIN { print a + b }')
-done
-if [ "$indep_ok" = 1 ]; then printf 'independent_samples_per_sec %.1f\n' "$indep"; else indep=""; fi
+run_indep() {
+    echo "== (a) 2 independent dtrain train runs at once, threads 1, $what each =="
+    local pids=() i r indep_ok=1
+    indep=0
+    for i in 0 1; do
+        rm -rf "$TMP/single$i"
+        "$BIN" train "$TMP/single.yaml" --job-dir "$TMP/single$i" --no-progress "${len[@]}" \
+            >"$TMP/single$i.out" 2>"$TMP/single$i.err" &
+        pids+=($!)
+    done
+    for i in 0 1; do
+        if ! wait "${pids[$i]}"; then
+            indep_ok=0
+            echo "  run $i failed: $(tail -3 "$TMP/single$i.err" | tr '\n' ' ')"
+            continue
+        fi
+        r=$(json_get "$TMP/single$i/result.json" 'r["train"]["samples_per_sec"]')
+        [ -n "$r" ] || { indep_ok=0; echo "  run $i: no samples_per_sec in its result.json"; continue; }
+        printf '  run %d: %8.0f samples/s (%s)\n' "$i" "$r" "$(json_get "$TMP/single$i/result.json" \
+            '"%s steps, %s" % (r["train"]["steps"], "eval accuracy %s" % r["eval"]["accuracy"] if r["status"] == "Succeeded" else r["status"])')"
+        indep=$(awk -v a="$indep" -v b="$r" 'BEGIN { print a + b }')
+    done
+    if [ "$indep_ok" = 1 ]; then printf 'independent_samples_per_sec %.1f\n' "$indep"; else indep=""; fi
+}
 
 # (b) PyTorch DDP, gloo, 2 processes
 echo "== (b) PyTorch DDP, gloo, 2 processes x 1 thread, ${steps:-$((epochs * 1000))} steps each =="
@@ -152,6 +163,7 @@ fi
 run_job() {
     local label=$1 spec=$2 job=$TMP/job-$1 rc t0 t1 sum samples wall
     job_rate=""
+    rm -rf "$job"
     t0=$EPOCHREALTIME
     set +e
     timeout --signal=TERM --kill-after=30 "$ps_timeout" \
@@ -194,15 +206,35 @@ EOF
     fi
 }
 
-echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, $epochs epoch(s) =="
-run_job ps "$TMP/ps_job.yaml"
-ps=$job_rate
+# median LIST...: the middle value (the mean of the middle two for an even count), or ""
+median() {
+    [ $# -gt 0 ] || return 0
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# The rounds: the pair, the PS job, the all-reduce job; each job's ratio against its round's pair.
+indeps=() pss=() ars=() ps_ratios=() ar_ratios=()
+for ((round = 1; round <= rounds; round++)); do
+    [ "$rounds" = 1 ] || echo "== round $round of $rounds =="
+    run_indep
+    [ -z "$indep" ] || indeps+=("$indep")
+    echo "== dtrain PS job: 2 workers + 1 PS (async), threads 1, $epochs epoch(s) =="
+    run_job ps "$TMP/ps_job.yaml"
+    if [ -n "$job_rate" ]; then
+        pss+=("$job_rate")
+        [ -z "$indep" ] || ps_ratios+=("$(awk -v p="$job_rate" -v i="$indep" 'BEGIN { print p / i }')")
+    fi
+    echo "== dtrain all-reduce job: 2 workers in a ring, batch 64 each, threads 1, $epochs epoch(s) =="
+    run_job allreduce "$TMP/allreduce_job.yaml"
+    if [ -n "$job_rate" ]; then
+        ars+=("$job_rate")
+        [ -z "$indep" ] || ar_ratios+=("$(awk -v p="$job_rate" -v i="$indep" 'BEGIN { print p / i }')")
+    fi
+done
+indep=$(median "${indeps[@]}") ps=$(median "${pss[@]}") ar=$(median "${ars[@]}")
 echo "== dtrain PS job over TCP (parameterServer.sharedMemory: false), otherwise the same =="
 run_job ps_tcp "$TMP/ps_tcp_job.yaml"
 ps_tcp=$job_rate
-echo "== dtrain all-reduce job: 2 workers in a ring, batch 64 each, threads 1, $epochs epoch(s) =="
-run_job allreduce "$TMP/allreduce_job.yaml"
-ar=$job_rate
 echo "== dtrain all-reduce job over TCP (allreduce.sharedMemory: false), otherwise the same =="
 run_job allreduce_tcp "$TMP/allreduce_tcp_job.yaml"
 ar_tcp=$job_rate
@@ -213,7 +245,9 @@ if [ -x build/ps_roundtrip ]; then
     timeout 300 build/ps_roundtrip 2>&1 | sed 's/^/  /' || echo "  ps_roundtrip failed (exit $?)"
 fi
 
-echo "== summary (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}) =="
+medians=""
+[ "$rounds" = 1 ] || medians=", medians of $rounds rounds"
+echo "== summary (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}$medians) =="
 fmt() { if [ -n "$1" ]; then printf '%.1f' "$1"; else printf 'n/a'; fi; }
 printf '  independent x2      %10s samples/s\n' "$(fmt "$indep")"
 printf '  pytorch ddp         %10s samples/s\n' "$(fmt "$ddp")"
@@ -221,8 +255,10 @@ printf '  dtrain ps job       %10s samples/s\n' "$(fmt "$ps")"
 printf '  dtrain ps job, TCP  %10s samples/s\n' "$(fmt "$ps_tcp")"
 printf '  dtrain allreduce    %10s samples/s\n' "$(fmt "$ar")"
 printf '  dtrain allreduce,TCP%10s samples/s\n' "$(fmt "$ar_tcp")"
-if [ -n "$ps" ] && [ -n "$indep" ]; then
-    awk -v p="$ps" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio ps/independent = %.2f (target >= 0.85: %s)\n", r, (r >= 0.85 ? "met" : "NOT met") }'
+# each_round LIST...: "; rounds: a b c" when there was more than one
+each_round() { [ $# -le 1 ] || printf '; rounds: %s' "$(printf '%.2f ' "$@" | sed 's/ $//')"; }
+if [ ${#ps_ratios[@]} -gt 0 ]; then
+    awk -v r="$(median "${ps_ratios[@]}")" -v e="$(each_round "${ps_ratios[@]}")" 'BEGIN { printf "  RESULT ratio ps/independent = %.2f (target >= 0.85: %s%s)\n", r, (r >= 0.85 ? "met" : "NOT met"), e }'
 fi
 if [ -n "$ps" ] && [ -n "$ddp" ]; then
     awk -v p="$ps" -v d="$ddp" 'BEGIN { r = p / d; printf "  RESULT ratio ps/ddp = %.2f (target >= 3: %s)\n", r, (r >= 3 ? "met" : "NOT met") }'
@@ -230,8 +266,8 @@ fi
 if [ -n "$ps_tcp" ] && [ -n "$indep" ]; then
     awk -v p="$ps_tcp" -v i="$indep" -v s="${ps:-0}" 'BEGIN { printf "  (over TCP: ps/independent = %.2f; the shared-memory lane gives %.2fx)\n", p / i, s / p }'
 fi
-if [ -n "$ar" ] && [ -n "$indep" ]; then
-    awk -v p="$ar" -v i="$indep" 'BEGIN { r = p / i; printf "  RESULT ratio allreduce/independent = %.2f (target >= 0.85: %s)\n", r, (r >= 0.85 ? "met" : "NOT met") }'
+if [ ${#ar_ratios[@]} -gt 0 ]; then
+    awk -v r="$(median "${ar_ratios[@]}")" -v e="$(each_round "${ar_ratios[@]}")" 'BEGIN { printf "  RESULT ratio allreduce/independent = %.2f (target >= 0.85: %s%s)\n", r, (r >= 0.85 ? "met" : "NOT met"), e }'
 fi
 if [ -n "$ar_tcp" ] && [ -n "$indep" ]; then
     awk -v p="$ar_tcp" -v i="$indep" -v s="${ar:-0}" 'BEGIN { printf "  (over TCP: allreduce/independent = %.2f; the shared-memory lane gives %.2fx)\n", p / i, s / p }'
