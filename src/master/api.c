@@ -39,6 +39,7 @@
 #include "dtrain/metrics.h"
 #include "master/master-impl.h"
 #include "net/http-impl.h"
+#include "net/sock-impl.h"
 
 #define LOG_CHUNK_DEFAULT (256 << 10)
 #define LOG_CHUNK_MAX (4 << 20)
@@ -650,16 +651,12 @@ static void post_heartbeat(void *ctx, const dt__http_req *req, dt__http_resp *re
 /* A data-plane address: "host:port", port 1..65535, printable without spaces. */
 static int good_address(const char *a) {
     size_t n = strlen(a);
-    const char *colon = strrchr(a, ':');
-    if (n < 3 || n > DT__RDZV_MAX_ADDR || !colon || colon == a || !colon[1]) return 0;
+    if (n < 3 || n > DT__RDZV_MAX_ADDR) return 0;
     for (const char *p = a; *p; p++)
         if (*p <= ' ' || *p == 0x7f) return 0;
-    long port = 0;
-    for (const char *p = colon + 1; *p; p++) {
-        if (*p < '0' || *p > '9' || port > 65535) return 0;
-        port = port * 10 + (*p - '0');
-    }
-    return port >= 1 && port <= 65535;
+    char host[DT__RDZV_MAX_ADDR + 1];
+    int port = 0;
+    return dt__hostport_split(a, host, sizeof host, &port) == DT__HOSTPORT_OK;
 }
 
 static void post_rendezvous(void *ctx, const dt__http_req *req, dt__http_resp *resp) {

@@ -49,6 +49,16 @@ int dt__sock_nonblock(int fd, int on); /* O_NONBLOCK on or off; -1 with errno on
  * ECONNREFUSED when it is. */
 int dt__sock_self_connected(int fd);
 
+/* "host:port" split at its last colon: the host (a [bracketed] IPv6 address without its
+ * brackets) into host, cap bytes; the port, decimal 1..65535, into *port. Returns one of: */
+enum {
+    DT__HOSTPORT_OK = 0,
+    DT__HOSTPORT_FORM,       /* not host:port: no colon, an empty host or port, too long */
+    DT__HOSTPORT_PORT_NAN,   /* the port has a character that is not a digit */
+    DT__HOSTPORT_PORT_RANGE, /* the port is 0 or above 65535 */
+};
+int dt__hostport_split(const char *addr, char *host, size_t cap, int *port);
+
 /* "1.2.3.4:80", "[::1]:80" or "an unknown address". */
 void dt__sock_addr_text(const struct sockaddr_storage *sa, char *out, size_t cap);
 

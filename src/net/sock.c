@@ -276,3 +276,22 @@ dt_err dt__sock_writev_all(int fd, struct iovec *iov, int n, int64_t deadline_ms
     }
     return DT_OK;
 }
+
+int dt__hostport_split(const char *addr, char *host, size_t cap, int *port) {
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    if (!colon || colon == addr || !colon[1]) return DT__HOSTPORT_FORM;
+    long pn = 0;
+    for (const char *c = colon + 1; *c; c++) {
+        if (*c < '0' || *c > '9') return DT__HOSTPORT_PORT_NAN;
+        if (pn <= 65535) pn = pn * 10 + (*c - '0');
+    }
+    if (pn < 1 || pn > 65535) return DT__HOSTPORT_PORT_RANGE;
+    const char *h = addr;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2; /* [::1]:port */
+    if (hl == 0 || hl >= cap) return DT__HOSTPORT_FORM;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)pn;
+    return DT__HOSTPORT_OK;
+}

@@ -86,7 +86,7 @@ typedef enum link_state {
 typedef struct pslink {
     int index;
     char addr[256];
-    char host[256], port[32];
+    char host[256];
     int portno;
     int fd;
     dt__ps_reader rd;
@@ -673,28 +673,15 @@ dt_err dt_ps_client_save(dt_ps_client *c) {
 /* ---- life cycle ---- */
 
 static dt_err split_addr(pslink *l, const char *addr) {
-    size_t n = strlen(addr);
-    const char *colon = strrchr(addr, ':');
-    if (n == 0 || n >= sizeof l->addr || !colon || colon == addr || !colon[1] ||
-        strlen(colon + 1) >= sizeof l->port)
-        return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\" is not host:port", l->index,
-                          addr);
-    for (const char *p = colon + 1; *p; p++)
-        if (*p < '0' || *p > '9')
-            return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\": port is not a number",
-                              l->index, addr);
+    int rc = strlen(addr) >= sizeof l->addr
+                 ? DT__HOSTPORT_FORM
+                 : dt__hostport_split(addr, l->host, sizeof l->host, &l->portno);
+    if (rc)
+        return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\"%s", l->index, addr,
+                          rc == DT__HOSTPORT_PORT_NAN     ? ": port is not a number"
+                          : rc == DT__HOSTPORT_PORT_RANGE ? ": port is out of range"
+                                                          : " is not host:port");
     snprintf(l->addr, sizeof l->addr, "%s", addr);
-    const char *h = addr;
-    size_t hl = (size_t)(colon - addr);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2; /* [::1]:port */
-    memcpy(l->host, h, hl);
-    l->host[hl] = '\0';
-    snprintf(l->port, sizeof l->port, "%s", colon + 1);
-    long pn = strtol(l->port, NULL, 10);
-    if (pn < 1 || pn > 65535)
-        return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\": port is out of range",
-                          l->index, addr);
-    l->portno = (int)pn;
     return DT_OK;
 }
 

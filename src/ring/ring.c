@@ -89,23 +89,16 @@ void dt__ring_log(const dt_ring *r, const char *fmt, ...) {
 
 dt_err dt__ring_peer_parse(dt__ring_peer *p, const char *addr, const char *what) {
     if (!addr) return dt_err_set(DT_ERR_ARG, "ring: %s is NULL, not host:port", what);
-    size_t n = strlen(addr);
-    const char *colon = strrchr(addr, ':');
-    if (n == 0 || n >= sizeof p->addr || !colon || colon == addr || !colon[1] ||
-        strlen(colon + 1) >= sizeof p->port)
-        return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\" is not host:port", what, addr);
-    for (const char *c = colon + 1; *c; c++)
-        if (*c < '0' || *c > '9')
-            return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\": port is not a number", what, addr);
-    const char *h = addr;
-    size_t hl = (size_t)(colon - addr);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2; /* [::1]:port */
-    if (hl == 0 || hl >= sizeof p->host)
-        return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\" is not host:port", what, addr);
+    int port = 0;
+    int rc = strlen(addr) >= sizeof p->addr ? DT__HOSTPORT_FORM
+                                             : dt__hostport_split(addr, p->host, sizeof p->host, &port);
+    if (rc)
+        return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\"%s", what, addr,
+                          rc == DT__HOSTPORT_PORT_NAN     ? ": port is not a number"
+                          : rc == DT__HOSTPORT_PORT_RANGE ? ": port is out of range"
+                                                          : " is not host:port");
     snprintf(p->addr, sizeof p->addr, "%s", addr);
-    memcpy(p->host, h, hl);
-    p->host[hl] = '\0';
-    snprintf(p->port, sizeof p->port, "%s", colon + 1);
+    snprintf(p->port, sizeof p->port, "%d", port);
     return DT_OK;
 }
 

@@ -84,6 +84,7 @@
 #include "dtrain/ring.h"
 #include "dtrain/shard.h"
 #include "dtrain/threadpool.h"
+#include "net/sock-impl.h"
 #include "role/prefetch-impl.h"
 #include "role/role-impl.h"
 #include "train/train-impl.h"
@@ -613,14 +614,12 @@ static void teardown(trainer *t) {
 /* Do the ring's members on this host (those whose address names this member's host) have
  * a core for each thread of their pools? */
 static int threads_fit(const trainer *t, const dt_rdzv_ring *rz) {
-    const char *me = rz->peers[rz->rank];
-    const char *colon = strrchr(me, ':');
-    size_t hl = colon ? (size_t)(colon - me) : strlen(me);
+    char me[256], host[256];
+    int port;
+    if (dt__hostport_split(rz->peers[rz->rank], me, sizeof me, &port)) return 0;
     long here = 0;
     for (int i = 0; i < rz->size; i++)
-        if (strncmp(rz->peers[i], me, hl) == 0 &&
-            (rz->peers[i][hl] == ':' || rz->peers[i][hl] == '\0'))
-            here++;
+        here += !dt__hostport_split(rz->peers[i], host, sizeof host, &port) && !strcmp(host, me);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     return ncpu > 0 && here * dt_pool_size(t->pool) <= ncpu;
 }

@@ -21,6 +21,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/shard.h"
 #include "dtrain/threadpool.h"
+#include "net/sock-impl.h"
 #include "role/role-impl.h"
 #include "train/train-impl.h"
 
@@ -29,26 +30,24 @@ static void role_free(dt__role *r) {
         free(r->ps_addrs[i]);
 }
 
+/* The port of "host:port", or 0 when addr is not one. */
 static int port_of(const char *addr) {
-    const char *colon = strrchr(addr, ':');
-    if (!colon) return 0;
-    char *end;
-    errno = 0;
-    long p = strtol(colon + 1, &end, 10);
-    return (errno || *end || p <= 0 || p > 65535) ? 0 : (int)p;
+    char host[256];
+    int port = 0;
+    return dt__hostport_split(addr, host, sizeof host, &port) ? 0 : port;
 }
 
 /* This replica's own "host:port" (TF_CONFIG's entry for it, or DTRAIN_ADDRESS). */
 static void set_self(dt__role *r, const char *a) {
-    r->self_port = port_of(a);
+    char host[256];
+    int port = 0;
+    int ok = dt__hostport_split(a, host, sizeof host, &port) == DT__HOSTPORT_OK;
+    r->self_port = ok ? port : 0;
     snprintf(r->self_addr, sizeof r->self_addr, "%.299s", a);
     /* Listen where it is said to be when that is an address (127.0.0.1 on one machine); a
      * host name (a Kubernetes service) means every interface. */
-    const char *colon = strrchr(a, ':');
-    char host[256];
-    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - a) : 0, a);
     unsigned char bin[16];
-    if (inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1)
+    if (ok && (inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1))
         snprintf(r->self_host, sizeof r->self_host, "%s", host);
 }
 
