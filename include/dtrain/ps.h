@@ -70,7 +70,9 @@ typedef struct dt_ps_server_conf {
     int64_t max_frame; /* bytes; 0: DT_PS_DEFAULT_MAX_FRAME */
     int index, nps;    /* this PS is partition `index` of `nps` */
     dt_optim_conf optim;
-    int threads;                 /* for the optimizer's element loops (0/1: one thread) */
+    int threads;                 /* for the optimizer's element loops (0/1: one thread);
+                                    more: async steps take turns instead of running one
+                                    block apart (docs/WIRE.md, "Updates") */
     int sync;                    /* 1: synchronous rounds */
     int64_t sync_timeout_ms;     /* sync: the longest a round waits (default 5000) */
     const char *ckpt_dir;        /* partition checkpoints (NULL: none kept) */

@@ -531,7 +531,8 @@ static void put_shard(dt__strbuf *b, const dt__shard *sh) {
 /* {"status": "shard", "shard": {...}}, or with `many` {"status": "shard", "shards": [...]} */
 static void shards_answer(dt__http_resp *resp, const dt__shard *sh, int n, int many) {
     dt__strbuf b = {0};
-    dt__strbuf_puts(&b, many ? "{\"status\":\"shard\",\"shards\":[" : "{\"status\":\"shard\",\"shard\":");
+    dt__strbuf_puts(&b, many ? "{\"status\":\"shard\",\"shards\":["
+                             : "{\"status\":\"shard\",\"shard\":");
     for (int k = 0; k < n; k++) {
         if (k) dt__strbuf_put(&b, ",", 1);
         put_shard(&b, &sh[k]);

@@ -117,6 +117,7 @@ typedef struct pslink {
     int shm_on;
     int shm_off;      /* never again on this link: the segment could not be made, or declined */
     uint32_t req_rings; /* this client's rings of the segment's request bell */
+    int64_t sock_sent;  /* frames sent on the socket since the attach (each ring says) */
     uint32_t rep_seen;  /* the PS's rings of the reply bell taken so far */
     /* conf.zero_copy: per variable, the caller's own value and grad buffers (the params
      * point into the segment instead while `bound`) */
@@ -275,6 +276,7 @@ static outcome shm_offer(dt_ps_client *c, pslink *l, dt_err *err) {
     if (h.type == DT__PS_OK && h.len == 0) {
         l->shm_on = 1;
         l->req_rings = l->rep_seen = 0; /* a fresh segment's bells */
+        l->sock_sent = 0;
         if (c->conf.zero_copy) lane_bind(c, l);
         return OUT_OK;
     }
@@ -379,7 +381,8 @@ static int by_lane(const pslink *l, int type) {
 /* After a frame on the socket of an attached link: the PS may be asleep on the request bell. */
 static void ring_for_socket(pslink *l) {
     if (l->shm_on)
-        dt__ps_bell_ring(&dt__ps_lane_ctl_of(&l->shm)->req, ++l->req_rings, DT__PS_BELL_SOCKET, 0);
+        dt__ps_bell_ring(&dt__ps_lane_ctl_of(&l->shm)->req, ++l->req_rings, DT__PS_BELL_SOCKET,
+                         ++l->sock_sent);
 }
 
 static outcome send_request(dt_ps_client *c, pslink *l, int type) {
@@ -396,7 +399,8 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
         int wire = type == DT__PS_PUSH        ? DT__PS_SHM_PUSH
                    : type == DT__PS_PUSH_PULL ? DT__PS_SHM_PUSH_PULL
                                               : DT__PS_SHM_PULL;
-        dt__ps_bell_ring(&dt__ps_lane_ctl_of(&l->shm)->req, ++l->req_rings, (uint32_t)wire, 0);
+        dt__ps_bell_ring(&dt__ps_lane_ctl_of(&l->shm)->req, ++l->req_rings, (uint32_t)wire,
+                         l->sock_sent);
         return OUT_OK;
     }
     if (type == DT__PS_PUSH || type == DT__PS_PUSH_PULL || type == DT__PS_INIT) {
@@ -425,10 +429,6 @@ static outcome send_request(dt_ps_client *c, pslink *l, int type) {
     return OUT_OK;
 }
 
-/* How long a wait for the reply bell sleeps before it looks at the socket (an ERROR frame,
- * a hang-up) and the clock */
-#define BELL_SLICE_NS (10 * 1000 * 1000L)
-
 /* The answer to a request by the lane: the reply bell's type and arg as a header, or
  * whatever came on the socket instead (an ERROR frame, a hang-up); no answer within
  * retry_ms fails as a socket read would (SO_RCVTIMEO). */
@@ -439,11 +439,13 @@ static outcome await_bell(dt_ps_client *c, pslink *l, dt__ps_hdr *h, dt_err *err
         uint32_t n = atomic_load_explicit(&rep->count, memory_order_acquire);
         if (n != l->rep_seen) {
             l->rep_seen = n;
-            *h = (dt__ps_hdr){.type = rep->type > UINT16_MAX ? UINT16_MAX : (uint16_t)rep->type,
-                              .arg = rep->arg};
+            uint32_t type = atomic_load_explicit(&rep->type, memory_order_relaxed);
+            *h = (dt__ps_hdr){.type = type > UINT16_MAX ? UINT16_MAX : (uint16_t)type,
+                              .arg = atomic_load_explicit(&rep->arg, memory_order_relaxed)};
             return OUT_OK;
         }
-        if (dt__ps_bell_sleep(rep, n, BELL_SLICE_NS)) continue;
+        /* between slices: the socket (an ERROR frame, a hang-up) and the clock */
+        if (dt__ps_bell_sleep(rep, n, DT__PS_BELL_SLICE_NS)) continue;
         struct pollfd pf = {.fd = l->fd, .events = POLLIN | POLLRDHUP};
         if (poll(&pf, 1, 0) > 0) return read_hdr(c, l, h, err);
         if (dt__now_ms() >= until) {

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1458,6 +1459,68 @@ static void test_shm_bells(void) {
     fclose(log);
 }
 
+/* A drain (a stopped PS: it reads no more, then saves) ends a lane client's stream of rung
+ * pushes, which never give the connection's thread a quiet moment to look at its socket: the
+ * drain returns, and no push is applied after it. */
+typedef struct drain_pusher {
+    const addrs *ad;
+    FILE *log;
+    _Atomic int pushes;
+    int failed; /* its last push failed: the PS is gone */
+} drain_pusher;
+
+static void *drain_push_main(void *arg) {
+    drain_pusher *d = arg;
+    model m = {0};
+    model_make(&m);
+    fill_grads(&m, 10);
+    dt_ps_client_conf cc = client_conf(d->ad, 1, "worker-0", d->log);
+    cc.retry_ms = 300; /* the drained PS takes no new connection: give up soon */
+    dt_ps_client *c = NULL;
+    if (dt_ps_client_open(&c, &cc, m.p, m.n) == DT_OK) {
+        int64_t step;
+        while (dt_ps_client_push_pull(c, &step) == DT_OK)
+            atomic_fetch_add(&d->pushes, 1);
+        d->failed = 1;
+        dt_ps_client_close(c);
+    }
+    model_free(&m);
+    return NULL;
+}
+
+static void test_drain_while_pushing(void) {
+    char lp[512];
+    FILE *log = open_log("drain.log", lp, sizeof lp);
+    model a = {0};
+    model_make(&a);
+    fill_values(&a, 3);
+    dt_ps_server *s = NULL;
+    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
+    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
+    addrs ad;
+    addrs_of(&ad, &s, 1);
+    dt_ps_client_conf cc = client_conf(&ad, 1, "chief", log);
+    dt_ps_client *init = NULL;
+    DT_CHECK_OK(dt_ps_client_open(&init, &cc, a.p, a.n));
+    DT_CHECK_OK(dt_ps_client_init(init, NULL));
+    dt_ps_client_close(init);
+    drain_pusher d = {.ad = &ad, .log = log};
+    pthread_t th;
+    DT_CHECK(pthread_create(&th, NULL, drain_push_main, &d) == 0);
+    while (atomic_load(&d.pushes) < 50) /* pushing through the lane */
+        sched_yield();
+    int64_t saved = 0;
+    DT_CHECK_OK(dt_ps_server_drain(s, &saved, NULL, 0));
+    int64_t at_drain = dt_ps_server_step(s);
+    pthread_join(th, NULL);
+    DT_CHECK(d.failed);
+    DT_CHECK(at_drain >= 50 && dt_ps_server_step(s) == at_drain);
+    DT_CHECK(log_has(lp, "worker-0 (127.0.0.1:") && log_has(lp, "tensors through shared memory"));
+    dt_ps_server_stop(s);
+    model_free(&a);
+    fclose(log);
+}
+
 static void test_client_conf_errors(void) {
     model a = {0};
     model_make(&a);
@@ -1661,7 +1724,9 @@ DT_TEST_MAIN(DT_T(test_partition_rule), DT_T(test_partition_balance), DT_T(test_
              DT_T(test_async_sgd_exact), DT_T(test_async_adam_exact), DT_T(test_two_ps_split),
              DT_T(test_more_ps_than_variables), DT_T(test_pull_waits_for_init),
              DT_T(test_sync_rounds), DT_T(test_sync_timeout_and_leave), DT_T(test_refusals),
-             DT_T(test_shm_refusals), DT_T(test_shm_bells), DT_T(test_client_conf_errors), DT_T(test_save_restore),
+             DT_T(test_shm_refusals), DT_T(test_shm_bells), DT_T(test_drain_while_pushing),
+             DT_T(test_client_conf_errors),
+             DT_T(test_save_restore),
              DT_T(test_client_survives_restart), DT_T(test_pending_connections_bounded),
              DT_T(test_trickled_hello_closed), DT_T(test_burst_of_clients_admitted),
              DT_T(test_bf16_conversion), DT_T(test_async_bf16),

@@ -26,7 +26,9 @@
  *                   Writers, which need the whole model still: INIT, copying VALUES into
  *                   the connection's buffer (sent after the lock is released), SAVE, a
  *                   sync round's step, a push whose step is split over a pool. A reply is
- *                   one consistent snapshot. Writers are preferred (none starves).
+ *                   one consistent snapshot. Writers are preferred, so a stream of pushes
+ *                   cannot starve a save (without a pipeline, snapshots take it for reading:
+ *                   snapshot_lock).
  *   tlock (mutex)   taking a pipeline ticket and its optimizer step (dt_optim_take_step).
  *   slock (mutex)   the sync round: sum buffer, contributors, `active` flags of
  *                   connections; scv (condvar, CLOCK_MONOTONIC) wakes its waiters. Lock
@@ -43,7 +45,7 @@
  * gradients' element type (arg: float32 or bfloat16, wire-impl.h; any other is refused
  * before a payload byte is read); bfloat16 ones are widened to float32 in c->grad as they
  * come, so everything after reading is the same for both. A bfloat16 PUSH_PULL is answered
- * VALUES_BF16: the values narrowed into the connection's copy under the read lock (PULL is
+ * VALUES_BF16: the values narrowed into the connection's copy under vlock (PULL is
  * always float32: the model as it is, for checkpoints, evaluation, the end). In async mode the push
  * goes through the pipeline below (a float32 PUSH_PULL's new values are copied into the
  * connection's snapshot buffer as it goes, and that is the reply); with a pool, the
@@ -173,7 +175,8 @@ struct dt_ps_server {
     uint32_t tickets; /* tlock: the last ticket taken */
     pblock *blocks;
     int nblocks;
-    _Atomic int sleepers; /* pushes asleep on a block's word */
+    _Alignas(64) _Atomic int sleepers; /* pushes asleep on a block's word (its own line) */
+    _Alignas(64) _Atomic int closing;  /* drain or stop: bell waits end (lane_wait) */
 
     pthread_mutex_t slock;
     pthread_cond_t scv;
@@ -220,7 +223,8 @@ struct conn {
     float **shm_var_vals; /* per var: where its values go in the value area */
     uint32_t req_seen;    /* the client's rings of the lane's request bell taken so far */
     uint32_t rep_rings;   /* this PS's rings of the reply bell */
-    int64_t sock_owed;    /* rings that said "a frame on the socket", less frames read */
+    int64_t sock_sent;    /* the frames the client's last ring says it sent on the socket */
+    int64_t sock_read;    /* frames read from the socket since the attach */
     char *seen;        /* per var, during one tensor list */
     struct iovec *iov; /* VALUES reply: header, count+meta/data pairs */
     int active;        /* slock: has pushed (sync) */
@@ -404,6 +408,16 @@ truncated:
 
 /* ---- replies ---- */
 
+/* vlock for a snapshot of the values: for writing while async pushes go through the
+ * pipeline (they hold it for reading); otherwise every step takes it for writing, and
+ * snapshots share it. */
+static void snapshot_lock(dt_ps_server *s) {
+    if (!s->conf.sync && !s->pool)
+        pthread_rwlock_wrlock(&s->vlock);
+    else
+        pthread_rwlock_rdlock(&s->vlock);
+}
+
 /* c->snap and c->snap_vars, allocated at the first reply that needs them: 1, or 0 without
  * memory for both (without c->snap, the reply goes out of the values under the lock). */
 static int snap_ready(conn *c) {
@@ -420,9 +434,9 @@ static int snap_ready(conn *c) {
     return 1;
 }
 
-/* VALUES with the current values; takes the read lock. */
-/* VALUES go out from a copy taken under the read lock, so a slow reader holds the lock
- * for a memcpy, not for the whole send, and other workers' updates are not held up. */
+/* VALUES with the current values; takes vlock (snapshot_lock). */
+/* VALUES go out from a copy taken under the lock, so a slow reader holds the lock for a
+ * memcpy, not for the whole send, and other workers' updates are not held up. */
 /* With `bf16` (a bfloat16 PUSH_PULL's reply) the copy is the values narrowed to bfloat16,
  * sent as VALUES_BF16; without memory for a copy, float32 VALUES under the lock (the frame's
  * type says which, and the client takes either). */
@@ -436,7 +450,7 @@ static int send_values(conn *c, int bf16, int64_t pushed) {
     const float *src = c->snap ? c->snap : s->values;
     uint16_t *narrow = (uint16_t *)c->snap; /* bf16: var i at vars[i].off (of total) */
     int locked = pushed < 0;
-    if (locked) pthread_rwlock_wrlock(&s->vlock);
+    if (locked) snapshot_lock(s);
     int64_t step = locked ? atomic_load(&s->step) : pushed;
     if (bf16)
         dt__ps_hdr_encode(hdr, DT__PS_VALUES_BF16, step,
@@ -634,7 +648,7 @@ static void prune(dt_ps_server *s) {
     free(names);
 }
 
-/* Under the read lock (or before serving). */
+/* Under the write lock (or before serving). */
 static dt_err save_locked(dt_ps_server *s, char *path, size_t len) {
     if (mkdir(s->ckpt_dir, 0755) != 0 && errno != EEXIST)
         return dt_err_set(DT_ERR_IO, "%s: cannot create the checkpoint directory: %s", s->ckpt_dir,
@@ -859,10 +873,10 @@ static int64_t apply_push(conn *c, const float *g, float *const *copy) {
     return step;
 }
 
-/* The values into the segment's value area (one snapshot under the write lock); their step. */
+/* The values into the segment's value area (one snapshot); their step. */
 static int64_t shm_snapshot(conn *c) {
     dt_ps_server *s = c->s;
-    pthread_rwlock_wrlock(&s->vlock);
+    snapshot_lock(s);
     int64_t step = atomic_load(&s->step);
     memcpy(c->shm_vals, s->values, s->total * sizeof(float));
     pthread_rwlock_unlock(&s->vlock);
@@ -894,27 +908,29 @@ static int lane_request(conn *c, int type, int bell) {
 }
 
 /* How long an attached connection's thread sleeps on the request bell before it looks at
- * the socket (a hang-up, a frame from a client that does not ring): 10 ms, doubling while
- * nothing comes up to 160 ms, so an idle connection costs a few wake-ups a second */
-#define BELL_SLICE_NS (10 * 1000 * 1000L)
+ * the socket (a hang-up, a frame from a client that does not ring) and at `closing`: 10 ms
+ * (DT__PS_BELL_SLICE_NS), doubling while nothing comes up to 160 ms, so an idle connection
+ * costs a few wake-ups a second */
 #define BELL_SLICE_MAX_NS (160 * 1000 * 1000L)
 
 /* On an attached connection, before the next frame header: wait for the client's ring or
  * for the socket. 1: a lane request was rung (its type in *type); 0: read the socket (a
- * frame is owed or there, or a hang-up). */
+ * frame is owed or there, a hang-up, or the server is closing: its socket is shut). Every
+ * ring carries the count of frames the client has sent on the socket, so a ring missed (the
+ * count moved on twice between two looks) loses nothing. */
 static int lane_wait(conn *c, int *type) {
     dt__ps_bell *req = &dt__ps_lane_ctl_of(&c->shm)->req;
-    long slice = BELL_SLICE_NS;
+    long slice = DT__PS_BELL_SLICE_NS;
     for (;;) {
-        if (c->sock_owed > 0 || c->rd.pos < c->rd.end) return 0;
+        if (atomic_load(&c->s->closing) || c->sock_sent > c->sock_read || c->rd.pos < c->rd.end)
+            return 0;
         uint32_t n = atomic_load_explicit(&req->count, memory_order_acquire);
         if (n != c->req_seen) {
             c->req_seen = n; /* a client rings once, then waits for the answer */
-            uint32_t t = req->type;
-            if (t == DT__PS_BELL_SOCKET) {
-                c->sock_owed++; /* (unless the frame was read already: then it is even) */
-                continue;
-            }
+            uint32_t t = atomic_load_explicit(&req->type, memory_order_relaxed);
+            int64_t sent = atomic_load_explicit(&req->arg, memory_order_relaxed);
+            if (sent > c->sock_sent) c->sock_sent = sent; /* a hostile count can only stall it */
+            if (t == DT__PS_BELL_SOCKET) continue;
             *type = t > INT16_MAX ? INT16_MAX : (int)t; /* checked by the caller */
             return 1;
         }
@@ -964,7 +980,7 @@ static int shm_attach(conn *c, const dt__ps_hdr *h) {
     }
     c->shm = m;
     c->req_seen = c->rep_rings = 0; /* a fresh segment's bells */
-    c->sock_owed = 0;
+    c->sock_sent = c->sock_read = 0;
     c->shm_grad = dt__ps_lane_grads(&c->shm);
     c->shm_vals = c->shm_grad + s->total;
     for (int i = 0; i < s->nvars; i++)
@@ -1184,7 +1200,7 @@ static void *conn_main(void *arg) {
             rc = handle_hello(c, &h);
             hello = rc == 0;
         } else {
-            if (c->shm.base) c->sock_owed--; /* the frame a ring said was coming, or ahead of it */
+            if (c->shm.base) c->sock_read++; /* a frame a ring said was coming, or ahead of it */
             rc = handle(c, &h);
         }
         if (rc != 0) break;
@@ -1360,8 +1376,10 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
                           conf->nps);
     if (conf->max_frame < 0)
         return dt_err_set(DT_ERR_ARG, "ps: max_frame must be >= 0, got %" PRId64, conf->max_frame);
-    dt_ps_server *s = calloc(1, sizeof *s);
-    if (!s) return dt_err_set(DT_ERR_NOMEM, "ps: out of memory");
+    dt_ps_server *s = NULL; /* aligned: some members have cache lines of their own */
+    if (posix_memalign((void **)&s, _Alignof(dt_ps_server), sizeof *s) != 0)
+        return dt_err_set(DT_ERR_NOMEM, "ps: out of memory");
+    memset(s, 0, sizeof *s);
     s->conf = *conf;
     s->lfd = -1;
     if (!s->conf.max_frame) s->conf.max_frame = DT_PS_DEFAULT_MAX_FRAME;
@@ -1536,6 +1554,7 @@ dt_err dt_ps_server_drain(dt_ps_server *s, int64_t *step, char *path, size_t len
     *step = -1;
     if (len) path[0] = 0;
     stop_accepting(s);
+    atomic_store(&s->closing, 1);
     /* The read side only: a thread blocked on its next header (or in the middle of a
      * frame, which is then not applied) sees the end; one applying a frame still sends
      * its reply. A sync round completes with the connections that pushed to it, as the
@@ -1556,7 +1575,7 @@ dt_err dt_ps_server_drain(dt_ps_server *s, int64_t *step, char *path, size_t len
     if (atomic_load(&s->step) < 0 || !s->ckpt_dir) return DT_OK; /* nothing to save */
     char tmp[DT__PATH_MAX];
     pthread_mutex_lock(&s->save_lock);
-    pthread_rwlock_rdlock(&s->vlock);
+    pthread_rwlock_wrlock(&s->vlock);
     *step = atomic_load(&s->step);
     dt_err err = save_locked(s, len ? path : tmp, len ? len : sizeof tmp);
     pthread_rwlock_unlock(&s->vlock);
@@ -1568,6 +1587,7 @@ void dt_ps_server_stop(dt_ps_server *s) {
     if (!s) return;
     if (s->accept_started || s->conns) {
         stop_accepting(s);
+        atomic_store(&s->closing, 1);
         pthread_mutex_lock(&s->slock);
         s->sync_stop = 1;
         pthread_cond_broadcast(&s->scv);

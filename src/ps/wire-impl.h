@@ -85,16 +85,20 @@ static inline size_t dt__ps_shm_floats(int64_t numel) {
 /* The lane's doorbells (docs/WIRE.md, "Doorbells"): the first DT__PS_LANE_CTL bytes of the
  * segment's user area, then the gradient area, then the value area. On an attached
  * connection the client rings `req` for each lane request (type SHM_PUSH, SHM_PUSH_PULL or
- * SHM_PULL; DT__PS_BELL_SOCKET after it has sent a frame on the socket) and the PS rings
- * `rep` with the answer (its frame type and arg), instead of frames on the socket. */
+ * SHM_PULL; DT__PS_BELL_SOCKET after it has sent a frame on the socket; arg: the frames it
+ * has sent on the socket since the attach, on every ring) and the PS rings `rep` with the
+ * answer (its frame type and arg), instead of frames on the socket. The bell's writer writes
+ * count, type and arg; the other side writes asleep. */
 #define DT__PS_LANE_CTL 128
 #define DT__PS_BELL_SOCKET 0
+/* A wait for a bell sleeps this long at first before it looks at the socket */
+#define DT__PS_BELL_SLICE_NS (10 * 1000 * 1000L)
 typedef struct dt__ps_bell {
     _Alignas(64) _Atomic uint32_t count; /* rings so far (wraps) */
     _Atomic uint32_t asleep;             /* the other side sleeps on count */
-    uint32_t type;                       /* the last ring's: a frame type */
+    _Atomic uint32_t type;               /* the last ring's: a frame type */
     uint32_t pad;
-    int64_t arg;
+    _Atomic int64_t arg;
 } dt__ps_bell;
 typedef struct dt__ps_lane_ctl {
     dt__ps_bell req; /* written by the client */

@@ -149,8 +149,8 @@ void dt__ps_tune_socket(int fd) {
 /* ---- the lane's doorbells ---- */
 
 void dt__ps_bell_ring(dt__ps_bell *b, uint32_t count, uint32_t type, int64_t arg) {
-    b->type = type;
-    b->arg = arg;
+    atomic_store_explicit(&b->type, type, memory_order_relaxed);
+    atomic_store_explicit(&b->arg, arg, memory_order_relaxed);
     atomic_store(&b->count, count); /* seq_cst: before `asleep` is read (futex-impl.h) */
     if (atomic_load(&b->asleep)) dt__futex_wake(&b->count);
 }

@@ -90,8 +90,9 @@ void dt__ring_log(const dt_ring *r, const char *fmt, ...) {
 dt_err dt__ring_peer_parse(dt__ring_peer *p, const char *addr, const char *what) {
     if (!addr) return dt_err_set(DT_ERR_ARG, "ring: %s is NULL, not host:port", what);
     int port = 0;
-    int rc = strlen(addr) >= sizeof p->addr ? DT__HOSTPORT_FORM
-                                             : dt__hostport_split(addr, p->host, sizeof p->host, &port);
+    int rc = strlen(addr) >= sizeof p->addr
+                 ? DT__HOSTPORT_FORM
+                 : dt__hostport_split(addr, p->host, sizeof p->host, &port);
     if (rc)
         return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\"%s", what, addr,
                           rc == DT__HOSTPORT_PORT_NAN     ? ": port is not a number"

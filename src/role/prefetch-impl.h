@@ -49,4 +49,9 @@ dt_err dt__prefetch_take(dt__prefetch *p, dt_shard *sh, int finished, int *got);
  * request of the caller's own (one of a replica's at a time), at a stop, at the end. */
 void dt__prefetch_quiet(dt__prefetch *p);
 
+/* The log line for a shard whose done report the master refused (HTTP 409: it re-queued the
+ * shard while this replica was silent): "NAME: WHY: shard I of epoch E dropped (re-queued by
+ * the master)"; clears the error. */
+void dt__shard_dropped(FILE *log, const char *name, const dt_shard *sh);
+
 #endif

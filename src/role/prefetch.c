@@ -17,23 +17,32 @@
 
 #include <string.h>
 
+#include "core/assert-impl.h"
+
 static void swap_shards(dt_shard *a, dt_shard *b) {
     dt_shard x = *a;
     *a = *b;
     *b = x;
 }
 
+void dt__shard_dropped(FILE *log, const char *name, const dt_shard *sh) {
+    fprintf(log, "%s: %s: shard %lld of epoch %lld dropped (re-queued by the master)\n", name,
+            dt_errmsg(), (long long)sh->id, (long long)sh->epoch + 1);
+    fflush(log);
+    dt_err_clear();
+}
+
 /* The report of p->rep (mu not held). */
 static void report(dt__prefetch *p) {
     dt_err e = dt_shard_report(p->sc, p->dataset, &p->rep, 1, NULL);
-    if (e == DT_ERR_STATE)
-        fprintf(p->log, "%s: %s: shard %lld of epoch %lld dropped (re-queued by the master)\n",
-                p->name, dt_errmsg(), (long long)p->rep.id, (long long)p->rep.epoch);
-    else if (e)
+    if (e == DT_ERR_STATE) {
+        dt__shard_dropped(p->log, p->name, &p->rep);
+    } else if (e) {
         fprintf(p->log, "%s: the report of shard %lld of epoch %lld failed (%s): it goes back "
                 "to the queue when this replica exits\n", p->name, (long long)p->rep.id,
                 (long long)p->rep.epoch + 1, dt_errmsg());
-    if (e) fflush(p->log);
+        fflush(p->log);
+    }
     dt_err_clear();
 }
 
@@ -124,6 +133,7 @@ dt_err dt__prefetch_take(dt__prefetch *p, dt_shard *sh, int finished, int *got) 
     }
     if (*got) {
         if (finished) { /* the previous one was sent before this fetch was asked */
+            DT_ASSERT(!p->have_done && !p->reporting);
             swap_shards(&p->done, sh);
             p->have_done = 1;
             pthread_cond_signal(&p->cv);

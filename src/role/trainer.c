@@ -219,7 +219,8 @@ static dt_err train_shard(trainer *t, const dt_shard *sh) {
         if (e) return e;
         dt_model_backward(t->model);
         /* the next shard asked for now, fetched while this thread waits for the PS */
-        if (sh->count - lo <= PREFETCH_BATCHES * t->batch) dt__prefetch_ask(&t->pf);
+        if (sh->count - lo <= PREFETCH_BATCHES * t->batch && !dt__stop_signal())
+            dt__prefetch_ask(&t->pf);
         if ((e = dt_ps_client_push_pull(t->ps, &t->step))) return e;
         t->samples += nb;
         t->batches++;
@@ -270,10 +271,7 @@ static dt_err finish(trainer *t, json_t *res) {
  * was silent (stopped, or cut off past the heartbeat timeout), and another trainer takes
  * it. It is dropped. */
 static void dropped(trainer *t, const dt_shard *sh) {
-    fprintf(t->r->log, "%s: %s: shard %lld of epoch %lld dropped (re-queued by the master)\n",
-            t->r->name, dt_errmsg(), (long long)sh->id, (long long)sh->epoch);
-    fflush(t->r->log);
-    dt_err_clear();
+    dt__shard_dropped(t->r->log, t->r->name, sh);
 }
 
 /* The next shard into sh, after reporting sh done when `report`: the prefetcher's when it
@@ -282,14 +280,14 @@ static void dropped(trainer *t, const dt_shard *sh) {
 static dt_err next_shard(trainer *t, dt_shard *sh, int report, dt_shard_fetch_status *st) {
     int got;
     dt_err e = dt__prefetch_take(&t->pf, sh, report, &got);
-    if (e) return e;
-    if (got) {
+    if (!e && got) {
         *st = DT_SHARD_FETCH_SHARD;
         return DT_OK;
     }
+    dt_err_clear(); /* a prefetch that failed: asked again here, which says why if it fails */
     dt__prefetch_quiet(&t->pf); /* one request of this replica's at a time */
     e = report ? dt_shard_report_fetch(t->sc, DATASET, sh, 1, NULL, st)
-                      : dt_shard_fetch(t->sc, DATASET, sh, st);
+               : dt_shard_fetch(t->sc, DATASET, sh, st);
     if (e == DT_ERR_STATE && report) {
         dropped(t, sh);
         e = dt_shard_fetch(t->sc, DATASET, sh, st);
@@ -336,6 +334,7 @@ dt_err dt__role_trainer(dt__role *r) {
             /* Tell the master this shard failed (it re-queues it), then give up. */
             char msg[512];
             snprintf(msg, sizeof msg, "%s", dt_errmsg());
+            dt__prefetch_quiet(&t.pf); /* one request of this replica's at a time */
             dt_shard_report(t.sc, DATASET, &sh, 0, msg);
             e = dt_err_set(te, "%s", msg);
             break;
