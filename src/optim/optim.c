@@ -291,8 +291,8 @@ typedef struct step_job {
 /* Parameter p's elements [lo, hi) from its gradient g (times gs). Never inlined: every step
  * (whole, or a range at a time) runs this one body, so the compiler's choices (which products
  * it fuses into multiply-adds) are the same for all and so are the results, bit for bit - the
- * PS's pipelined steps against a plain one, say (inlined into a caller with the scale known,
- * one copy was seen to differ in the last bit). */
+ * PS's pipelined steps against a plain one, say (a copy inlined into dt_optim_apply_range
+ * with a scale argument of its own was seen to differ from dt_optim_step's in the last bit). */
 __attribute__((noinline)) static void step_range(const dt_optim *o, const dt_optim_taken *k, int p, const float *g,
                        float gs, int64_t lo, int64_t hi) {
     const dt_optim_conf *c = &o->conf;
