@@ -151,6 +151,22 @@ static dt_ps_client_conf client_conf(const addrs *ad, int nps, const char *repli
                                .log = log};
 }
 
+/* *s: one PS (partition 0 of 1, optimizer oc) over m, given m's values by a client "chief"
+ * that is closed again; *ad gets its address. */
+static void one_ps_initialized(model *m, dt_optim_conf oc, FILE *log, dt_ps_server **s,
+                               addrs *ad) {
+    dt_ps_server_conf sc = server_conf(0, 1, oc, log);
+    DT_CHECK_OK(dt_ps_server_start(s, &sc, m->p, m->n));
+    addrs_of(ad, s, 1);
+    dt_ps_client_conf cc = client_conf(ad, 1, "chief", log);
+    dt_ps_client *init = NULL;
+    int taken = 0;
+    DT_CHECK_OK(dt_ps_client_open(&init, &cc, m->p, m->n));
+    DT_CHECK_OK(dt_ps_client_init(init, &taken));
+    DT_CHECK(taken == 1);
+    dt_ps_client_close(init);
+}
+
 /* ---- partition ---- */
 
 static void test_partition_rule(void) {
@@ -596,18 +612,10 @@ static void test_concurrent_pushes(void) {
     }
     dt_optim_free(o);
 
-    dt_ps_server *s = NULL;
-    dt_ps_server_conf sc = server_conf(0, 1, oc, log);
-    DT_CHECK_OK(dt_ps_server_start(&s, &sc, w.p, w.n));
     addrs ad;
-    addrs_of(&ad, &s, 1);
+    dt_ps_server *s = NULL;
+    one_ps_initialized(&w, oc, log, &s, &ad);
     dt_ps_client_conf cc = client_conf(&ad, 1, "chief", log);
-    dt_ps_client *init = NULL;
-    int taken = 0;
-    DT_CHECK_OK(dt_ps_client_open(&init, &cc, w.p, w.n));
-    DT_CHECK_OK(dt_ps_client_init(init, &taken));
-    DT_CHECK(taken == 1);
-    dt_ps_client_close(init);
 
     _Atomic int pushing = CONC_PUSHERS;
     conc_run runs[CONC_PUSHERS + 1];
@@ -1402,15 +1410,9 @@ static void test_shm_bells(void) {
     model a = {0};
     model_make(&a);
     fill_values(&a, 5);
-    dt_ps_server *s = NULL;
-    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
-    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
     addrs ad;
-    addrs_of(&ad, &s, 1);
-    dt_ps_client_conf cc = client_conf(&ad, 1, "worker-0", log);
-    dt_ps_client *ca = NULL;
-    DT_CHECK_OK(dt_ps_client_open(&ca, &cc, a.p, a.n));
-    DT_CHECK_OK(dt_ps_client_init(ca, NULL));
+    dt_ps_server *s = NULL;
+    one_ps_initialized(&a, optim_of(DT_OPTIM_SGD, 0), log, &s, &ad);
     const char *names[4] = {"fc1/kernel", "fc1/bias", "fc2/kernel", "fc2/bias"};
     dt_shape shapes[4];
     size_t floats = 0;
@@ -1453,7 +1455,6 @@ static void test_shm_bells(void) {
     close(fd);
     DT_CHECK(dt_ps_server_step(s) == 0);
     dt__shm_free(&seg);
-    dt_ps_client_close(ca);
     dt_ps_server_stop(s);
     model_free(&a);
     fclose(log);
@@ -1494,16 +1495,9 @@ static void test_drain_while_pushing(void) {
     model a = {0};
     model_make(&a);
     fill_values(&a, 3);
-    dt_ps_server *s = NULL;
-    dt_ps_server_conf sc = server_conf(0, 1, optim_of(DT_OPTIM_SGD, 0), log);
-    DT_CHECK_OK(dt_ps_server_start(&s, &sc, a.p, a.n));
     addrs ad;
-    addrs_of(&ad, &s, 1);
-    dt_ps_client_conf cc = client_conf(&ad, 1, "chief", log);
-    dt_ps_client *init = NULL;
-    DT_CHECK_OK(dt_ps_client_open(&init, &cc, a.p, a.n));
-    DT_CHECK_OK(dt_ps_client_init(init, NULL));
-    dt_ps_client_close(init);
+    dt_ps_server *s = NULL;
+    one_ps_initialized(&a, optim_of(DT_OPTIM_SGD, 0), log, &s, &ad);
     drain_pusher d = {.ad = &ad, .log = log};
     pthread_t th;
     DT_CHECK(pthread_create(&th, NULL, drain_push_main, &d) == 0);
