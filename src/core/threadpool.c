@@ -19,6 +19,7 @@
 
 #include "core/assert-impl.h"
 #include "core/fpenv-impl.h"
+#include "core/futex-impl.h"
 
 #define SPIN_ITERS 20000
 
@@ -41,12 +42,6 @@ struct worker_arg {
     int ith;
 };
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 static void *worker_main(void *varg) {
     struct worker_arg *wa = varg;
     dt_pool *p = wa->p;
@@ -60,7 +55,7 @@ static void *worker_main(void *varg) {
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
                !atomic_load(&p->stop)) {
             if (++spins < SPIN_ITERS) {
-                cpu_relax();
+                dt__cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&p->mu);
@@ -148,7 +143,7 @@ void dt_pool_run(dt_pool *p, dt_task_fn fn, void *arg) {
     int spins = 0;
     while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) {
         if (++spins < SPIN_ITERS) {
-            cpu_relax();
+            dt__cpu_relax();
             continue;
         }
         pthread_mutex_lock(&p->mu);

@@ -58,6 +58,9 @@ enum {
     DT__HOSTPORT_PORT_RANGE, /* the port is 0 or above 65535 */
 };
 int dt__hostport_split(const char *addr, char *host, size_t cap, int *port);
+/* What a status other than OK says, to follow the address in a message: " is not host:port",
+ * ": port is not a number", ": port is out of range". */
+const char *dt__hostport_why(int status);
 
 /* "1.2.3.4:80", "[::1]:80" or "an unknown address". */
 void dt__sock_addr_text(const struct sockaddr_storage *sa, char *out, size_t cap);

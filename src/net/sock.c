@@ -277,6 +277,12 @@ dt_err dt__sock_writev_all(int fd, struct iovec *iov, int n, int64_t deadline_ms
     return DT_OK;
 }
 
+const char *dt__hostport_why(int status) {
+    return status == DT__HOSTPORT_PORT_NAN     ? ": port is not a number"
+           : status == DT__HOSTPORT_PORT_RANGE ? ": port is out of range"
+                                               : " is not host:port";
+}
+
 int dt__hostport_split(const char *addr, char *host, size_t cap, int *port) {
     const char *colon = addr ? strrchr(addr, ':') : NULL;
     if (!colon || colon == addr || !colon[1]) return DT__HOSTPORT_FORM;

@@ -288,13 +288,15 @@ typedef struct step_job {
     dt_optim_taken k;    /* the step's scalars */
 } step_job;
 
-/* Parameter p's elements [lo, hi) from its gradient g (times gs). Never inlined: every step
+/* Parameter p's elements [lo, hi) from its gradient g (times gs); their new values also to
+ * copy (p's whole layout) unless NULL, while they are in cache. Never inlined: every step
  * (whole, or a range at a time) runs this one body, so the compiler's choices (which products
  * it fuses into multiply-adds) are the same for all and so are the results, bit for bit - the
  * PS's pipelined steps against a plain one, say (a copy inlined into dt_optim_apply_range
  * with a scale argument of its own was seen to differ from dt_optim_step's in the last bit). */
-__attribute__((noinline)) static void step_range(const dt_optim *o, const dt_optim_taken *k, int p, const float *g,
-                       float gs, int64_t lo, int64_t hi) {
+__attribute__((noinline)) static void step_range(const dt_optim *o, const dt_optim_taken *k,
+                                                 int p, const float *g, float gs, int64_t lo,
+                                                 int64_t hi, float *copy) {
     const dt_optim_conf *c = &o->conf;
     dt_param *par = o->params[p];
     float *w = par->value.data;
@@ -319,6 +321,7 @@ __attribute__((noinline)) static void step_range(const dt_optim *o, const dt_opt
         adagrad_kernel(w, g, gs, s[0].t.data, lo, hi, k->lr, wd, c->epsilon);
         break;
     }
+    if (copy) memcpy(copy + lo, w + lo, (size_t)(hi - lo) * sizeof(float));
 }
 
 static void step_task(void *arg, int ith, int nth) {
@@ -331,9 +334,7 @@ static void step_task(void *arg, int ith, int nth) {
         int64_t block = j->copy ? COPY_BLOCK : hi - lo; /* without copies: all at once */
         for (int64_t b = lo; b < hi; b += block) {
             int64_t e = hi - b < block ? hi : b + block;
-            step_range(j->o, &j->k, p, g, j->scale, b, e);
-            if (j->copy)
-                memcpy(j->copy[p] + b, par->value.data + b, (size_t)(e - b) * sizeof(float));
+            step_range(j->o, &j->k, p, g, j->scale, b, e, j->copy ? j->copy[p] : NULL);
         }
     }
 }
@@ -359,10 +360,8 @@ void dt_optim_apply_range(dt_optim *o, const dt_optim_taken *k, int p, int64_t l
     DT_ASSERT(p >= 0 && p < o->nparams && lo >= 0 && lo <= hi &&
               hi <= dt_tensor_numel(&o->params[p]->value));
     unsigned fp = dt__fp_flush_denormals(); /* core/fpenv-impl.h */
-    step_range(o, k, p, grad, 1.0f, lo, hi);
+    step_range(o, k, p, grad, 1.0f, lo, hi, copy);
     dt__fp_restore(fp);
-    if (copy)
-        memcpy(copy + lo, o->params[p]->value.data + lo, (size_t)(hi - lo) * sizeof(float));
 }
 
 static void run_step(dt_optim *o, dt_pool *pool, float *const *grads, float scale,

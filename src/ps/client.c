@@ -680,9 +680,7 @@ static dt_err split_addr(pslink *l, const char *addr) {
                  : dt__hostport_split(addr, l->host, sizeof l->host, &l->portno);
     if (rc)
         return dt_err_set(DT_ERR_ARG, "ps client: addrs[%d]: \"%s\"%s", l->index, addr,
-                          rc == DT__HOSTPORT_PORT_NAN     ? ": port is not a number"
-                          : rc == DT__HOSTPORT_PORT_RANGE ? ": port is out of range"
-                                                          : " is not host:port");
+                          dt__hostport_why(rc));
     snprintf(l->addr, sizeof l->addr, "%s", addr);
     return DT_OK;
 }

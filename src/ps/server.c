@@ -408,11 +408,17 @@ truncated:
 
 /* ---- replies ---- */
 
+/* Whether async pushes go through the pipeline ("Pipelined pushes" above): not in sync
+ * mode, and not when a step is split over a pool. */
+static int pipelined(const dt_ps_server *s) {
+    return !s->conf.sync && !s->pool;
+}
+
 /* vlock for a snapshot of the values: for writing while async pushes go through the
  * pipeline (they hold it for reading); otherwise every step takes it for writing, and
  * snapshots share it. */
 static void snapshot_lock(dt_ps_server *s) {
-    if (!s->conf.sync && !s->pool)
+    if (pipelined(s))
         pthread_rwlock_wrlock(&s->vlock);
     else
         pthread_rwlock_rdlock(&s->vlock);
@@ -434,14 +440,13 @@ static int snap_ready(conn *c) {
     return 1;
 }
 
-/* VALUES with the current values; takes vlock (snapshot_lock). */
-/* VALUES go out from a copy taken under the lock, so a slow reader holds the lock for a
- * memcpy, not for the whole send, and other workers' updates are not held up. */
-/* With `bf16` (a bfloat16 PUSH_PULL's reply) the copy is the values narrowed to bfloat16,
- * sent as VALUES_BF16; without memory for a copy, float32 VALUES under the lock (the frame's
- * type says which, and the client takes either). */
-/* With `pushed` >= 0, c->snap already holds the values right after the push that made that
- * step (float32; the push wrote them): they are sent as they are. */
+/* VALUES with the current values, from a copy taken under vlock (snapshot_lock), so a slow
+ * reader holds the lock for a memcpy, not for the whole send, and other workers' updates are
+ * not held up. With `bf16` (a bfloat16 PUSH_PULL's reply) the copy is the values narrowed to
+ * bfloat16, sent as VALUES_BF16; without memory for a copy, float32 VALUES under the lock
+ * (the frame's type says which, and the client takes either). With `pushed` >= 0, c->snap
+ * already holds the values right after the push that made that step (float32; the push
+ * wrote them): they are sent as they are. */
 static int send_values(conn *c, int bf16, int64_t pushed) {
     dt_ps_server *s = c->s;
     uint8_t hdr[DT__PS_HDR];
@@ -798,9 +803,7 @@ out:
 static void block_wait(dt_ps_server *s, pblock *b, uint32_t want) {
     for (int i = 0; i < BLOCK_SPINS; i++) {
         if (atomic_load_explicit(&b->done, memory_order_acquire) == want) return;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        dt__cpu_relax();
     }
     atomic_fetch_add(&s->sleepers, 1);
     uint32_t have;
@@ -865,7 +868,7 @@ static int64_t pipelined_push(dt_ps_server *s, const float *g, float *const *cop
 static int64_t apply_push(conn *c, const float *g, float *const *copy) {
     dt_ps_server *s = c->s;
     if (s->conf.sync) return sync_push(c, g);
-    if (!s->pool) return pipelined_push(s, g, copy);
+    if (pipelined(s)) return pipelined_push(s, g, copy);
     pthread_rwlock_wrlock(&s->vlock); /* the step split over the pool: alone, whole */
     apply_grad_locked(s, (float *)g, copy);
     int64_t step = atomic_load(&s->step);
@@ -1502,8 +1505,8 @@ dt_err dt_ps_server_start(dt_ps_server **out, const dt_ps_server_conf *conf,
         s->vars[k].p.grad.data = s->values + s->vars[k].off; /* set per step */
     }
     if ((err = dt_optim_init(&s->optim, &conf->optim, s->pp, s->nvars))) goto fail;
-    if (make_blocks(s)) goto nomem;
     if (conf->threads > 1 && (err = dt_pool_init(&s->pool, conf->threads))) goto fail;
+    if (pipelined(s) && make_blocks(s)) goto nomem;
     if (s->ckpt_dir && (err = restore(s))) goto fail;
     if ((err = listen_on(s))) goto fail;
     if (pthread_create(&s->accept_thread, NULL, accept_main, s) != 0) {

@@ -151,13 +151,10 @@ void dt__ps_tune_socket(int fd) {
 void dt__ps_bell_ring(dt__ps_bell *b, uint32_t count, uint32_t type, int64_t arg) {
     atomic_store_explicit(&b->type, type, memory_order_relaxed);
     atomic_store_explicit(&b->arg, arg, memory_order_relaxed);
-    atomic_store(&b->count, count); /* seq_cst: before `asleep` is read (futex-impl.h) */
-    if (atomic_load(&b->asleep)) dt__futex_wake(&b->count);
+    dt__futex_publish(&b->count, count, &b->asleep); /* type and arg are seen with it */
 }
 
 int dt__ps_bell_sleep(dt__ps_bell *b, uint32_t seen, long slice_ns) {
-    atomic_store(&b->asleep, 1);
-    if (atomic_load(&b->count) == seen) dt__futex_wait(&b->count, seen, slice_ns);
-    atomic_store(&b->asleep, 0);
+    dt__futex_sleep(&b->count, seen, &b->asleep, slice_ns);
     return atomic_load_explicit(&b->count, memory_order_acquire) != seen;
 }

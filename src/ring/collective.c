@@ -893,9 +893,7 @@ static int reached(uint32_t have, uint32_t want) {
 }
 
 static void publish(dt_ring *r, uint32_t v) {
-    atomic_store_explicit(&r->out.ctl->progress, v, memory_order_seq_cst);
-    if (atomic_load_explicit(&r->in.ctl->pwait, memory_order_seq_cst))
-        dt__futex_wake(&r->out.ctl->progress);
+    dt__futex_publish(&r->out.ctl->progress, v, &r->in.ctl->pwait);
 }
 
 static dt_err await_peer(engine *e, uint32_t want, const char *what) {
@@ -912,12 +910,9 @@ static dt_err await_peer(engine *e, uint32_t want, const char *what) {
         }
     }
     for (;;) {
-        atomic_store_explicit(&r->out.ctl->pwait, 1, memory_order_seq_cst);
-        uint32_t have = atomic_load_explicit(word, memory_order_seq_cst);
-        if (!reached(have, want) && !atomic_load_explicit(&r->aborted, memory_order_relaxed)) {
-            dt__futex_wait(word, have, dt__ring_in_place_slice_ns);
-        }
-        atomic_store_explicit(&r->out.ctl->pwait, 0, memory_order_relaxed);
+        uint32_t have = atomic_load_explicit(word, memory_order_acquire);
+        if (!reached(have, want) && !atomic_load_explicit(&r->aborted, memory_order_relaxed))
+            dt__futex_sleep(word, have, &r->out.ctl->pwait, dt__ring_in_place_slice_ns);
         if (reached(atomic_load_explicit(word, memory_order_acquire), want)) return DT_OK;
         if (atomic_load_explicit(&r->aborted, memory_order_relaxed))
             return abort_call(r, e->pl->op);

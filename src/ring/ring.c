@@ -94,10 +94,7 @@ dt_err dt__ring_peer_parse(dt__ring_peer *p, const char *addr, const char *what)
                  ? DT__HOSTPORT_FORM
                  : dt__hostport_split(addr, p->host, sizeof p->host, &port);
     if (rc)
-        return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\"%s", what, addr,
-                          rc == DT__HOSTPORT_PORT_NAN     ? ": port is not a number"
-                          : rc == DT__HOSTPORT_PORT_RANGE ? ": port is out of range"
-                                                          : " is not host:port");
+        return dt_err_set(DT_ERR_ARG, "ring: %s \"%s\"%s", what, addr, dt__hostport_why(rc));
     snprintf(p->addr, sizeof p->addr, "%s", addr);
     snprintf(p->port, sizeof p->port, "%d", port);
     return DT_OK;
