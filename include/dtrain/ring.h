@@ -122,6 +122,21 @@ void dt_ring_set_spin_us(dt_ring *r, int us);
  * through the lane (docs/WIRE.md, "In place"). Valid until dt_ring_close. */
 float *dt_ring_shared_buffer(dt_ring *r);
 
+/* dt_ring_allreduce without the sum, where the ring sums in place (data in this member's
+ * shared buffer, at the same offset on both members): returns once the other member's data
+ * is in place, with *peer its copy of data[0..n) - the sum is data[i] + (*peer)[i], the same
+ * float on both members - and leaves data as it was. The caller reads *peer until it calls
+ * dt_ring_release, and must call dt_ring_settle (the other may still be reading data) before
+ * it writes data again. Elsewhere (TCP, more members, bfloat16, data outside the buffer) it
+ * is dt_ring_allreduce and *peer is NULL. docs/WIRE.md, "In place". */
+dt_err dt_ring_allreduce_pair(dt_ring *r, float *data, size_t n, const float **peer);
+/* This member no longer reads the range dt_ring_allreduce_pair gave (none: nothing). */
+void dt_ring_release(dt_ring *r);
+/* Wait until the other member no longer reads this member's buffer (releases it); it
+ * releases this member's own reading first. Fails as a call of the ring does (the other gone,
+ * timeout_ms, dt_ring_abort); DT_OK at once when no dt_ring_allreduce_pair waits for it. */
+dt_err dt_ring_settle(dt_ring *r);
+
 /* Copy root's bytes[0..len) to every member; every member passes the same len. */
 dt_err dt_ring_broadcast(dt_ring *r, void *bytes, size_t len, int root);
 

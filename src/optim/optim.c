@@ -221,17 +221,20 @@ void dt_optim_free(dt_optim *o) {
  * this file with -fno-math-errno. */
 
 /* The gradient a kernel reads: g[i], or g[i] x gs when the step was given scaled sums
- * (dt_optim_step_grads); gs == 1 is g[i] itself, the same arithmetic as without. */
-#define GRAD(i) (gs == 1.0f ? g[i] : g[i] * gs)
+ * (dt_optim_step_grads); gs == 1 is g[i] itself, the same arithmetic as without. With a
+ * second source h (dt_optim_step_grads2) it is (g[i] + h[i]) x gs: the float sum an
+ * all-reduce would have stored, then scaled. */
+#define GRAD(i) (h ? (g[i] + h[i]) * gs : gs == 1.0f ? g[i] : g[i] * gs)
 
-static void sgd_kernel(float *restrict w, const float *restrict g, float gs, int64_t lo, int64_t hi,
-                       float lr, float wd) {
+static void sgd_kernel(float *restrict w, const float *restrict g, const float *restrict h,
+                       float gs, int64_t lo, int64_t hi, float lr, float wd) {
     for (int64_t i = lo; i < hi; i++)
         w[i] -= lr * (GRAD(i) + wd * w[i]);
 }
 
-static void momentum_kernel(float *restrict w, const float *restrict g, float gs, float *restrict v,
-                            int64_t lo, int64_t hi, float lr, float wd, float mu) {
+static void momentum_kernel(float *restrict w, const float *restrict g, const float *restrict h,
+                            float gs, float *restrict v, int64_t lo, int64_t hi, float lr,
+                            float wd, float mu) {
     for (int64_t i = lo; i < hi; i++) {
         float gi = GRAD(i) + wd * w[i];
         float vi = mu * v[i] + gi;
@@ -240,8 +243,9 @@ static void momentum_kernel(float *restrict w, const float *restrict g, float gs
     }
 }
 
-static void nesterov_kernel(float *restrict w, const float *restrict g, float gs, float *restrict v,
-                            int64_t lo, int64_t hi, float lr, float wd, float mu) {
+static void nesterov_kernel(float *restrict w, const float *restrict g, const float *restrict h,
+                            float gs, float *restrict v, int64_t lo, int64_t hi, float lr,
+                            float wd, float mu) {
     for (int64_t i = lo; i < hi; i++) {
         float gi = GRAD(i) + wd * w[i];
         float vi = mu * v[i] + gi;
@@ -251,9 +255,10 @@ static void nesterov_kernel(float *restrict w, const float *restrict g, float gs
 }
 
 /* step_size = lr / (1 - b1^t), inv_sqrt_bc2 = 1 / sqrt(1 - b2^t) */
-static void adam_kernel(float *restrict w, const float *restrict g, float gs, float *restrict m,
-                        float *restrict v, int64_t lo, int64_t hi, float wd, float b1, float b2,
-                        float eps, float step_size, float inv_sqrt_bc2) {
+static void adam_kernel(float *restrict w, const float *restrict g, const float *restrict h,
+                        float gs, float *restrict m, float *restrict v, int64_t lo, int64_t hi,
+                        float wd, float b1, float b2, float eps, float step_size,
+                        float inv_sqrt_bc2) {
     const float c1 = 1.0f - b1, c2 = 1.0f - b2;
     for (int64_t i = lo; i < hi; i++) {
         float gi = GRAD(i) + wd * w[i];
@@ -265,8 +270,9 @@ static void adam_kernel(float *restrict w, const float *restrict g, float gs, fl
     }
 }
 
-static void adagrad_kernel(float *restrict w, const float *restrict g, float gs, float *restrict a,
-                           int64_t lo, int64_t hi, float lr, float wd, float eps) {
+static void adagrad_kernel(float *restrict w, const float *restrict g, const float *restrict h,
+                           float gs, float *restrict a, int64_t lo, int64_t hi, float lr,
+                           float wd, float eps) {
     for (int64_t i = lo; i < hi; i++) {
         float gi = GRAD(i) + wd * w[i];
         float ai = a[i] + gi * gi;
@@ -283,20 +289,22 @@ static void adagrad_kernel(float *restrict w, const float *restrict g, float gs,
 typedef struct step_job {
     dt_optim *o;
     float *const *grads; /* NULL: the params' own */
+    const float *const *more; /* NULL, or a second source added to grads (step_grads2) */
     float *const *copy;  /* NULL: none; else the new values also go to copy[p] */
     float scale;         /* the grads are multiplied by it as they are read */
     dt_optim_taken k;    /* the step's scalars */
 } step_job;
 
-/* Parameter p's elements [lo, hi) from its gradient g (times gs); their new values also to
- * copy (p's whole layout) unless NULL, while they are in cache. Never inlined: every step
- * (whole, or a range at a time) runs this one body, so the compiler's choices (which products
- * it fuses into multiply-adds) are the same for all and so are the results, bit for bit - the
- * PS's pipelined steps against a plain one, say (a copy inlined into dt_optim_apply_range
- * with a scale argument of its own was seen to differ from dt_optim_step's in the last bit). */
+/* Parameter p's elements [lo, hi) from its gradient g (plus h unless NULL, times gs); their
+ * new values also to copy (p's whole layout) unless NULL, while they are in cache. Never
+ * inlined: every step (whole, or a range at a time) runs this one body, so the compiler's
+ * choices (which products it fuses into multiply-adds) are the same for all and so are the
+ * results, bit for bit - the PS's pipelined steps against a plain one, say (a copy inlined
+ * into dt_optim_apply_range with a scale argument of its own was seen to differ from
+ * dt_optim_step's in the last bit). */
 __attribute__((noinline)) static void step_range(const dt_optim *o, const dt_optim_taken *k,
-                                                 int p, const float *g, float gs, int64_t lo,
-                                                 int64_t hi, float *copy) {
+                                                 int p, const float *g, const float *h,
+                                                 float gs, int64_t lo, int64_t hi, float *copy) {
     const dt_optim_conf *c = &o->conf;
     dt_param *par = o->params[p];
     float *w = par->value.data;
@@ -305,20 +313,20 @@ __attribute__((noinline)) static void step_range(const dt_optim *o, const dt_opt
     slot *s = o->slots ? o->slots + (size_t)p * (size_t)o->slots_per_param : NULL;
     switch (c->kind) {
     case DT_OPTIM_SGD:
-        sgd_kernel(w, g, gs, lo, hi, k->lr, wd);
+        sgd_kernel(w, g, h, gs, lo, hi, k->lr, wd);
         break;
     case DT_OPTIM_MOMENTUM:
         if (c->nesterov)
-            nesterov_kernel(w, g, gs, s[0].t.data, lo, hi, k->lr, wd, c->momentum);
+            nesterov_kernel(w, g, h, gs, s[0].t.data, lo, hi, k->lr, wd, c->momentum);
         else
-            momentum_kernel(w, g, gs, s[0].t.data, lo, hi, k->lr, wd, c->momentum);
+            momentum_kernel(w, g, h, gs, s[0].t.data, lo, hi, k->lr, wd, c->momentum);
         break;
     case DT_OPTIM_ADAM:
-        adam_kernel(w, g, gs, s[0].t.data, s[1].t.data, lo, hi, wd, c->beta1, c->beta2,
+        adam_kernel(w, g, h, gs, s[0].t.data, s[1].t.data, lo, hi, wd, c->beta1, c->beta2,
                     c->epsilon, k->adam_step_size, k->adam_inv_sqrt_bc2);
         break;
     case DT_OPTIM_ADAGRAD:
-        adagrad_kernel(w, g, gs, s[0].t.data, lo, hi, k->lr, wd, c->epsilon);
+        adagrad_kernel(w, g, h, gs, s[0].t.data, lo, hi, k->lr, wd, c->epsilon);
         break;
     }
     if (copy) memcpy(copy + lo, w + lo, (size_t)(hi - lo) * sizeof(float));
@@ -334,7 +342,8 @@ static void step_task(void *arg, int ith, int nth) {
         int64_t block = j->copy ? COPY_BLOCK : hi - lo; /* without copies: all at once */
         for (int64_t b = lo; b < hi; b += block) {
             int64_t e = hi - b < block ? hi : b + block;
-            step_range(j->o, &j->k, p, g, j->scale, b, e, j->copy ? j->copy[p] : NULL);
+            step_range(j->o, &j->k, p, g, j->more ? j->more[p] : NULL, j->scale, b, e,
+                       j->copy ? j->copy[p] : NULL);
         }
     }
 }
@@ -360,13 +369,13 @@ void dt_optim_apply_range(dt_optim *o, const dt_optim_taken *k, int p, int64_t l
     DT_ASSERT(p >= 0 && p < o->nparams && lo >= 0 && lo <= hi &&
               hi <= dt_tensor_numel(&o->params[p]->value));
     unsigned fp = dt__fp_flush_denormals(); /* core/fpenv-impl.h */
-    step_range(o, k, p, grad, 1.0f, lo, hi, copy);
+    step_range(o, k, p, grad, NULL, 1.0f, lo, hi, copy);
     dt__fp_restore(fp);
 }
 
-static void run_step(dt_optim *o, dt_pool *pool, float *const *grads, float scale,
-                     float *const *copy) {
-    step_job j = {.o = o, .grads = grads, .copy = copy, .scale = scale};
+static void run_step(dt_optim *o, dt_pool *pool, float *const *grads,
+                     const float *const *more, float scale, float *const *copy) {
+    step_job j = {.o = o, .grads = grads, .more = more, .copy = copy, .scale = scale};
     dt_optim_take_step(o, &j.k);
     unsigned fp = dt__fp_flush_denormals(); /* core/fpenv-impl.h */
     if (o->nparams > 0) dt_pool_run(pool, step_task, &j);
@@ -374,11 +383,17 @@ static void run_step(dt_optim *o, dt_pool *pool, float *const *grads, float scal
 }
 
 void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float scale) {
-    run_step(o, pool, grads, scale, NULL);
+    run_step(o, pool, grads, NULL, scale, NULL);
+}
+
+void dt_optim_step_grads2(dt_optim *o, dt_pool *pool, float *const *grads,
+                          const float *const *more, float scale) {
+    DT_ASSERT(grads && more);
+    run_step(o, pool, grads, more, scale, NULL);
 }
 
 void dt_optim_step_copy(dt_optim *o, dt_pool *pool, float *const *copy) {
-    run_step(o, pool, NULL, 1.0f, copy);
+    run_step(o, pool, NULL, NULL, 1.0f, copy);
 }
 
 int64_t dt_optim_steps(const dt_optim *o) {

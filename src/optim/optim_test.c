@@ -672,6 +672,62 @@ static void test_step_from_other_grads(void) {
     }
 }
 
+/* dt_optim_step_grads2 sums two members' gradients as it reads them: the same bits whichever
+ * member's are first (what keeps two members' models equal), and the same update as a step
+ * from the stored sum; on the caller's thread and on a pool of 2, every optimizer, a parameter
+ * larger than a pool thread's share. */
+static void test_step_from_two_sources(void) {
+    enum { N = 10007, STEPS = 3 };
+    const dt_optim_kind kinds[] = {DT_OPTIM_SGD, DT_OPTIM_MOMENTUM, DT_OPTIM_ADAM,
+                                   DT_OPTIM_ADAGRAD};
+    dt_pool *pool = NULL;
+    DT_CHECK_OK(dt_pool_init(&pool, 2));
+    float *ga = malloc(N * sizeof(float)), *gb = malloc(N * sizeof(float)),
+          *sum = malloc(N * sizeof(float));
+    DT_CHECK(ga && gb && sum);
+    for (int k = 0; k < 4; k++)
+        for (int withpool = 0; withpool < 2; withpool++) {
+            dt_param *ps[3];
+            dt_optim *os[3];
+            for (int v = 0; v < 3; v++) {
+                ps[v] = param_new("p/kernel", N, NULL, 1);
+                for (int64_t j = 0; j < N; j++)
+                    ps[v]->value.data[j] = (float)sin(0.37 * (double)j);
+                dt_optim_conf c = conf_of(kinds[k], 0.01f);
+                c.weight_decay = 0.01f;
+                DT_CHECK_OK(dt_optim_init(&os[v], &c, &ps[v], 1));
+            }
+            for (int s = 0; s < STEPS; s++) {
+                for (int64_t j = 0; j < N; j++) {
+                    ga[j] = (float)cos(0.11 * (double)(j * (s + 1))) * 64.0f;
+                    gb[j] = (float)sin(0.07 * (double)(j + s)) * 64.0f;
+                    sum[j] = ga[j] + gb[j];
+                }
+                float scale = 1.0f / 128.0f;
+                float *one[1] = {sum}, *a[1] = {ga}, *b[1] = {gb};
+                const float *ma[1] = {ga}, *mb[1] = {gb};
+                dt_optim_step_grads(os[0], withpool ? pool : NULL, one, scale);
+                dt_optim_step_grads2(os[1], withpool ? pool : NULL, a, mb, scale);
+                dt_optim_step_grads2(os[2], withpool ? pool : NULL, b, ma, scale);
+            }
+            if (memcmp(ps[1]->value.data, ps[2]->value.data, N * sizeof(float)))
+                DT_FAIL("optimizer %d, pool %d: the two members' orders differ", (int)kinds[k],
+                        withpool);
+            for (int64_t j = 0; j < N && !dt__test_failed; j++)
+                DT_CHECK_NEAR(ps[0]->value.data[j], ps[1]->value.data[j], 1e-6);
+            DT_CHECK(ps[1]->value.data[1] != (float)sin(0.37)); /* the steps did something */
+            DT_CHECK(dt_optim_steps(os[1]) == STEPS);
+            for (int v = 0; v < 3; v++) {
+                dt_optim_free(os[v]);
+                param_free(ps[v]);
+            }
+        }
+    free(ga);
+    free(gb);
+    free(sum);
+    dt_pool_free(pool);
+}
+
 DT_TEST_MAIN(DT_T(test_sgd_matches_formula), DT_T(test_momentum_matches_formula),
              DT_T(test_nesterov_differs_from_momentum), DT_T(test_adam_matches_formula),
              DT_T(test_adam_bias_correction_first_step), DT_T(test_adagrad_matches_formula),
@@ -680,4 +736,4 @@ DT_TEST_MAIN(DT_T(test_sgd_matches_formula), DT_T(test_momentum_matches_formula)
              DT_T(test_resume_via_slots_and_set_steps), DT_T(test_defaults),
              DT_T(test_validation_errors), DT_T(test_slots_named_per_param),
              DT_T(test_pool_threads_identical), DT_T(test_adam_flushes_denormals),
-             DT_T(test_step_from_other_grads))
+             DT_T(test_step_from_other_grads), DT_T(test_step_from_two_sources))

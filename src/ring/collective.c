@@ -937,27 +937,6 @@ static int in_place(dt_ring *r, const float *data, size_t n) {
            (d - b) / sizeof(float) <= r->shared_floats - n;
 }
 
-static dt_err allreduce_in_place(dt_ring *r, float *data, size_t n) {
-    plan pl = {.op = "allreduce"};
-    engine e = {.r = r, .pl = &pl};
-    const float *other = r->in.shared + (data - r->out.shared);
-    size_t half = n / 2;
-    size_t mine = r->rank == 0 ? 0 : half, nmine = r->rank == 0 ? half : n - half;
-    size_t theirs = r->rank == 0 ? half : 0, ntheirs = n - nmine;
-    uint32_t k = 3 * r->in_place_calls++;
-    dt_err err;
-    publish(r, k + 1);
-    if ((err = await_peer(&e, k + 1, "its data"))) return err;
-    add_f32(data + mine, other + mine, nmine);
-    publish(r, k + 2);
-    if ((err = await_peer(&e, k + 2, "its half's sum"))) return err;
-    memcpy(data + theirs, other + theirs, ntheirs * sizeof(float));
-    publish(r, k + 3);
-    return await_peer(&e, k + 3, "it to finish reading");
-}
-
-/* ---- the calls ---- */
-
 static dt_err usable(dt_ring *r, const char *op) {
     if (atomic_load(&r->aborted)) {
         r->broken = 1;
@@ -972,6 +951,84 @@ static dt_err usable(dt_ring *r, const char *op) {
                           r->generation, r->rank, op);
     return DT_OK;
 }
+
+/* ---- the in-place pair: the sum left to the caller (dt_ring_allreduce_pair) ----
+ *
+ * Call k (numbered with the in-place all-reduces) is the first phase alone: it publishes
+ * 3k + 1 when this member's data is in place and returns once the other's is, with the other's
+ * copy of the range. The caller reads both (a + b is the same float on both members: its
+ * optimizer sums as it reads); dt_ring_release publishes 3k + 2, it no longer reads the
+ * other's buffer; dt_ring_settle waits for the other's 3k + 2 before this member writes its
+ * own buffer again. One meeting point a step instead of three, and no pass of its own over
+ * the data: the later two waits and the sum's two passes were 9% of a member's step (a
+ * 2-core VM, docs/PERFORMANCE.md). */
+
+enum { PAIR_NONE, PAIR_READING, PAIR_RELEASED };
+
+static void release_pair(dt_ring *r) {
+    if (r->pair_state != PAIR_READING) return;
+    publish(r, r->pair_k + 2);
+    r->pair_state = PAIR_RELEASED;
+}
+
+static dt_err settle_pair(engine *e) {
+    dt_ring *r = e->r;
+    release_pair(r);
+    if (r->pair_state != PAIR_RELEASED) return DT_OK;
+    dt_err err = await_peer(e, r->pair_k + 2, "it to finish reading");
+    if (!err) r->pair_state = PAIR_NONE;
+    return err;
+}
+
+void dt_ring_release(dt_ring *r) {
+    if (r) release_pair(r);
+}
+
+dt_err dt_ring_settle(dt_ring *r) {
+    if (!r || r->pair_state == PAIR_NONE) return DT_OK;
+    dt_err err = usable(r, "settle");
+    if (err) return err;
+    plan pl = {.op = "settle"};
+    engine e = {.r = r, .pl = &pl};
+    return settle_pair(&e);
+}
+
+static dt_err pair_in_place(dt_ring *r, float *data, const float **peer) {
+    plan pl = {.op = "allreduce"};
+    engine e = {.r = r, .pl = &pl};
+    dt_err err = settle_pair(&e); /* the last pair call's, if the caller did not */
+    if (err) return err;
+    uint32_t k = 3 * r->in_place_calls++;
+    publish(r, k + 1);
+    if ((err = await_peer(&e, k + 1, "its data"))) return err;
+    r->pair_k = k;
+    r->pair_state = PAIR_READING;
+    *peer = r->in.shared + (data - r->out.shared);
+    return DT_OK;
+}
+
+static dt_err allreduce_in_place(dt_ring *r, float *data, size_t n) {
+    plan pl = {.op = "allreduce"};
+    engine e = {.r = r, .pl = &pl};
+    dt_err err = settle_pair(&e);
+    if (err) return err;
+    const float *other = r->in.shared + (data - r->out.shared);
+    size_t half = n / 2;
+    size_t mine = r->rank == 0 ? 0 : half, nmine = r->rank == 0 ? half : n - half;
+    size_t theirs = r->rank == 0 ? half : 0, ntheirs = n - nmine;
+    uint32_t k = 3 * r->in_place_calls++;
+    publish(r, k + 1);
+    if ((err = await_peer(&e, k + 1, "its data"))) return err;
+    add_f32(data + mine, other + mine, nmine);
+    publish(r, k + 2);
+    if ((err = await_peer(&e, k + 2, "its half's sum"))) return err;
+    memcpy(data + theirs, other + theirs, ntheirs * sizeof(float));
+    publish(r, k + 3);
+    return await_peer(&e, k + 3, "it to finish reading");
+}
+
+/* ---- the calls ---- */
+
 
 static dt_err allreduce(dt_ring *r, float *data, size_t n, int bf16) {
     if (!r) return dt_err_set(DT_ERR_ARG, "ring allreduce: ring is NULL");
@@ -1002,6 +1059,16 @@ static dt_err allreduce(dt_ring *r, float *data, size_t n, int bf16) {
 }
 
 dt_err dt_ring_allreduce(dt_ring *r, float *data, size_t n) {
+    return allreduce(r, data, n, r && r->bf16);
+}
+
+dt_err dt_ring_allreduce_pair(dt_ring *r, float *data, size_t n, const float **peer) {
+    if (!peer) return dt_err_set(DT_ERR_ARG, "ring allreduce: peer is NULL");
+    *peer = NULL;
+    if (r && r->size == 2 && n > 0 && in_place(r, data, n)) {
+        dt_err err = usable(r, "allreduce");
+        return err ? err : pair_in_place(r, data, peer);
+    }
     return allreduce(r, data, n, r && r->bf16);
 }
 

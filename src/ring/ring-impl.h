@@ -123,6 +123,11 @@ struct dt_ring {
     int bf16;             /* the all-reduce's wire dtype is bfloat16 (collective.c) */
     size_t shared_floats; /* conf.shared_floats (2 members only; else 0) */
     uint32_t in_place_calls; /* in-place all-reduces so far (collective.c) */
+    /* the last dt_ring_allreduce_pair (collective.c): 3 x its call number, and whether this
+     * member still reads the other's buffer (PAIR_READING) or waits for the other to stop
+     * reading its own (PAIR_RELEASED) */
+    uint32_t pair_k;
+    int pair_state;
     FILE *log;
     char *token;
     dt__ring_peer *peers; /* size */

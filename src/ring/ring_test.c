@@ -1763,6 +1763,220 @@ static void test_in_place_failures(void) {
     in_place = 0;
 }
 
+/* ---- the in-place pair (dt_ring_allreduce_pair, dt_ring_release, dt_ring_settle) ---- */
+
+#define PAIR_STEPS 120
+#define PAIR_N 4099
+
+static float pair_value(int rank, int step, size_t i) {
+    return rough_value(rank, i + (size_t)step * 7919u);
+}
+
+typedef struct pair_out {
+    int data_kept, peer_whole, sums_ok, calls_ok, last_sum_ok;
+} pair_out;
+
+/* Steps as a trainer takes them: settle, write its buffer, meet, read the other's copy (every
+ * seventh step on a member slowly, twice 2 ms apart), release. Without the settle's wait the
+ * faster member would overwrite its buffer while the slower still reads it. */
+static void pair_fn(member *m, dt_ring *r) {
+    pair_out *out = &((pair_out *)m->arg)[m->rank];
+    if (m->spin_us) dt_ring_set_spin_us(r, m->spin_us);
+    float *b = dt_ring_shared_buffer(r);
+    *out = (pair_out){1, 1, 1, 1, 1};
+    m->ok = b != NULL;
+    if (!b) return;
+    const float *peer = NULL;
+    for (int s = 0; s < PAIR_STEPS; s++) {
+        dt_err e = dt_ring_settle(r);
+        if (e) {
+            member_record(m, e, r);
+            m->ok = 0;
+            return;
+        }
+        for (size_t i = 0; i < PAIR_N; i++)
+            b[i] = pair_value(m->rank, s, i);
+        if ((e = dt_ring_allreduce_pair(r, b, PAIR_N, &peer)) || !peer) {
+            member_record(m, e, r);
+            m->ok = 0;
+            return;
+        }
+        int slow = s % 7 == m->rank;
+        for (int pass = 0; pass < 1 + slow; pass++) {
+            if (pass) sleep_ms(2);
+            for (size_t i = 0; i < PAIR_N; i++)
+                if (peer[i] != pair_value(1 - m->rank, s, i)) out->peer_whole = 0;
+        }
+        for (size_t i = 0; i < PAIR_N; i++) {
+            if (b[i] != pair_value(m->rank, s, i)) out->data_kept = 0;
+            /* in rank order: a + b == b + a, the same bits on both members */
+            if (b[i] + peer[i] != pair_value(0, s, i) + pair_value(1, s, i)) out->sums_ok = 0;
+        }
+        dt_ring_release(r);
+    }
+    if (r->in_place_calls != PAIR_STEPS) out->calls_ok = 0;
+    /* an in-place all-reduce after a pair call settles it first: the last step's sums */
+    dt_err e = dt_ring_allreduce(r, b, PAIR_N);
+    if (e) {
+        member_record(m, e, r);
+        m->ok = 0;
+        return;
+    }
+    for (size_t i = 0; i < PAIR_N; i++)
+        if (b[i] != pair_value(0, PAIR_STEPS - 1, i) + pair_value(1, PAIR_STEPS - 1, i))
+            out->last_sum_ok = 0;
+    member_record(m, DT_OK, r);
+}
+
+static void check_pairs(const int *spin) {
+    in_place = 1;
+    long slice = dt__ring_in_place_slice_ns;
+    if (spin[0] < 0 || spin[1] < 0) dt__ring_in_place_slice_ns = 60L * 1000 * 1000 * 1000;
+    group g;
+    DT_CHECK(group_listen(&g, 2) == 0);
+    member ms[MAXM];
+    pair_out out[2];
+    members_init(ms, &g, pair_fn, out);
+    for (int i = 0; i < 2; i++)
+        ms[i].spin_us = spin[i];
+    DT_CHECK(run_members(ms, 2) == 0);
+    group_close(&g);
+    in_place = 0;
+    dt__ring_in_place_slice_ns = slice;
+    for (int q = 0; q < 2; q++)
+        if (ms[q].open_err || ms[q].err || !ms[q].ok || !out[q].data_kept ||
+            !out[q].peer_whole || !out[q].sums_ok || !out[q].calls_ok || !out[q].last_sum_ok)
+            DT_FAIL("spins %d/%d rank %d: ok %d, data kept %d, the other's whole %d, sums %d, "
+                    "calls %d, a later all-reduce %d: %s",
+                    spin[0], spin[1], q, ms[q].ok, out[q].data_kept, out[q].peer_whole,
+                    out[q].sums_ok, out[q].calls_ok, out[q].last_sum_ok, ms[q].msg);
+}
+
+/* Two members meet once a step and each reads the other's data where it lies: the other's
+ * values whole while it reads them (however slowly), its own untouched, the same sums on both;
+ * with the default spins, and with one member that never spins (its waits sleep on the futex
+ * and only the other's wake-up ends them in time) beside one that spins 100 ms. */
+static void test_in_place_pairs(void) {
+    static const int defaults[2] = {0, 0}, mixed[2] = {-1, 100000}, mixed2[2] = {100000, -1};
+    check_pairs(defaults);
+    if (!dt__test_failed) check_pairs(mixed);
+    if (!dt__test_failed) check_pairs(mixed2);
+}
+
+static void pair_fallback_fn(member *m, dt_ring *r) {
+    float *v = data_for(r, 1000);
+    for (size_t i = 0; i < 1000; i++)
+        v[i] = int_value(m->rank, i);
+    const float *peer = (const float *)v;
+    dt_err e = dt_ring_allreduce_pair(r, v, 1000, &peer);
+    member_record(m, e, r);
+    m->ok = !e && peer == NULL && dt_ring_settle(r) == DT_OK;
+    for (size_t i = 0; i < 1000 && m->ok; i++) {
+        float want = 0;
+        for (int q = 0; q < m->g->size; q++)
+            want += int_value(q, i);
+        if (v[i] != want) m->ok = 0;
+    }
+    dt_ring_release(r); /* nothing to release: nothing happens */
+    data_free(r, v);
+}
+
+/* Where the ring does not sum in place (3 members; TCP; data outside the shared buffer),
+ * dt_ring_allreduce_pair is the all-reduce: the sums in data, no peer range. */
+static void test_pair_elsewhere_sums(void) {
+    struct {
+        int size, tcp, shared;
+    } cases[] = {{3, 0, 1}, {2, 1, 1}, {2, 0, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0] && !dt__test_failed; c++) {
+        tcp_only = cases[c].tcp;
+        group g;
+        DT_CHECK(group_listen(&g, cases[c].size) == 0);
+        member ms[MAXM];
+        members_init(ms, &g, pair_fallback_fn, NULL);
+        /* in_place stays 0: data_for allocates, outside any shared buffer */
+        for (int i = 0; i < cases[c].size && cases[c].shared; i++)
+            ms[i].shared = 4096;
+        DT_CHECK(run_members(ms, cases[c].size) == 0);
+        group_close(&g);
+        tcp_only = 0;
+        for (int i = 0; i < cases[c].size; i++)
+            if (ms[i].open_err || ms[i].err || !ms[i].ok)
+                DT_FAIL("case %zu rank %d: ok %d: %s", c, i, ms[i].ok, ms[i].msg);
+    }
+}
+
+/* Rank 0 reads and releases, then settles; rank 1 met it, then closes without releasing
+ * (closes: kind 0) or stays silent until an abort of rank 0's ring ended its wait (kind 1). */
+typedef struct pair_fail {
+    int kind;
+    atomic_int settling, aborted;
+} pair_fail;
+
+static void pair_fail_fn(member *m, dt_ring *r) {
+    pair_fail *pf = m->arg;
+    float *b = dt_ring_shared_buffer(r);
+    const float *peer;
+    dt_err e = b ? dt_ring_allreduce_pair(r, b, 100, &peer) : DT_ERR_STATE;
+    if (e) {
+        member_record(m, e, r);
+        return;
+    }
+    if (m->rank == 1) {
+        m->ok = 1;
+        while (pf->kind == 1 && !atomic_load(&pf->aborted))
+            sleep_ms(1);
+        return; /* the ring closes, rank 0's buffer never released */
+    }
+    dt_ring_release(r);
+    atomic_store(&pf->settling, 1);
+    e = dt_ring_settle(r);
+    member_record(m, e, r);
+    m->ok = e != DT_OK && dt_ring_settle(r) == DT_ERR_STATE; /* broken: later calls fail */
+}
+
+/* A settle whose other member went away (closed) or whose ring was aborted fails promptly
+ * (the timeout is far beyond the bound), blamed as every in-place wait is. */
+static void test_pair_settle_failures(void) {
+    for (int kind = 0; kind < 2 && !dt__test_failed; kind++) {
+        in_place = 1;
+        group g;
+        DT_CHECK(group_listen(&g, 2) == 0);
+        member ms[MAXM];
+        pair_fail pf = {.kind = kind};
+        atomic_init(&pf.settling, 0);
+        atomic_init(&pf.aborted, 0);
+        members_init(ms, &g, pair_fail_fn, &pf);
+        for (int i = 0; i < 2; i++)
+            ms[i].timeout_ms = 1000 * 1000;
+        for (int i = 0; i < 2; i++)
+            pthread_create(&ms[i].th, NULL, member_main, &ms[i]);
+        if (kind == 1) {
+            while (!atomic_load(&pf.settling))
+                sleep_ms(1);
+            dt_ring *r = atomic_load(&ms[0].ring);
+            DT_CHECK(r != NULL);
+            if (r) dt_ring_abort(r);
+        }
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += JOIN_BOUND_S;
+        DT_CHECK(pthread_timedjoin_np(ms[0].th, NULL, &dl) == 0);
+        atomic_store(&pf.aborted, 1);
+        DT_CHECK(pthread_timedjoin_np(ms[1].th, NULL, &dl) == 0);
+        group_close(&g);
+        in_place = 0;
+        DT_CHECK(ms[1].ok);
+        if (!ms[0].ok) DT_FAIL("kind %d: %s: %s", kind, dt_strerror(ms[0].err), ms[0].msg);
+        if (kind == 0) {
+            DT_CHECK(ms[0].err == DT_ERR_NETWORK);
+            DT_CHECK(strstr(ms[0].msg, "settle") && strstr(ms[0].msg, "closed the connection"));
+            DT_CHECK(ms[0].failed_peer == 1);
+        } else {
+            DT_CHECK(ms[0].err == DT_ERR_STATE && strstr(ms[0].msg, "aborted"));
+        }
+    }
+}
+
 /* The tests whose behaviour must not depend on the lane, again over TCP alone. */
 static void test_tcp_lane(void) {
     void (*const tests[])(void) = {
@@ -1790,4 +2004,5 @@ DT_TEST_MAIN(DT_T(test_allreduce_sums), DT_T(test_allreduce_ring_path_small_chun
              DT_T(test_tcp_lane), DT_T(test_allreduce_bf16), DT_T(test_allreduce_exact_on_bf16),
              DT_T(test_wire_dtype_mismatch), DT_T(test_allreduce_spin_settings),
              DT_T(test_in_place_sums), DT_T(test_in_place_only_where_it_can),
-             DT_T(test_in_place_failures))
+             DT_T(test_in_place_failures), DT_T(test_in_place_pairs),
+             DT_T(test_pair_elsewhere_sums), DT_T(test_pair_settle_failures))

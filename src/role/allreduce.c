@@ -35,9 +35,12 @@
  * ones add theirs (it is never cleared but when this member has no batch), and the
  * optimizer reads the reduced sums where they lie, scaled to the mean as it reads them
  * (dt_optim_step_grads): no pass copies them back. In a ring of two members on one host the
- * buffer lives in the ring's segment (dt_ring_shared_buffer), where the other member reads it:
- * the sum is taken in place, with no copy through the lane (back in the member's own buffer
- * before the ring closes).
+ * buffer lives in the ring's segment (dt_ring_shared_buffer), where the other member reads it
+ * (back in the member's own buffer before the ring closes), and no bucket goes to the comm
+ * thread: after the backward pass the members meet once (dt_ring_allreduce_pair) and each
+ * one's optimizer sums both buffers as it reads them (dt_optim_step_grads2), then releases
+ * the other's; a member writes its buffer again (the next step's first backward) only after
+ * the other released it (dt_ring_settle).
  * Two counters ride in the first bucket: samples (the mean divides by the ring's total) and
  * "not done" members (when both are zero every member's data is exhausted: the end). With
  * allreduce.wireDtype bfloat16 the counters are a bucket of their own, summed in float32
@@ -139,6 +142,11 @@ typedef struct trainer {
     float *flat, *own_flat;
     size_t nflat;
     float **sums; /* params[i]'s place in flat: its grad x samples, then the ring's sum */
+    /* A ring of two that sums in place: the step reads the other member's buffer itself
+     * (dt_ring_allreduce_pair) and its optimizer sums as it reads; more[i] is params[i]'s
+     * place there. */
+    int pair;
+    const float **more;
     bucket *buckets;
     int nbuckets;
     int tail; /* buckets [tail, nbuckets) hold the first layer's: the step's thread sums them */
@@ -227,8 +235,9 @@ static dt_err layout(trainer *t) {
         t->nflat += (size_t)dt_tensor_numel(&t->params[i]->grad);
     t->flat = t->own_flat = malloc(t->nflat * sizeof *t->flat);
     t->sums = malloc((size_t)t->np * sizeof *t->sums);
+    t->more = malloc((size_t)t->np * sizeof *t->more);
     t->buckets = malloc((size_t)(t->np + 2) * sizeof *t->buckets);
-    if (!t->flat || !t->sums || !t->buckets)
+    if (!t->flat || !t->sums || !t->more || !t->buckets)
         return dt_err_set(DT_ERR_NOMEM, "out of memory for gradients");
     bucket cur = {.off = 0, .n = TRAILER, .min_layer = -1};
     if (t->conf.wire_dtype == DT_RING_WIRE_BF16) {
@@ -302,6 +311,7 @@ static void on_layer_done(void *ctx, int layer) {
     if (t->hook_add)
         for (int i = 0; i < t->np; i++)
             if (dt_model_param_layer(t->model, i) == layer) add_param(t, i);
+    if (t->pair) return; /* the step's thread meets the other member once, at the end */
     int upto = t->ready;
     while (upto < t->tail && t->buckets[upto].min_layer >= layer)
         upto++;
@@ -570,6 +580,7 @@ static void leave_ring(trainer *t) {
     dt_ring *ring = t->ring;
     t->ring = NULL;
     pthread_mutex_unlock(&t->mu);
+    t->pair = 0;
     move_flat(t, t->own_flat); /* out of the ring's segment before it goes */
     dt_ring_close(ring);
 }
@@ -597,6 +608,7 @@ static void teardown(trainer *t) {
     if (t->model) dt_model_bind_grads(t->model, NULL);
     free(t->own_flat);
     free(t->sums);
+    free(t->more);
     free(t->state);
     free(t->buckets);
     free(t->params);
@@ -699,6 +711,7 @@ static dt_err join(trainer *t, const char *lost_member) {
             /* 2 members on one host: the gradients live where the other member reads them */
             float *shared = dt_ring_shared_buffer(ring);
             if (shared) move_flat(t, shared);
+            t->pair = shared != NULL;
             t->tail_spin_us = threads_fit(t, &rz) ? TAIL_SPIN_US : DT_RING_DEFAULT_SPIN_US;
             /* rank 0's state goes to all: not older than the newest checkpoint */
             int loaded;
@@ -797,6 +810,26 @@ static void tensorboard_step(trainer *t, double loss, int64_t samples) {
     dt__tb_step(&t->tb, t->step, loss, samples, &t->oc);
 }
 
+/* Before this member writes flat: in a pair, the other member may still read it from the
+ * last step (dt_ring_settle). 1 when the ring failed meanwhile (its message in comm_msg). */
+static int settle_failed(trainer *t) {
+    if (!t->pair || !dt_ring_settle(t->ring)) return 0;
+    snprintf(t->comm_msg, sizeof t->comm_msg, "%s", dt_errmsg());
+    return 1;
+}
+
+/* The step's all-reduce, after the backward pass: in a pair, the other member's data in
+ * *peer (the sums are flat + *peer); else the buckets' sums in flat and *peer NULL. DT_ERR_IO
+ * (the message in comm_msg too) when the ring failed. */
+static dt_err reduce(trainer *t, const float **peer) {
+    *peer = NULL;
+    if (!t->pair) return finish_buckets(t);
+    dt_ring_set_spin_us(t->ring, t->tail_spin_us);
+    if (!dt_ring_allreduce_pair(t->ring, t->flat, t->nflat, peer)) return DT_OK;
+    snprintf(t->comm_msg, sizeof t->comm_msg, "%s", dt_errmsg());
+    return dt_err_set(DT_ERR_IO, "%s", t->comm_msg);
+}
+
 /* One step. *ring_failed = 1 when the ring failed (the step is abandoned, nothing changed
  * but the data position kept for the next try); *end = 1 when every member's data is done. */
 static dt_err step(trainer *t, int *ring_failed, int *end) {
@@ -835,10 +868,16 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         if (!e)
             e = dt_model_loss(t->model, t->train->labels ? t->b.y : NULL,
                               t->train->targets ? t->b.t : NULL, &loss, NULL);
+        if (j == 0 && settle_failed(t)) { /* from here on, this step writes flat */
+            t->pos = pos0;
+            *ring_failed = 1;
+            return e;
+        }
         if (e) {
             t->pos = pos0;
             memset(t->flat, 0, t->nflat * sizeof *t->flat); /* this member brings nothing */
-            finish_buckets(t); /* run out this step with the ring */
+            const float *peer;
+            if (!reduce(t, &peer)) dt_ring_release(t->ring); /* run out this step with the ring */
             return e;
         }
         nb_total += nb;
@@ -860,6 +899,10 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         if (last) break;
     }
     if (nb_total == 0) {
+        if (settle_failed(t)) {
+            *ring_failed = 1;
+            return DT_OK;
+        }
         memset(t->flat, 0, t->nflat * sizeof *t->flat); /* no batch: this member adds zeros */
         t->flat[0] = 0;
         t->flat[1] = t->data_end ? 0 : 1;
@@ -871,7 +914,8 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     if (t->have_shard && !t->draining &&
         t->sh.count - t->pos <= (int64_t)PREFETCH_STEPS * k * t->batch)
         dt__prefetch_ask(&t->pf);
-    if ((e = finish_buckets(t))) {
+    const float *peer;
+    if ((e = reduce(t, &peer))) {
         t->lost_step = t->step + 1;
         t->lost_gen = t->rz.generation;
         t->lost_pos = t->pos;
@@ -881,18 +925,30 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
         *ring_failed = 1;
         return DT_OK;
     }
-    double total = t->flat[0], not_done = t->flat[1];
+    float c[TRAILER]; /* the counters' sums */
+    for (int i = 0; i < TRAILER; i++)
+        c[i] = peer ? t->flat[i] + peer[i] : t->flat[i];
+    double total = c[0], not_done = c[1];
     /* every member reads the same sums: they agree on where the drain starts and ends */
-    if (t->flat[2] > 0) t->draining = 1;
-    t->clear = t->flat[3] <= 0;
+    if (c[2] > 0) t->draining = 1;
+    t->clear = c[3] <= 0;
     if (t->clear) t->draining = 0;
     if (total <= 0) {
+        dt_ring_release(t->ring);
         if (not_done <= 0) *end = 1;
         else usleep(IDLE_MS * 1000); /* members wait for shards others hold */
         return DT_OK;
     }
-    /* the optimizer reads the sums where the ring left them, scaled to their mean */
-    dt_optim_step_grads(t->optim, t->pool, t->sums, (float)(1.0 / total));
+    /* the optimizer reads the sums where the ring left them (in a pair: sums both members'
+     * gradients as it reads them), scaled to their mean */
+    if (peer) {
+        for (int i = 0; i < t->np; i++)
+            t->more[i] = peer + (t->sums[i] - t->flat);
+        dt_optim_step_grads2(t->optim, t->pool, t->sums, t->more, (float)(1.0 / total));
+        dt_ring_release(t->ring);
+    } else {
+        dt_optim_step_grads(t->optim, t->pool, t->sums, (float)(1.0 / total));
+    }
     t->step++;
     t->step_of[t->step % GEN_HISTORY] = t->step;
     t->gen_of[t->step % GEN_HISTORY] = t->rz.generation;
