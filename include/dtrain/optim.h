@@ -83,7 +83,7 @@ void dt_optim_step_grads(dt_optim *o, dt_pool *pool, float *const *grads, float 
 /* dt_optim_step_grads from two members' gradients summed as they are read: (grads[i] +
  * more[i]) times scale - an in-place all-reduce of two members (dt_ring_allreduce_pair),
  * whose sum is taken by each member's optimizer itself. The sum is the same float either
- * way round (a + b == b + a), so both members step the same bits. */
+ * way round (a + b == b + a, bar NaNs' payloads), so both members step the same bits. */
 void dt_optim_step_grads2(dt_optim *o, dt_pool *pool, float *const *grads,
                           const float *const *more, float scale);
 /* dt_optim_step that also writes params[i]'s new values to copy[i] (as many floats), a

@@ -130,11 +130,14 @@ float *dt_ring_shared_buffer(dt_ring *r);
  * it writes data again. Elsewhere (TCP, more members, bfloat16, data outside the buffer) it
  * is dt_ring_allreduce and *peer is NULL. docs/WIRE.md, "In place". */
 dt_err dt_ring_allreduce_pair(dt_ring *r, float *data, size_t n, const float **peer);
-/* This member no longer reads the range dt_ring_allreduce_pair gave (none: nothing). */
+/* This member no longer reads the range dt_ring_allreduce_pair gave (none: nothing). The
+ * range stays mapped until dt_ring_close, even after the other member died. */
 void dt_ring_release(dt_ring *r);
 /* Wait until the other member no longer reads this member's buffer (releases it); it
  * releases this member's own reading first. Fails as a call of the ring does (the other gone,
- * timeout_ms, dt_ring_abort); DT_OK at once when no dt_ring_allreduce_pair waits for it. */
+ * timeout_ms, dt_ring_abort); DT_OK at once when no dt_ring_allreduce_pair waits for it.
+ * After it failed the other may still be reading: leave the buffer as it is until
+ * dt_ring_close (the all-reduce trainer copies it out and trains on in a buffer of its own). */
 dt_err dt_ring_settle(dt_ring *r);
 
 /* Copy root's bytes[0..len) to every member; every member passes the same len. */

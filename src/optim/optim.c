@@ -223,7 +223,8 @@ void dt_optim_free(dt_optim *o) {
 /* The gradient a kernel reads: g[i], or g[i] x gs when the step was given scaled sums
  * (dt_optim_step_grads); gs == 1 is g[i] itself, the same arithmetic as without. With a
  * second source h (dt_optim_step_grads2) it is (g[i] + h[i]) x gs: the float sum an
- * all-reduce would have stored, then scaled. */
+ * all-reduce would have stored, then scaled (this file is compiled without fused
+ * multiply-adds: both ring members step the same bits). */
 #define GRAD(i) (h ? (g[i] + h[i]) * gs : gs == 1.0f ? g[i] : g[i] * gs)
 
 static void sgd_kernel(float *restrict w, const float *restrict g, const float *restrict h,

@@ -79,7 +79,8 @@
  *
  * A ring of 2 members on lanes that was opened with shared_floats sums data lying in the
  * members' shared buffers in place instead (below: each adds its half straight from the
- * other's buffer, then copies the other's half; no plan, no frame).
+ * other's buffer, then copies the other's half; no plan, no frame), or leaves the sum to the
+ * caller, who reads the other's buffer where it lies (dt_ring_allreduce_pair).
  *
  * Failures (EOF, reset, a bad frame, timeout_ms without progress, dt_ring_abort) shut both
  * sockets down at once, so that the neighbours fail promptly too instead of waiting out
@@ -960,8 +961,8 @@ static dt_err usable(dt_ring *r, const char *op) {
  * optimizer sums as it reads); dt_ring_release publishes 3k + 2, it no longer reads the
  * other's buffer; dt_ring_settle waits for the other's 3k + 2 before this member writes its
  * own buffer again. One meeting point a step instead of three, and no pass of its own over
- * the data: the later two waits and the sum's two passes were 9% of a member's step (a
- * 2-core VM, docs/PERFORMANCE.md). */
+ * the data: the later two waits and the sum's two passes were a tenth of a member's step (a
+ * 2-core VM, docs/PERFORMANCE.md "One meeting point a step"). */
 
 enum { PAIR_NONE, PAIR_READING, PAIR_RELEASED };
 
@@ -986,6 +987,7 @@ void dt_ring_release(dt_ring *r) {
 
 dt_err dt_ring_settle(dt_ring *r) {
     if (!r || r->pair_state == PAIR_NONE) return DT_OK;
+    release_pair(r);
     dt_err err = usable(r, "settle");
     if (err) return err;
     plan pl = {.op = "settle"};
@@ -1028,7 +1030,6 @@ static dt_err allreduce_in_place(dt_ring *r, float *data, size_t n) {
 }
 
 /* ---- the calls ---- */
-
 
 static dt_err allreduce(dt_ring *r, float *data, size_t n, int bf16) {
     if (!r) return dt_err_set(DT_ERR_ARG, "ring allreduce: ring is NULL");

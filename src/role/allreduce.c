@@ -100,7 +100,8 @@
 #define TRAILER 4
 #define JOIN_TIMEOUT_MS (10 * 60 * 1000)
 #define GEN_HISTORY 1024 /* steps whose generation the state carries (16 KiB of it) */
-/* The step's thread, summing the last buckets, waits for the ring's slowest member with
+/* The step's thread, summing the last buckets (in a pair: meeting the other member, and
+ * settling before it writes its buffer), waits for the ring's slowest member with
  * nothing else to do. Where each member on this host has a core for every thread of its
  * pool, it spins through that wait instead of sleeping: members reach the sum 0.2-0.7 ms
  * apart and a wake-up from poll costs 50-70 us (a 2-core VM; docs/PERFORMANCE.md). */
@@ -141,7 +142,8 @@ typedef struct trainer {
      * or the ring's shared buffer while the ring sums in place (dt_ring_shared_buffer) */
     float *flat, *own_flat;
     size_t nflat;
-    float **sums; /* params[i]'s place in flat: its grad x samples, then the ring's sum */
+    float **sums; /* params[i]'s place in flat: its grad x samples, then the ring's sum (in
+                   * a pair: the sum is it plus more[i]) */
     /* A ring of two that sums in place: the step reads the other member's buffer itself
      * (dt_ring_allreduce_pair) and its optimizer sums as it reads; more[i] is params[i]'s
      * place there. */
