@@ -388,6 +388,15 @@ expect_code() { # TITLE WANT TEXT METHOD PATH BODY [TOKEN]
 expect_code "register" 200 '"registered"' POST $D '{"name":"training","dataset_size":100,"batch_size":10,"num_epochs":1,"num_minibatches_per_shard":1}'
 fetched=$(api POST $D/training/fetch '{"replica":"worker-0"}')
 case "$fetched" in *'"status":"shard"'*) pass "fetch" ;; *) fail "fetch: $fetched" ;; esac
+# a shuffled dataset's shard carries its indices unless the fetch asks for none
+expect_code "register a shuffled dataset" 200 '"registered"' POST $D '{"name":"mixed","dataset_size":100,"batch_size":10,"num_epochs":1,"num_minibatches_per_shard":1,"shuffle":true,"seed":3}'
+expect_code "fetch: the indices" 200 '"indices":[' POST $D/mixed/fetch '{"replica":"worker-0"}'
+got=$(api POST $D/mixed/fetch '{"replica":"worker-0","indices":false}')
+case "$got" in
+    "200 "*'"status":"shard"'*'"end":'*) case "$got" in *indices*) fail "fetch without indices: $got" ;; *) pass "fetch without indices" ;; esac ;;
+    *) fail "fetch without indices: $got" ;;
+esac
+expect_code "fetch: indices not a boolean 400" 400 'indices: expected true or false' POST $D/mixed/fetch '{"replica":"worker-0","indices":0}'
 before=$(ledger_state)
 expect_code "unknown dataset: 404" 404 'evaluation' POST $D/evaluation/fetch '{"replica":"worker-0"}'
 expect_code "report of a shard not held: 409" 409 'does not hold shard 5' POST $D/training/report '{"replica":"worker-0","epoch":0,"id":5,"lease":1,"ok":true}'
@@ -395,7 +404,7 @@ expect_code "report with a wrong lease: 409" 409 'late report refused' POST $D/t
 expect_code "unknown replica: 400" 400 "has no replica 'worker-9'" POST $D/training/fetch '{"replica":"worker-9"}'
 expect_code "malformed JSON: 400" 400 '"error"' POST $D/training/report '{"replica":"worker-0",'
 expect_code "epoch not an integer: 400" 400 'epoch: expected an integer' POST $D/training/report '{"replica":"worker-0","epoch":"x","id":0,"lease":1}'
-expect_code "fetch: an unknown field 400" 400 'replica_id: unknown field (the body is {replica, request, report, reports, count})' POST $D/training/fetch '{"replica":"worker-0","replica_id":1}'
+expect_code "fetch: an unknown field 400" 400 'replica_id: unknown field (the body is {replica, request, report, reports, count, indices})' POST $D/training/fetch '{"replica":"worker-0","replica_id":1}'
 expect_code "fetch: an unknown field of its report 400" 400 'report.leese: unknown field' POST $D/training/fetch '{"replica":"worker-0","report":{"epoch":0,"id":0,"lease":1,"ok":true,"leese":2}}'
 expect_code "report: an unknown field 400" 400 'okay: unknown field (the body is {replica, epoch, id, lease, ok, message})' POST $D/training/report '{"replica":"worker-0","epoch":0,"id":0,"lease":1,"ok":true,"okay":false}'
 big=$($PY -c 'print("{\"accuracy\": 0.5, \"blob\": \"" + "x" * 20000 + "\"}")')

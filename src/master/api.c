@@ -513,11 +513,11 @@ static void put_int(dt__strbuf *b, int64_t v) {
     dt__strbuf_put(b, p, (size_t)(d + sizeof d - p));
 }
 
-static void put_shard(dt__strbuf *b, const dt__shard *sh) {
+static void put_shard(dt__strbuf *b, const dt__shard *sh, int indices) {
     dt__strbuf_printf(b, "{\"epoch\":%lld,\"id\":%lld,\"start\":%lld,\"end\":%lld,\"lease\":%lld",
                       (long long)sh->epoch, (long long)sh->id, (long long)sh->start,
                       (long long)sh->end, (long long)(json_int_t)sh->lease);
-    if (sh->indices) {
+    if (sh->indices && indices) {
         dt__strbuf_puts(b, ",\"indices\":[");
         for (int64_t i = 0; i < sh->end - sh->start; i++) {
             if (i) dt__strbuf_put(b, ",", 1);
@@ -529,13 +529,14 @@ static void put_shard(dt__strbuf *b, const dt__shard *sh) {
 }
 
 /* {"status": "shard", "shard": {...}}, or with `many` {"status": "shard", "shards": [...]} */
-static void shards_answer(dt__http_resp *resp, const dt__shard *sh, int n, int many) {
+static void shards_answer(dt__http_resp *resp, const dt__shard *sh, int n, int many,
+                          int indices) {
     dt__strbuf b = {0};
     dt__strbuf_puts(&b, many ? "{\"status\":\"shard\",\"shards\":["
                              : "{\"status\":\"shard\",\"shard\":");
     for (int k = 0; k < n; k++) {
         if (k) dt__strbuf_put(&b, ",", 1);
-        put_shard(&b, &sh[k]);
+        put_shard(&b, &sh[k], indices);
     }
     dt__strbuf_puts(&b, many ? "]}" : "}");
     if (b.oom) {
@@ -552,18 +553,25 @@ static void shards_answer(dt__http_resp *resp, const dt__shard *sh, int n, int m
 
 /* A fetch may carry the report of the shard just finished ("report"), or of the batch just
  * finished ("reports"), and may ask for several shards ("count"): one request per batch.
- * Its events are written to the journal together, once, before the answer. */
+ * Its events are written to the journal together, once, before the answer. A client that
+ * registered the dataset knows its sample order (dt_epoch_order of its seed and the epoch)
+ * and may leave the indices out ("indices": false): a shard's 1,024 of them were most of
+ * what a fetch cost its trainer's core, which in a ring every member waits out. */
 static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) {
-    static const char *const known[] = {"replica", "request", "report", "reports", "count", NULL};
+    static const char *const known[] = {"replica", "request", "report", "reports", "count",
+                                        "indices", NULL};
     dt__master *m = ctx;
     if (!this_job(m, req, resp) ||
-        !only_fields(req->json, known, "", "{replica, request, report, reports, count}", resp))
+        !only_fields(req->json, known, "",
+                     "{replica, request, report, reports, count, indices}", resp))
         return;
     dt__replica *r = body_replica(m, req, resp);
     if (!r) return;
     int64_t request = 0, count = 0;
+    int indices = 1;
     if (!int_field(req->json, resp, "request", 0, INT64_MAX, 0, &request) ||
-        !int_field(req->json, resp, "count", 1, DT__LEDGER_MAX_BATCH, 0, &count))
+        !int_field(req->json, resp, "count", 1, DT__LEDGER_MAX_BATCH, 0, &count) ||
+        !bool_field(req->json, resp, "indices", &indices))
         return;
     json_t *report = json_object_get(req->json, "report");
     json_t *reports = json_object_get(req->json, "reports");
@@ -623,7 +631,7 @@ static void post_fetch(void *ctx, const dt__http_req *req, dt__http_resp *resp) 
         return;
     }
     dt__master_touch(m);
-    shards_answer(resp, sh, count ? n : 1, count != 0);
+    shards_answer(resp, sh, count ? n : 1, count != 0, indices);
 }
 
 static void post_report_shard(void *ctx, const dt__http_req *req, dt__http_resp *resp) {

@@ -570,7 +570,7 @@ static dt_err setup(trainer *t) {
     if (pthread_create(&t->comm, NULL, comm_main, t) != 0)
         return dt_err_set(DT_ERR_NOMEM, "cannot start the communication thread");
     t->comm_started = 1;
-    if ((e = dt__prefetch_start(&t->pf, DATASET, r->name, r->log))) return e;
+    if ((e = dt__prefetch_start(&t->pf, &ds, r->name, r->log))) return e;
     if (pthread_create(&t->watch, NULL, watch_main, t) != 0)
         return dt_err_set(DT_ERR_NOMEM, "cannot start the watcher thread");
     t->watch_started = 1;

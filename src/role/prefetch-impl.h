@@ -32,9 +32,12 @@ typedef struct dt__prefetch {
     int reporting;
 } dt__prefetch;
 
-/* Open its shard client and start its thread; name and log say whose failed reports are
- * logged. On failure the prefetcher holds nothing (dt__prefetch_end is still safe). */
-dt_err dt__prefetch_start(dt__prefetch *p, const char *dataset, const char *name, FILE *log);
+/* Open its shard client, register ds with it (the trainer's registration, again: its fetches
+ * then leave the indices to the client, shard/client.c) and start its thread; name and log
+ * say whose failed reports are logged; ds->name must outlive the prefetcher. On failure the
+ * prefetcher holds nothing (dt__prefetch_end is still safe). */
+dt_err dt__prefetch_start(dt__prefetch *p, const dt_dataset_spec *ds, const char *name,
+                          FILE *log);
 /* Send a finished shard handed over, wait for the fetch in flight, stop the thread, close
  * the client and free the shards (one fetched and not taken goes back to the queue when the
  * replica exits, as every shard it holds). A zeroed prefetcher is a no-op. */

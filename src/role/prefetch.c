@@ -79,15 +79,17 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
-dt_err dt__prefetch_start(dt__prefetch *p, const char *dataset, const char *name, FILE *log) {
+dt_err dt__prefetch_start(dt__prefetch *p, const dt_dataset_spec *ds, const char *name,
+                          FILE *log) {
     memset(p, 0, sizeof *p);
-    p->dataset = dataset;
+    p->dataset = ds->name;
     p->name = name;
     p->log = log;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     dt_shard_client_opts o = {.heartbeat_ms = -1, .no_wait = 1};
     dt_err e = dt_shard_client_open(&p->sc, &o);
+    if (!e) e = dt_shard_register(p->sc, ds);
     if (e) return e;
     if (pthread_create(&p->thread, NULL, prefetch_main, p) != 0)
         return dt_err_set(DT_ERR_NOMEM, "cannot start the shard prefetcher");

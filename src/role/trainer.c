@@ -153,7 +153,7 @@ static dt_err setup(trainer *t) {
     ds.shuffle = s->shuffle;
     ds.seed = s->seed;
     if ((e = dt_shard_register(t->sc, &ds))) return e;
-    return dt__prefetch_start(&t->pf, DATASET, r->name, r->log);
+    return dt__prefetch_start(&t->pf, &ds, r->name, r->log);
 }
 
 static void teardown(trainer *t) {

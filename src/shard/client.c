@@ -31,6 +31,7 @@
  * client's urllib.parse.quote(safe="") does.
  */
 #include "core/clock-impl.h"
+#include "dtrain/data.h"
 #include "dtrain/shard.h"
 
 #include <errno.h>
@@ -75,6 +76,15 @@ struct dt_shard_client {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop; /* protected by mu */
+    /* The dataset this client registered (its spec the master's, or the registration was
+     * refused): its fetches ask for no indices, which are taken here from the epoch's
+     * sample order - the ledger's, dt_epoch_order of the seed and the epoch - cached for
+     * one epoch at a time. */
+    char known[MAX_NAME + 1];
+    int64_t known_size;
+    uint64_t known_seed;
+    int known_shuffle;
+    int64_t *perm, perm_epoch; /* known's order in epoch perm_epoch (perm NULL: none yet) */
 };
 
 /* Percent-encode s into out (3 * MAX_NAME + 1 bytes); -1 when s is longer than MAX_NAME. */
@@ -345,6 +355,7 @@ void dt_shard_client_close(dt_shard_client *c) {
     free(c->token);
     free(c->replica);
     free(c->job);
+    free(c->perm);
     free(c);
 }
 
@@ -398,6 +409,16 @@ dt_err dt_shard_register(dt_shard_client *c, const dt_dataset_spec *spec) {
     json_t *ans;
     dt_err err = call(c, what, "POST", path, body, &ans);
     json_decref(ans);
+    if (!err && strlen(spec->name) <= MAX_NAME) {
+        if (strcmp(c->known, spec->name)) {
+            free(c->perm);
+            c->perm = NULL;
+        }
+        snprintf(c->known, sizeof c->known, "%s", spec->name);
+        c->known_size = spec->dataset_size;
+        c->known_seed = spec->seed;
+        c->known_shuffle = spec->shuffle != 0;
+    }
     return err;
 }
 
@@ -440,8 +461,21 @@ static int get_i64(const json_t *o, const char *key, int64_t *out) {
     return 0;
 }
 
-/* Fill s from the answer's "shard" object. */
-static dt_err fill_shard(const char *what, const json_t *o, dt_shard *s) {
+/* The known dataset's sample order in epoch e (c->perm), computed when not cached. */
+static dt_err epoch_order(dt_shard_client *c, const char *what, int64_t e) {
+    if (c->perm && c->perm_epoch == e) return DT_OK;
+    if (!c->perm && !(c->perm = malloc((size_t)c->known_size * sizeof *c->perm)))
+        return dt_err_set(DT_ERR_NOMEM, "%s: out of memory for the sample order of %lld samples",
+                          what, (long long)c->known_size);
+    dt_epoch_order(c->perm, c->known_size, c->known_seed, e, 1);
+    c->perm_epoch = e;
+    return DT_OK;
+}
+
+/* Fill s from the answer's "shard" object; with `local`, indices left out are the known
+ * dataset's (an answer that carries them is taken as it is). */
+static dt_err fill_shard(dt_shard_client *c, const char *what, const json_t *o, dt_shard *s,
+                         int local) {
     int64_t lease = 0;
     const char *bad = get_i64(o, "epoch", &s->epoch)   ? "epoch"
                       : get_i64(o, "id", &s->id)       ? "id"
@@ -460,6 +494,18 @@ static dt_err fill_shard(const char *what, const json_t *o, dt_shard *s) {
                           what, (long long)s->start, (long long)s->end, MAX_SHARD_COUNT);
     int64_t n = s->end - s->start;
     const json_t *idx = json_object_get(o, "indices");
+    const int64_t *order = NULL; /* the known sample order, for indices left out */
+    if (!idx && local && c->known_shuffle) {
+        if (s->end > c->known_size)
+            return dt_err_set(DT_ERR_FORMAT,
+                              "%s: the master's answer: shard [%lld, %lld) beyond the dataset's "
+                              "%lld samples",
+                              what, (long long)s->start, (long long)s->end,
+                              (long long)c->known_size);
+        dt_err e = epoch_order(c, what, s->epoch);
+        if (e) return e;
+        order = c->perm + s->start;
+    }
     if (idx && (!json_is_array(idx) || (int64_t)json_array_size(idx) != n))
         return dt_err_set(DT_ERR_FORMAT,
                           "%s: the master's answer: shard.indices: expected %lld integers", what,
@@ -474,7 +520,7 @@ static dt_err fill_shard(const char *what, const json_t *o, dt_shard *s) {
     }
     for (int64_t i = 0; i < n; i++) {
         if (!idx) {
-            s->indices[i] = s->start + i;
+            s->indices[i] = order ? order[i] : s->start + i;
             continue;
         }
         const json_t *v = json_array_get(idx, (size_t)i);
@@ -512,6 +558,7 @@ static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shards, i
     }
     snprintf(what, sizeof what, "%s from dataset %s for %s",
              reports ? "report and fetch" : "fetch", dataset, c->replica);
+    int local = c->known[0] && !strcmp(c->known, dataset); /* no indices asked for */
     double delay = WAIT_FIRST_MS;
     for (;;) {
         /* The id goes with every retry of this request: a fetch the master recorded
@@ -522,7 +569,8 @@ static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shards, i
                *ans;
         if (!body) json_decref(reports);
         if (!body || (reports && json_object_set_new(body, key, reports)) ||
-            (count && json_object_set_new(body, "count", json_integer(count)))) {
+            (count && json_object_set_new(body, "count", json_integer(count))) ||
+            (local && json_object_set_new(body, "indices", json_false()))) {
             json_decref(body);
             return dt_err_set(DT_ERR_NOMEM, "%s: out of memory", what);
         }
@@ -537,9 +585,9 @@ static dt_err fetch(dt_shard_client *c, const char *dataset, dt_shard *shards, i
                                  "%s: the master's answer: shards: expected 1 to %d shards", what,
                                  count);
             for (size_t i = 0; !err && i < got; i++)
-                err = fill_shard(what, count ? json_array_get(list, i)
-                                             : json_object_get(ans, "shard"),
-                                 &shards[i]);
+                err = fill_shard(c, what,
+                                 count ? json_array_get(list, i) : json_object_get(ans, "shard"),
+                                 &shards[i], local);
             json_decref(ans);
             if (err) {
                 shards[0].count = 0;

@@ -4,7 +4,8 @@
  * worker-0 (and worker-1) from this process and stops the job at the end.
  *
  * Covered: every shard of two epochs fetched and reported, then END, with exactly the
- * indices of each epoch; shuffle gives a permutation per epoch; registering again (same
+ * indices of each epoch; shuffle gives a permutation per epoch, and a registered client's
+ * indices, taken from the sample order, are those the master sends; registering again (same
  * spec: no-op, other spec: refused); late reports refused with DT_ERR_STATE (a wrong lease;
  * a shard re-queued because worker-0's process was killed); a fetch that waits while
  * another replica holds the last shard and gets it when that one fails; a master killed
@@ -382,10 +383,57 @@ static void shuffled(job *j) {
     dt_shard_client_close(c);
 }
 
+/* c1 (which did not register the dataset: the master sends it the indices) fetches a shard
+ * and fails it; c0 (which registered it: it asks for no indices and takes them from the
+ * epoch's sample order) gets the same shard back: the same indices. */
+static void same_shard_both_ways(dt_shard_client *c0, dt_shard_client *c1, const char *name) {
+    dt_shard a = {0}, b = {0};
+    dt_shard_fetch_status st;
+    DT_CHECK_OK(dt_shard_fetch(c1, name, &a, &st));
+    DT_CHECK(st == DT_SHARD_FETCH_SHARD && a.count > 0);
+    DT_CHECK_OK(dt_shard_report(c1, name, &a, 0, "handed back"));
+    DT_CHECK_OK(dt_shard_fetch(c0, name, &b, &st));
+    DT_CHECK(st == DT_SHARD_FETCH_SHARD);
+    DT_CHECK(b.epoch == a.epoch && b.id == a.id && b.count == a.count);
+    if (b.count == a.count && memcmp(a.indices, b.indices, (size_t)a.count * sizeof *a.indices))
+        DT_FAIL("epoch %lld shard %lld: the indices taken from the sample order differ from the "
+                "master's", (long long)a.epoch, (long long)a.id);
+    DT_CHECK_OK(dt_shard_report(c0, name, &b, 1, ""));
+    dt_shard_free(&a);
+    dt_shard_free(&b);
+}
+
+/* A registered client's indices, taken from the sample order, are the master's, in the first
+ * epoch and in the next (its cached order recomputed). */
+static void local_order(job *j) {
+    dt_shard_client *c0, *c1;
+    DT_CHECK_OK(open_as(&c0, j, "worker-0"));
+    DT_CHECK_OK(open_as(&c1, j, "worker-1"));
+    dt_dataset_spec d = spec_of("local", 500, 10, 2, 2);
+    d.shuffle = 1;
+    d.shuffle_shards = 1;
+    d.seed = 11;
+    DT_CHECK_OK(dt_shard_register(c0, &d));
+    same_shard_both_ways(c0, c1, "local");
+    /* the rest of epoch 0 by c0, then a shard of epoch 1 both ways */
+    dt_shard s = {0};
+    dt_shard_fetch_status st;
+    for (int k = 1; k < 25; k++) {
+        DT_CHECK_OK(dt_shard_fetch(c0, "local", &s, &st));
+        DT_CHECK(st == DT_SHARD_FETCH_SHARD && s.epoch == 0);
+        DT_CHECK_OK(dt_shard_report(c0, "local", &s, 1, ""));
+    }
+    dt_shard_free(&s);
+    same_shard_both_ways(c0, c1, "local");
+    dt_shard_client_close(c0);
+    dt_shard_client_close(c1);
+}
+
 static void test_shuffle(void) {
     job j;
     DT_CHECK(job_start(&j, "shards-shuffle") == 0);
     shuffled(&j);
+    if (!dt__test_failed) local_order(&j);
     job_stop(&j);
 }
 
