@@ -1653,25 +1653,38 @@ static void in_place_fn(member *m, dt_ring *r) {
     member_record(m, DT_OK, r);
 }
 
-/* spin: each member's dt_ring_set_spin_us (0: the default) */
-static void check_in_place(const int *spin) {
+/* Two members of one host, summing in place, run fn (arg) to the end; spin: each one's
+ * dt_ring_set_spin_us (0: the default). A member that never spins (< 0) sleeps at every
+ * wait: with a minute between its looks, only the other's wake-up ends a sleep in time (a
+ * lost one hangs the test). */
+static void run_in_place(member *ms, member_fn fn, void *arg, const int *spin) {
     in_place = 1;
-    /* a member that never spins sleeps at every wait: with a minute between its looks, only
-     * the other's wake-up ends a sleep in time (a lost one hangs the test) */
     long slice = dt__ring_in_place_slice_ns;
     if (spin[0] < 0 || spin[1] < 0) dt__ring_in_place_slice_ns = 60L * 1000 * 1000 * 1000;
     group g;
     DT_CHECK(group_listen(&g, 2) == 0);
-    member ms[MAXM];
-    ip_out out[2];
-    memset(out, 0, sizeof out);
-    members_init(ms, &g, in_place_fn, out);
+    members_init(ms, &g, fn, arg);
     for (int i = 0; i < 2; i++)
         ms[i].spin_us = spin[i];
     DT_CHECK(run_members(ms, 2) == 0);
     group_close(&g);
     in_place = 0;
     dt__ring_in_place_slice_ns = slice;
+}
+
+/* check(spin) with the default spins, then with one member that never spins beside one that
+ * spins 100 ms, either way round. */
+static void each_spin_setting(void (*check)(const int *spin)) {
+    static const int settings[3][2] = {{0, 0}, {-1, 100000}, {100000, -1}};
+    for (int k = 0; k < 3 && !dt__test_failed; k++)
+        check(settings[k]);
+}
+
+static void check_in_place(const int *spin) {
+    member ms[MAXM];
+    ip_out out[2];
+    memset(out, 0, sizeof out);
+    run_in_place(ms, in_place_fn, out, spin);
     int bad = 0;
     for (int q = 0; q < 2; q++)
         if (ms[q].open_err || ms[q].err || !ms[q].ok || !out[q].guards_ok) {
@@ -1702,10 +1715,7 @@ static void check_in_place(const int *spin) {
  * the range touched; with the default spins, and with one member that never spins (every
  * wait sleeps on the futex and is woken) beside one that spins 100 ms. */
 static void test_in_place_sums(void) {
-    static const int defaults[2] = {0, 0}, mixed[2] = {-1, 100000}, mixed2[2] = {100000, -1};
-    check_in_place(defaults);
-    if (!dt__test_failed) check_in_place(mixed);
-    if (!dt__test_failed) check_in_place(mixed2);
+    each_spin_setting(check_in_place);
 }
 
 static void no_shared_fn(member *m, dt_ring *r) {
@@ -1840,20 +1850,9 @@ static void pair_fn(member *m, dt_ring *r) {
 }
 
 static void check_pairs(const int *spin) {
-    in_place = 1;
-    long slice = dt__ring_in_place_slice_ns;
-    if (spin[0] < 0 || spin[1] < 0) dt__ring_in_place_slice_ns = 60L * 1000 * 1000 * 1000;
-    group g;
-    DT_CHECK(group_listen(&g, 2) == 0);
     member ms[MAXM];
     pair_out out[2];
-    members_init(ms, &g, pair_fn, out);
-    for (int i = 0; i < 2; i++)
-        ms[i].spin_us = spin[i];
-    DT_CHECK(run_members(ms, 2) == 0);
-    group_close(&g);
-    in_place = 0;
-    dt__ring_in_place_slice_ns = slice;
+    run_in_place(ms, pair_fn, out, spin);
     for (int q = 0; q < 2; q++)
         if (ms[q].open_err || ms[q].err || !ms[q].ok || !out[q].data_kept ||
             !out[q].peer_whole || !out[q].sums_ok || !out[q].calls_ok || !out[q].last_sum_ok)
@@ -1868,10 +1867,7 @@ static void check_pairs(const int *spin) {
  * with the default spins, and with one member that never spins (its waits sleep on the futex
  * and only the other's wake-up ends them in time) beside one that spins 100 ms. */
 static void test_in_place_pairs(void) {
-    static const int defaults[2] = {0, 0}, mixed[2] = {-1, 100000}, mixed2[2] = {100000, -1};
-    check_pairs(defaults);
-    if (!dt__test_failed) check_pairs(mixed);
-    if (!dt__test_failed) check_pairs(mixed2);
+    each_spin_setting(check_pairs);
 }
 
 static void pair_fallback_fn(member *m, dt_ring *r) {
