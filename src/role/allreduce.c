@@ -144,10 +144,9 @@ typedef struct trainer {
     size_t nflat;
     float **sums; /* params[i]'s place in flat: its grad x samples, then the ring's sum (in
                    * a pair: the sum is it plus more[i]) */
-    /* A ring of two that sums in place: the step reads the other member's buffer itself
+    /* In a pair (in_pair) the step reads the other member's buffer itself
      * (dt_ring_allreduce_pair) and its optimizer sums as it reads; more[i] is params[i]'s
      * place there. */
-    int pair;
     const float **more;
     bucket *buckets;
     int nbuckets;
@@ -275,6 +274,11 @@ static dt_err layout(trainer *t) {
     return DT_OK;
 }
 
+/* A ring of two that sums in place: flat lives in the ring's shared buffer (move_flat). */
+static int in_pair(const trainer *t) {
+    return t->flat != t->own_flat;
+}
+
 /* Move the flat buffer to `to` (what it holds goes along): into the ring's shared buffer
  * when a ring sums in place, back to this member's own before that ring closes. */
 static void move_flat(trainer *t, float *to) {
@@ -313,7 +317,7 @@ static void on_layer_done(void *ctx, int layer) {
     if (t->hook_add)
         for (int i = 0; i < t->np; i++)
             if (dt_model_param_layer(t->model, i) == layer) add_param(t, i);
-    if (t->pair) return; /* the step's thread meets the other member once, at the end */
+    if (in_pair(t)) return; /* the step's thread meets the other member once, at the end */
     int upto = t->ready;
     while (upto < t->tail && t->buckets[upto].min_layer >= layer)
         upto++;
@@ -582,7 +586,6 @@ static void leave_ring(trainer *t) {
     dt_ring *ring = t->ring;
     t->ring = NULL;
     pthread_mutex_unlock(&t->mu);
-    t->pair = 0;
     move_flat(t, t->own_flat); /* out of the ring's segment before it goes */
     dt_ring_close(ring);
 }
@@ -713,7 +716,6 @@ static dt_err join(trainer *t, const char *lost_member) {
             /* 2 members on one host: the gradients live where the other member reads them */
             float *shared = dt_ring_shared_buffer(ring);
             if (shared) move_flat(t, shared);
-            t->pair = shared != NULL;
             t->tail_spin_us = threads_fit(t, &rz) ? TAIL_SPIN_US : DT_RING_DEFAULT_SPIN_US;
             /* rank 0's state goes to all: not older than the newest checkpoint */
             int loaded;
@@ -815,7 +817,7 @@ static void tensorboard_step(trainer *t, double loss, int64_t samples) {
 /* Before this member writes flat: in a pair, the other member may still read it from the
  * last step (dt_ring_settle). 1 when the ring failed meanwhile (its message in comm_msg). */
 static int settle_failed(trainer *t) {
-    if (!t->pair || !dt_ring_settle(t->ring)) return 0;
+    if (!in_pair(t) || !dt_ring_settle(t->ring)) return 0;
     snprintf(t->comm_msg, sizeof t->comm_msg, "%s", dt_errmsg());
     return 1;
 }
@@ -825,7 +827,7 @@ static int settle_failed(trainer *t) {
  * (the message in comm_msg too) when the ring failed. */
 static dt_err reduce(trainer *t, const float **peer) {
     *peer = NULL;
-    if (!t->pair) return finish_buckets(t);
+    if (!in_pair(t)) return finish_buckets(t);
     dt_ring_set_spin_us(t->ring, t->tail_spin_us);
     if (!dt_ring_allreduce_pair(t->ring, t->flat, t->nflat, peer)) return DT_OK;
     snprintf(t->comm_msg, sizeof t->comm_msg, "%s", dt_errmsg());

@@ -410,10 +410,8 @@ dt_err dt_shard_register(dt_shard_client *c, const dt_dataset_spec *spec) {
     dt_err err = call(c, what, "POST", path, body, &ans);
     json_decref(ans);
     if (!err && strlen(spec->name) <= MAX_NAME) {
-        if (strcmp(c->known, spec->name)) {
-            free(c->perm);
-            c->perm = NULL;
-        }
+        free(c->perm); /* an order cached for what was known before */
+        c->perm = NULL;
         snprintf(c->known, sizeof c->known, "%s", spec->name);
         c->known_size = spec->dataset_size;
         c->known_seed = spec->seed;
