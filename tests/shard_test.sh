@@ -244,7 +244,9 @@ fi
 if section clockstep; then
 FAKELIB=$(dpkg -L libfaketime 2>/dev/null | grep '/libfaketimeMT\.so\.1$' | head -1)
 if [ -n "$FAKELIB" ]; then
-    job clockstep Never 3 "" "" --sleep-ms 30 --heartbeat-ms 200
+    # slow enough that the job cannot end before the third step is tried: at 30 ms a batch its
+    # 60 shards took ~1.2 s, and a loaded machine's waits let it finish before the step back
+    job clockstep Never 3 "" "" --sleep-ms 150 --heartbeat-ms 200
     # the fake clock is the master's alone: its replicas do not inherit the library
     sed -i 's|command: \["bash", |command: ["env", "-u", "LD_PRELOAD", "bash", |' clockstep.yaml
     echo "+0" >"$TMP/clock"
