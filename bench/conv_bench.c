@@ -63,7 +63,7 @@ static void layer_init(bench_layer *b, const char *label, const dt__layer_ops *o
     b->y = falloc(nout, NULL);
     b->dy = falloc(nout, r);
     b->state = falloc(ops->state_floats ? ops->state_floats(&b->l, BATCH) : 0, NULL);
-    b->scratch = falloc(ops->scratch_floats ? ops->scratch_floats(&b->l, BATCH) : 0, NULL);
+    b->scratch = falloc(ops->scratch_floats ? ops->scratch_floats(&b->l, BATCH, 2) : 0, NULL); /* pools of 1 and 2 below */
     for (int i = 0; i < b->l.nparams; i++) {
         int64_t n = dt_shape_numel(&b->l.params[i].value.shape);
         b->pv[i] = falloc(n, r);
@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++) {
         const dt__layer_ops *o = layers[i].l.ops;
         printf("%-5s scratch %.2f MB, state %.2f MB\n", layers[i].label,
-               (o->scratch_floats ? o->scratch_floats(&layers[i].l, BATCH) : 0) * 4e-6,
+               (o->scratch_floats ? o->scratch_floats(&layers[i].l, BATCH, 2) : 0) * 4e-6,
                (o->state_floats ? o->state_floats(&layers[i].l, BATCH) : 0) * 4e-6);
     }
     for (int nth = 1; nth <= 2; nth++) {

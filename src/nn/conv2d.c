@@ -245,7 +245,8 @@ static dt_err conv_setup(dt__layer *l) {
 
 /* Scratch: [column buffers] [padded samples, one per slot] [padded dz, one per slot]
  * [shared tables] [partials of slots 1..n-1] (slot 0 sums straight into the gradients). */
-static int64_t conv_scratch_floats(const dt__layer *l, int64_t batch) {
+static int64_t conv_scratch_floats(const dt__layer *l, int64_t batch, int threads) {
+    (void)threads; /* sized for DT_LAYER_MAX_THREADS slots */
     if (batch <= 0) return 0;
     conv_geom g;
     conv_geometry(l, &g);

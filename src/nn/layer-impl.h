@@ -14,7 +14,8 @@
  *                                             the first layer, whose dx nobody needs
  *   state  state_floats(max_batch) floats kept from forward to backward (pool indices,
  *          dropout masks)
- *   scratch  scratch_floats(max_batch) floats, free to clobber within one call
+ *   scratch  scratch_floats(max_batch, the pool's threads) floats, free to clobber within
+ *            one call
  * backward may overwrite dy (the model does not read it afterwards).
  * Parameter gradients are overwritten (not accumulated) by backward.
  */
@@ -46,9 +47,10 @@ typedef struct dt__layer_ops {
      * (l->nparams, l->params[i].value.shape, .decay, and the names' suffix "kernel"/"bias").
      * Shape errors: DT_ERR_SHAPE with a message naming what does not fit. */
     dt_err (*setup)(dt__layer *l);
-    /* Floats of forward-to-backward state and of scratch for a batch. NULL means 0. */
+    /* Floats of forward-to-backward state for a batch, and of scratch for a batch on a
+     * pool of `threads`. NULL means 0. */
     int64_t (*state_floats)(const dt__layer *l, int64_t batch);
-    int64_t (*scratch_floats)(const dt__layer *l, int64_t batch);
+    int64_t (*scratch_floats)(const dt__layer *l, int64_t batch, int threads);
     void (*forward)(dt__layer *l, dt__layer_step *s);
     void (*backward)(dt__layer *l, dt__layer_step *s);
 } dt__layer_ops;

@@ -226,10 +226,14 @@ static void test_dense_matches_reference_on_every_split(void) {
         int bad = 0;
         for (size_t a = 0; a < sizeof all_acts / sizeof all_acts[0]; a++) {
             bad += dense_vs_reference(pool, 3, 5, 4, all_acts[a]);      /* small: one thread */
-            bad += dense_vs_reference(pool, 70, 50, 80, all_acts[a]);   /* rows split */
-            bad += dense_vs_reference(pool, 16, 200, 100, all_acts[a]); /* columns split */
+            bad += dense_vs_reference(pool, 70, 50, 80, all_acts[a]);   /* batch rows split */
+            bad += dense_vs_reference(pool, 16, 100, 200, all_acts[a]); /* columns split */
             bad += dense_vs_reference(pool, 70, 50, 160, all_acts[a]);  /* wide: columns */
+            bad += dense_vs_reference(pool, 24, 300, 40, all_acts[a]);  /* rows of W */
         }
+        /* rows of W backward, but the forward's partial products (259 x 4100 floats)
+         * above its scratch cap: columns */
+        bad += dense_vs_reference(pool, 259, 130, 4100, DT_ACT_RELU);
         dt_pool_free(pool);
         DT_CHECK(bad == 0);
     }
@@ -735,7 +739,7 @@ static void test_one_and_two_threads_agree(void) {
     DT_CHECK_OK(dt_model_init(&m2, &in, layers, 5, DT_LOSS_SOFTMAX_CROSS_ENTROPY, B, p2));
     dt_model_init_params(m1, 4);
     dt_model_init_params(m2, 4);
-    int64_t batches[] = {B, 20, 1}; /* rows split, columns split, one thread */
+    int64_t batches[] = {B, 20, 1}; /* the first two split by rows of W; 1: one thread */
     for (int bi = 0; bi < 3; bi++) {
         int64_t n = batches[bi];
         dt_rng r1, r2;

@@ -6,7 +6,9 @@
  * a measure pass, so dt_optim_step never allocates. A step computes the per-step scalars
  * (learning rate from the schedule, Adam's bias corrections) once, then makes ONE
  * dt_pool_run: each thread walks every parameter and updates its own dt_split share of
- * that parameter's elements. The kernels are plain element-wise loops over restrict
+ * that parameter's rows (the rows of its last dimension; a vector's elements): the rows of
+ * a dense kernel the same thread multiplies and differentiates (nn/dense.c), so a row's
+ * value, gradient and slots stay in one core's cache from step to step. The kernels are plain element-wise loops over restrict
  * pointers, so the compiler vectorizes them, and since every element is updated by the
  * same arithmetic whichever thread owns it, results do not depend on the thread count.
  *
@@ -338,8 +340,11 @@ static void step_task(void *arg, int ith, int nth) {
     for (int p = 0; p < j->o->nparams; p++) {
         const dt_param *par = j->o->params[p];
         const float *g = j->grads ? j->grads[p] : par->grad.data;
-        int64_t lo, hi;
-        dt_split(dt_tensor_numel(&par->value), ith, nth, &lo, &hi);
+        const dt_shape *sh = &par->value.shape;
+        int64_t row = sh->ndim >= 2 ? sh->dim[sh->ndim - 1] : 1, lo, hi;
+        dt_split(row > 0 ? dt_tensor_numel(&par->value) / row : 0, ith, nth, &lo, &hi);
+        lo *= row;
+        hi *= row;
         int64_t block = j->copy ? COPY_BLOCK : hi - lo; /* without copies: all at once */
         for (int64_t b = lo; b < hi; b += block) {
             int64_t e = hi - b < block ? hi : b + block;
