@@ -22,10 +22,14 @@ TMP=$(mktemp -d /tmp/dtrain-bench-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 ncpu=$(nproc)
 
+core_env() { # coretype -> env(1) arguments: set it, or unset what the environment set
+    if [ -n "$1" ]; then echo "OPENBLAS_CORETYPE=$1"; else echo "-u OPENBLAS_CORETYPE"; fi
+}
+
 dtrain_rate() { # model coretype -> samples/s of dtrain over `steps` steps of batch 64
     local model=$1 core=$2 spec="examples/fashion_mnist_$1.yaml"
     rm -rf "$TMP/job"
-    env ${core:+OPENBLAS_CORETYPE=$core} ${core:--u OPENBLAS_CORETYPE} ./build/dtrain train "$spec" --job-dir "$TMP/job" \
+    env $(core_env "$core") ./build/dtrain train "$spec" --job-dir "$TMP/job" \
         --threads "$ncpu" --max-steps "$steps" --no-progress >/dev/null
     grep -o '"samples_per_sec": *[0-9.e+]*' "$TMP/job/result.json" | sed 's/.*: *//'
 }
@@ -36,7 +40,7 @@ torch_best() { # model coretype -> "best_rate setting"
         for bt in 1 2; do
             for fd in "" --flush-denormal; do
                 local r
-                r=$(env ${core:+OPENBLAS_CORETYPE=$core} ${core:--u OPENBLAS_CORETYPE} OPENBLAS_NUM_THREADS=$bt /usr/bin/python3 \
+                r=$(env $(core_env "$core") OPENBLAS_NUM_THREADS=$bt /usr/bin/python3 \
                     bench/torch_train.py --model "$model" --threads "$tt" --steps "$steps" $fd \
                     2>/dev/null | sed 's/.*"samples_per_sec": \([0-9.]*\).*/\1/')
                 echo "    pytorch $model torch_threads=$tt openblas_threads=$bt ${fd:-(denormals kept)}: $(printf '%.0f' "$r") samples/s" >&2
@@ -57,7 +61,7 @@ for model in mlp cnn; do
         echo "== $model, batch 64, $steps steps, OPENBLAS_CORETYPE=${core:-(unset: OpenBLAS picks)} =="
         d=$(dtrain_rate "$model" "$core")
         read -r t setting < <(torch_best "$model" "$core")
-        ceil=$(env ${core:+OPENBLAS_CORETYPE=$core} ${core:--u OPENBLAS_CORETYPE} ./build/gemm_ceiling "$model" "$ncpu" |
+        ceil=$(env $(core_env "$core") ./build/gemm_ceiling "$model" "$ncpu" |
             grep -o '"ceiling_samples_per_sec": *[0-9.e+]*' | sed 's/.*: *//')
         printf '  dtrain  %8.0f samples/s (%d threads)\n' "$d" "$ncpu"
         printf '  pytorch %8.0f samples/s (best: %s)\n' "$t" "$setting"
