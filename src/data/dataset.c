@@ -10,8 +10,11 @@
  * 60000 x 784 features do not lose precision in float sums.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/assert-impl.h"
 #include "data/data-impl.h"
@@ -19,6 +22,21 @@
 
 /* The rng stream of dt_dataset_split ("split" in ASCII); epochs use streams 0, 1, 2, ... */
 #define DT_SPLIT_STREAM 0x73706c6974ULL
+
+/* Fashion-MNIST's 188 MB of floats took 46k page faults to fill, each a trap into this VM's
+ * hypervisor: half of a replica's 0.9 s load. On 2 MB pages (where the kernel's
+ * transparent_hugepage setting is "madvise", Debian's default, or "always") the load took
+ * 0.3-0.66 s and a PS job's start 0.8-1.4 s less; training speed did not change. Only the
+ * whole pages inside [p, p + bytes) are advised: malloc's block keeps its own bookkeeping.
+ * Advice only: where it is refused, nothing changes. */
+static void ask_huge_pages(void *p, size_t bytes) {
+    long size = sysconf(_SC_PAGESIZE);
+    if (bytes < ((size_t)4 << 20) || size <= 0) return;
+    uintptr_t page = (uintptr_t)size;
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
 
 dt_err dt__dataset_alloc(dt_dataset **out, int64_t n, const dt_shape *sample, int with_labels,
                          int target_dim) {
@@ -38,6 +56,7 @@ dt_err dt__dataset_alloc(dt_dataset **out, int64_t n, const dt_shape *sample, in
     /* +1: never malloc(0), so NULL always means failure */
     d->x = malloc((size_t)(n * row) * sizeof(float) + 1);
     if (!d->x) goto nomem;
+    ask_huge_pages(d->x, (size_t)(n * row) * sizeof(float));
     if (with_labels) {
         d->labels = calloc((size_t)n + 1, sizeof(int32_t));
         if (!d->labels) goto nomem;
