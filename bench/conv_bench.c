@@ -63,7 +63,8 @@ static void layer_init(bench_layer *b, const char *label, const dt__layer_ops *o
     b->y = falloc(nout, NULL);
     b->dy = falloc(nout, r);
     b->state = falloc(ops->state_floats ? ops->state_floats(&b->l, BATCH) : 0, NULL);
-    b->scratch = falloc(ops->scratch_floats ? ops->scratch_floats(&b->l, BATCH, 2) : 0, NULL); /* pools of 1 and 2 below */
+    /* for the pools of 1 and 2 threads below */
+    b->scratch = falloc(ops->scratch_floats ? ops->scratch_floats(&b->l, BATCH, 2) : 0, NULL);
     for (int i = 0; i < b->l.nparams; i++) {
         int64_t n = dt_shape_numel(&b->l.params[i].value.shape);
         b->pv[i] = falloc(n, r);

@@ -26,16 +26,22 @@
 /* Fashion-MNIST's 188 MB of floats took 46k page faults to fill, each a trap into this VM's
  * hypervisor: half of a replica's 0.9 s load. On 2 MB pages (where the kernel's
  * transparent_hugepage setting is "madvise", Debian's default, or "always") the load took
- * 0.3-0.66 s and a PS job's start 0.8-1.4 s less; training speed did not change. Only the
- * whole pages inside [p, p + bytes) are advised: malloc's block keeps its own bookkeeping.
- * Advice only: where it is refused, nothing changes. */
+ * 0.30-0.66 s and a PS job's start to end 0.8-1.4 s less; training speed did not change
+ * (docs/PERFORMANCE.md, "Memory"). Only the whole pages inside [p, p + bytes) are advised:
+ * malloc's block keeps its own bookkeeping; the kernel backs the 2 MB-aligned stretches of
+ * them. Advice only: where it is refused, nothing changes. */
 static void ask_huge_pages(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
     long size = sysconf(_SC_PAGESIZE);
     if (bytes < ((size_t)4 << 20) || size <= 0) return;
     uintptr_t page = (uintptr_t)size;
     uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
     uintptr_t hi = ((uintptr_t)p + bytes) & ~(page - 1);
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }
 
 dt_err dt__dataset_alloc(dt_dataset **out, int64_t n, const dt_shape *sample, int with_labels,

@@ -30,7 +30,7 @@
  * dx.data is NULL) as dcol = dz W^T into the same buffer, scattered back by col2im. A 1x1
  * kernel with stride 1 needs no im2col: x is the column matrix.
  *
- * Scratch (scratch_floats knows the batch but not the pool size): column buffers for
+ * Scratch (sized for any pool, whatever scratch_floats is told of it): column buffers for
  * COL_THREADS full chunks, which a larger pool splits into smaller chunks; per thread slot
  * (up to min(batch, DT_LAYER_MAX_THREADS)) a padded sample and a padded dz; the shared tap
  * offsets and flipped kernel; and one dW + db partial per slot after the first.

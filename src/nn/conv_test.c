@@ -63,7 +63,8 @@ static dt_err harness_init(harness *h, const dt__layer_ops *ops, const dt_layer_
     h->y = alloc_floats(max_batch * h->nout);
     h->dy = alloc_floats(max_batch * h->nout);
     if (ops->state_floats) h->state = alloc_floats(ops->state_floats(&h->l, max_batch));
-    if (ops->scratch_floats) h->scratch = alloc_floats(ops->scratch_floats(&h->l, max_batch, DT_LAYER_MAX_THREADS));
+    if (ops->scratch_floats) /* conv2d sizes it for DT_LAYER_MAX_THREADS whatever it is told */
+        h->scratch = alloc_floats(ops->scratch_floats(&h->l, max_batch, DT_LAYER_MAX_THREADS));
     for (int i = 0; i < h->l.nparams; i++) {
         dt_param *p = &h->l.params[i];
         int64_t n = dt_shape_numel(&p->value.shape);

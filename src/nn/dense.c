@@ -15,15 +15,16 @@
  *   of output columns and sums dz over the batch into db (each column summed in row order by
  *   one thread, so db does not depend on the thread count); then each computes its rows of
  *   dW = x^T dz and its columns of dx = dz W^T, both from its own rows of W.
- * The partial products take (threads - 1) x batch x out floats of scratch; above PARTIAL_CAP
- * of them, and for layers with fewer inputs, the forward splits y instead: 16-aligned column
- * blocks when every thread gets at least MIN_COLS columns (a thread packs only its columns of
- * W), else rows of the batch when every thread gets at least MIN_ROWS of them, and columns
- * for what is left; a softmax over column blocks, which needs whole rows, then runs as one
- * more row-split pass. Its backward is then one pool run over column blocks (dz, db and
- * dW[:, j0:j1] = x^T dz[:, j0:j1], which need no other thread's columns) and dx = dz W^T as a
- * separate dt__gemm, only when the model asks for dx. Softmax's Jacobian mixes a row's
- * columns, so it is applied by a row-split pass first.
+ * The partial products take (threads - 1) x batch x out floats of scratch. Above PARTIAL_CAP
+ * of them (the backward still by rows of W), and for layers with fewer inputs, the forward
+ * splits y instead: 16-aligned column blocks when every thread gets at least MIN_COLS columns
+ * (a thread packs only its columns of W), else rows of the batch when every thread gets at
+ * least MIN_ROWS of them, and columns for what is left; a softmax over column blocks, which
+ * needs whole rows, then runs as one more row-split pass. A layer with fewer inputs also
+ * runs its backward as one pool run over column blocks (dz, db and dW[:, j0:j1] =
+ * x^T dz[:, j0:j1], which need no other thread's columns) and dx = dz W^T as a separate
+ * dt__gemm, only when the model asks for dx. Softmax's Jacobian mixes a row's columns, so it
+ * is applied by a row-split pass first.
  *
  * Results depend on the thread count (the order of the partial sums), never on timing.
  * Small layers (fewer than SMALL_WORK multiply-adds) run on the calling thread: waking the
@@ -78,10 +79,11 @@ static int partials_fit(int64_t batch, int64_t out, int nth) {
     return (int64_t)(nth - 1) * batch <= PARTIAL_CAP / out;
 }
 
-/* Sized for max_batch, so that any smaller batch that fits PARTIAL_CAP fits here too. */
+/* Sized for max_batch, so that any smaller batch that fits PARTIAL_CAP fits here too, and
+ * for any pool of up to `threads` (a pool smaller than 2 x MIN_K_ROWS / in never splits). */
 static int64_t dense_scratch_floats(const dt__layer *l, int64_t batch, int threads) {
     int64_t in = l->in.dim[0], out = l->out.dim[0];
-    if (!rows_of_w(in, threads)) return 0;
+    if (threads < 2 || !rows_of_w(in, 2)) return 0;
     return partials_fit(batch, out, threads) ? (int64_t)(threads - 1) * batch * out
                                              : PARTIAL_CAP;
 }
@@ -215,7 +217,8 @@ static void dz_and_db(const struct dense_bwd *j, int64_t lo, int64_t hi) {
     if (j->act == DT_ACT_NONE && !db) return;
     for (int64_t r = 0; r < j->batch; r++) {
         float *g = j->dz + r * j->out + lo;
-        if (j->act != DT_ACT_NONE) dt__act_backward_st(j->act, j->y + r * j->out + lo, g, g, 1, w, w);
+        if (j->act != DT_ACT_NONE)
+            dt__act_backward_st(j->act, j->y + r * j->out + lo, g, g, 1, w, w);
         if (db)
             for (int64_t c = 0; c < w; c++)
                 db[c] += g[c];
@@ -277,7 +280,7 @@ static void dense_backward(dt__layer *l, dt__layer_step *s) {
     int nth = dt_pool_size(s->pool);
     int small = nth == 1 || s->batch * in * out < SMALL_WORK;
     if (!small && rows_of_w(in, nth)) {
-        dt_pool_run(s->pool, dense_bwd_dz_kernel, &j);
+        if (j.act != DT_ACT_NONE || j.db) dt_pool_run(s->pool, dense_bwd_dz_kernel, &j);
         dt_pool_run(s->pool, dense_bwd_rows_kernel, &j);
         return;
     }

@@ -238,7 +238,8 @@ static dt_err allocate(dt_model *m) {
     for (int i = 0; i < m->nlayers && ok; i++) {
         const dt__layer *l = &m->layers[i];
         int64_t act = m->max_batch * dt_shape_numel(&l->out);
-        int64_t st = state_of(l, m->max_batch), sc = scratch_of(l, m->max_batch, dt_pool_size(m->pool));
+        int64_t st = state_of(l, m->max_batch);
+        int64_t sc = scratch_of(l, m->max_batch, dt_pool_size(m->pool));
         DT_ASSERT(st >= 0 && sc >= 0);
         ok = measure(&total, act) && measure(&total, act) && measure(&total, st);
         scratch = sc > scratch ? sc : scratch;

@@ -115,7 +115,9 @@ static double act_ref(dt_act act, double v) {
 
 /* One dense layer (batch n, in -> out) through the model against a plain double
  * implementation: output, weight, bias and input gradients under MSE. */
-static int dense_vs_reference(dt_pool *pool, int64_t n, int64_t in, int64_t out, dt_act act) {
+/* One forward and backward of a batch of n on a model built for max_batch (>= n). */
+static int dense_vs_reference_at(dt_pool *pool, int64_t n, int64_t max_batch, int64_t in,
+                                 int64_t out, dt_act act) {
     int bad = 1;
     dt_model *m = NULL;
     dt_shape shp = SHAPE(in);
@@ -123,7 +125,8 @@ static int dense_vs_reference(dt_pool *pool, int64_t n, int64_t in, int64_t out,
     float *x = malloc(sizeof(float) * (size_t)(n * in));
     float *t = malloc(sizeof(float) * (size_t)(n * out));
     double *y = calloc((size_t)(n * out), sizeof *y), *dz = calloc((size_t)(n * out), sizeof *dz);
-    if (!x || !t || !y || !dz || dt_model_init(&m, &shp, &c, 1, DT_LOSS_MSE, n, pool)) goto out;
+    if (!x || !t || !y || !dz || dt_model_init(&m, &shp, &c, 1, DT_LOSS_MSE, max_batch, pool))
+        goto out;
     dt_model_init_params(m, 5);
     dt_param *w = dt_model_param(m, 0), *b = dt_model_param(m, 1);
     fill_uniform(b->value.data, out, 0.5f, 6);
@@ -219,8 +222,12 @@ out:
     return bad;
 }
 
+static int dense_vs_reference(dt_pool *pool, int64_t n, int64_t in, int64_t out, dt_act act) {
+    return dense_vs_reference_at(pool, n, n, in, out, act);
+}
+
 static void test_dense_matches_reference_on_every_split(void) {
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= 3; threads++) {
         dt_pool *pool = NULL;
         DT_CHECK_OK(dt_pool_init(&pool, threads));
         int bad = 0;
@@ -230,10 +237,15 @@ static void test_dense_matches_reference_on_every_split(void) {
             bad += dense_vs_reference(pool, 16, 100, 200, all_acts[a]); /* columns split */
             bad += dense_vs_reference(pool, 70, 50, 160, all_acts[a]);  /* wide: columns */
             bad += dense_vs_reference(pool, 24, 300, 40, all_acts[a]);  /* rows of W */
+            bad += dense_vs_reference(pool, 24, 301, 40, all_acts[a]);  /* ... split unevenly */
         }
-        /* rows of W backward, but the forward's partial products (259 x 4100 floats)
-         * above its scratch cap: columns */
-        bad += dense_vs_reference(pool, 259, 130, 4100, DT_ACT_RELU);
+        if (threads == 2) {
+            /* rows of W backward, but the forward's partial products (259 x 4100 floats)
+             * above its scratch cap: columns */
+            bad += dense_vs_reference(pool, 259, 130, 4100, DT_ACT_RELU);
+            /* the same model at a batch whose partials fit the capped scratch: rows of W */
+            bad += dense_vs_reference_at(pool, 255, 259, 130, 4100, DT_ACT_RELU);
+        }
         dt_pool_free(pool);
         DT_CHECK(bad == 0);
     }

@@ -6,11 +6,13 @@
  * a measure pass, so dt_optim_step never allocates. A step computes the per-step scalars
  * (learning rate from the schedule, Adam's bias corrections) once, then makes ONE
  * dt_pool_run: each thread walks every parameter and updates its own dt_split share of
- * that parameter's rows (the rows of its last dimension; a vector's elements): the rows of
- * a dense kernel the same thread multiplies and differentiates (nn/dense.c), so a row's
- * value, gradient and slots stay in one core's cache from step to step. The kernels are plain element-wise loops over restrict
- * pointers, so the compiler vectorizes them, and since every element is updated by the
- * same arithmetic whichever thread owns it, results do not depend on the thread count.
+ * that parameter's rows (the rows of its last dimension) when it has at least MIN_ROWS of
+ * them per thread, else of its elements. A dense kernel that nn/dense.c splits by rows is
+ * thus updated by the thread that multiplied and differentiated those rows, so a row's
+ * value, gradient and slots stay in one core's cache from step to step. The kernels are
+ * plain element-wise loops over restrict pointers, so the compiler vectorizes them, and
+ * since every element is updated by the same arithmetic whichever thread owns it, results
+ * do not depend on the thread count.
  *
  * Update rules (g = grad + weight_decay * w for params with decay = 1, else grad; t is the
  * step number counting from 1; all arithmetic in float, scalars computed in double):
@@ -37,6 +39,7 @@
 #include "core/fpenv-impl.h"
 
 #define MAX_SLOTS_PER_PARAM 2
+#define MIN_ROWS 8 /* rows per thread below which a parameter is split by elements */
 #define SLOT_NAME_MAX 96
 
 typedef struct slot {
@@ -341,8 +344,11 @@ static void step_task(void *arg, int ith, int nth) {
         const dt_param *par = j->o->params[p];
         const float *g = j->grads ? j->grads[p] : par->grad.data;
         const dt_shape *sh = &par->value.shape;
-        int64_t row = sh->ndim >= 2 ? sh->dim[sh->ndim - 1] : 1, lo, hi;
-        dt_split(row > 0 ? dt_tensor_numel(&par->value) / row : 0, ith, nth, &lo, &hi);
+        int64_t n = dt_tensor_numel(&par->value);
+        int64_t row = sh->ndim >= 2 ? sh->dim[sh->ndim - 1] : 1;
+        if (row <= 0 || n / row < (int64_t)nth * MIN_ROWS) row = 1; /* too few to share */
+        int64_t lo, hi;
+        dt_split(n / row, ith, nth, &lo, &hi);
         lo *= row;
         hi *= row;
         int64_t block = j->copy ? COPY_BLOCK : hi - lo; /* without copies: all at once */
