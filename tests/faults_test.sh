@@ -9,7 +9,8 @@
 #              instead of restarting it forever, and the role's reason is in the status
 #   ckptfull   the checkpoints' disk fills up: the chief says why its checkpoint failed and
 #              tries again with backoff, training on, and is not restarted; once there is
-#              room the next checkpoint is written (needs root: a small tmpfs)
+#              room the next checkpoint is written (needs root: a small tmpfs). The same for
+#              an all-reduce job, whose rank 0 writes them from a thread of its own
 #   preempt    SIGTERM to each replica of a PS job in turn (worker, PS, chief), then
 #              `dtrain stop`, then `dtrain run --resume`: each saves what it owns and exits
 #              143, is started again and goes on; the stopped job continues; the optimizer
@@ -26,20 +27,24 @@ cd "$TMP"
 cleanup() {
     stop_jobs
     umount -l "$TMP/job-ckpt/checkpoints" 2>/dev/null
+    umount -l "$TMP/job-ckptar/checkpoints" 2>/dev/null
     [ -n "${KEEP:-}" ] && echo "kept $TMP" || rm -rf "$TMP"
 }
 trap cleanup EXIT
 cp "$SRC/examples/data/iris.data" iris.data
 
-# spec NAME DATA_PATH INPUT EPOCHS: an iris PS job (chief, worker, ps) reading DATA_PATH.
+# spec NAME DATA_PATH INPUT EPOCHS [allreduce]: an iris PS job (chief, worker, ps) reading
+# DATA_PATH, or with "allreduce" a ring of 2 workers.
 spec() {
+    local replicas="{chief: 1, worker: 1, ps: 1}" strategy=parameter_server
+    [ "${5:-}" = allreduce ] && replicas="{worker: 2}" strategy=allreduce
     cat >"$1.yaml" <<YAML
 apiVersion: dtrain/v1
 kind: TrainJob
 metadata: {name: $1}
 spec:
-  replicas: {chief: 1, worker: 1, ps: 1}
-  strategy: parameter_server
+  replicas: $replicas
+  strategy: $strategy
   seed: 3
   data:
     train:
@@ -267,31 +272,43 @@ print("     (%d samples in the steps: the data times the epochs %+d)" % (n, n - 
         fail "preempt_ar: $(check_result ar 'print(reps["worker-0"]["result"]["train"])' 2>&1 | tail -2)"
 fi
 
-if section ckptfull; then
-    spec ckpt "$TMP/iris.data" 4 100000
-    mkdir -p job-ckpt/checkpoints
-    if mount -t tmpfs -o size=1m tmpfs job-ckpt/checkpoints; then
-        expect_exit 0 ckpt-start -- "$DTRAIN" run ckpt.yaml --job-dir job-ckpt --detach
-        log=job-ckpt/logs/chief-0.log
-        written() { ls job-ckpt/checkpoints/ckpt-*.safetensors >/dev/null 2>&1; }
-        WAIT_POLLS=600 wait_for written || fail "ckptfull: no checkpoint: $(tail -3 $log)"
-        # The disk is full. Each poll tops the filler up: a checkpoint that was being
-        # written while it filled, and the old one its rotation then deletes, leave room
-        # that the next checkpoint would take forever after (seen on a fast machine).
-        fill() { head -c 2m /dev/zero >>job-ckpt/checkpoints/filler 2>/dev/null; true; }
-        failed() { fill; grep -q "checkpoint at step [0-9]* failed: .*No space left on device.*training goes on" $log; }
-        WAIT_POLLS=600 wait_for failed && pass "ckptfull: the chief says its checkpoint failed, and why" ||
-            fail "ckptfull: $(tail -3 $log)"
-        rm -f job-ckpt/checkpoints/filler
-        again() { awk '/checkpoint at step [0-9]+ failed/ { f = 1 } f && /checkpoint at step [0-9]+ written/ { w = 1 } END { exit !w }' $log; }
-        WAIT_POLLS=1200 wait_for again && pass "ckptfull: with room again, the next try wrote it" ||
-            fail "ckptfull: $(tail -3 $log)"
-        [ "$(grep -c -- '--- dtrain: chief-0 attempt' $log)" -eq 1 ] &&
-            pass "ckptfull: the chief was never restarted" || fail "ckptfull: $(grep -- '--- dtrain' $log)"
-        expect_exit 0 ckpt-stop -- "$DTRAIN" stop job-ckpt
-        umount job-ckpt/checkpoints || umount -l job-ckpt/checkpoints
-    else
-        fail "ckptfull: cannot mount a tmpfs (root?)"
+# ckptfull_case NAME STRATEGY: the checkpoints' disk of a job fills up. The replica that writes
+# them says so in its log: the PS job's chief; the ring's rank 0 (either worker: both logs are
+# read).
+ckptfull_case() {
+    local name=$1 strategy=$2
+    spec "$name" "$TMP/iris.data" 4 100000 "$strategy"
+    mkdir -p "job-$name/checkpoints"
+    if ! mount -t tmpfs -o size=1m tmpfs "job-$name/checkpoints"; then
+        fail "ckptfull $strategy: cannot mount a tmpfs (root?)"
+        return
     fi
+    expect_exit 0 "$name-start" -- "$DTRAIN" run "$name.yaml" --job-dir "job-$name" --detach
+    local logs="job-$name/logs/chief-0.log"
+    [ "$strategy" = allreduce ] && logs="job-$name/logs/worker-0.log job-$name/logs/worker-1.log"
+    written() { ls job-$name/checkpoints/ckpt-*.safetensors >/dev/null 2>&1; }
+    WAIT_POLLS=600 wait_for written || fail "ckptfull $strategy: no checkpoint: $(tail -q -n 3 $logs)"
+    # The disk is full. Each poll tops the filler up: a checkpoint that was being
+    # written while it filled, and the old one its rotation then deletes, leave room
+    # that the next checkpoint would take forever after (seen on a fast machine).
+    fill() { head -c 2m /dev/zero >>job-$name/checkpoints/filler 2>/dev/null; true; }
+    failed() { fill; cat $logs | grep -q "checkpoint at step [0-9]* failed: .*No space left on device.*training goes on"; }
+    WAIT_POLLS=600 wait_for failed && pass "ckptfull $strategy: the writer says its checkpoint failed, and why" ||
+        fail "ckptfull $strategy: $(tail -q -n 3 $logs)"
+    rm -f "job-$name/checkpoints/filler"
+    again() { cat $logs | awk '/checkpoint at step [0-9]+ failed/ { f = 1 } f && /checkpoint at step [0-9]+ written/ { w = 1 } END { exit !w }'; }
+    WAIT_POLLS=1200 wait_for again && pass "ckptfull $strategy: with room again, the next try wrote it" ||
+        fail "ckptfull $strategy: $(tail -q -n 3 $logs)"
+    [ "$(cat $logs | grep -c -- '--- dtrain: .* attempt')" -eq "$(echo $logs | wc -w)" ] &&
+        pass "ckptfull $strategy: the writer was never restarted" ||
+        fail "ckptfull $strategy: $(cat $logs | grep -- '--- dtrain')"
+    expect_exit 0 "$name-stop" -- "$DTRAIN" stop "job-$name"
+    umount "job-$name/checkpoints" || umount -l "job-$name/checkpoints"
+}
+
+if section ckptfull; then
+    ckptfull_case ckpt parameter_server
+    # rank 0 of a ring writes its checkpoints from a thread of its own (ckpt_writer.c)
+    ckptfull_case ckptar allreduce
 fi
 finish

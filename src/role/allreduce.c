@@ -61,8 +61,9 @@
  * member asks again itself when its shard ends.
  *
  * Duties: rank 0 writes whole-model checkpoints (with the optimizer state) every
- * checkpoint.every_steps, every allreduce.checkpointSeconds, at each epoch's end and at the
- * end; any member that stops (SIGTERM) writes one when its state is past the newest (it
+ * checkpoint.every_steps, every allreduce.checkpointSeconds and at each epoch's end - a
+ * snapshot that a thread of its own writes while the ring trains on (ckpt_writer.c) - and at
+ * the end; any member that stops (SIGTERM) writes one when its state is past the newest (it
  * may hold the only copy of steps whose shards are reported: saves_at_stop); the chief
  * replica (chief, or worker-0 without one) evaluates, exports and waits for the evaluator
  * at the end.
@@ -203,6 +204,11 @@ typedef struct trainer {
     int64_t applied;
     double last_ckpt_time;
     dt__ckpt_retry ckpt_retry; /* a failed checkpoint's next try */
+    /* rank 0's checkpoints between steps, written by a thread (NULL until the first; and
+     * when it cannot start, they are written on the step's thread: writer_off) */
+    dt__ckpt_writer *writer;
+    int writer_off;
+    int64_t ckpt_before; /* last_ckpt_step before the write in flight */
     int64_t samples, batches, abandoned, generations;
     double loss_sum, last_epoch_loss;
     int64_t loss_n;
@@ -401,9 +407,27 @@ static void *watch_main(void *arg) {
 
 /* ---- state: checkpoints and the broadcast after a (re)formation ---- */
 
+static dt_train_state train_state(const trainer *t) {
+    return (dt_train_state){.step = t->step, .epoch = t->epoch, .seed = t->r->spec->seed,
+                            .rng = t->rng, .samples = t->applied};
+}
+
+/* The outcome of the writer's checkpoint, once it is known (wait: wait for the write in
+ * flight): as for one written here, a failure is said and the next try put off; the step it
+ * was for no longer counts as saved. */
+static void take_write(trainer *t, int wait) {
+    int64_t step;
+    dt_err e = dt__ckpt_writer_take(t->writer, wait, &step);
+    if (step < 0) return;
+    if (e && t->last_ckpt_step == step) t->last_ckpt_step = t->ckpt_before;
+    dt__ckpt_retry_after(&t->ckpt_retry, t->r, step, e);
+    dt_err_clear();
+}
+
+/* A checkpoint written here, now (at a stop, at the end: the caller needs it on disk). */
 static dt_err checkpoint(trainer *t) {
-    dt_train_state st = {.step = t->step, .epoch = t->epoch, .seed = t->r->spec->seed,
-                         .rng = t->rng, .samples = t->applied};
+    take_write(t, 1); /* one writer of the directory at a time */
+    dt_train_state st = train_state(t);
     dt_err e = dt_checkpoint_dir_save(t->r->ckpt_dir, t->r->spec->checkpoint_keep, t->model,
                                       t->optim, &st);
     if (e) return e;
@@ -414,10 +438,32 @@ static dt_err checkpoint(trainer *t) {
 
 static dt_err checkpoint_cb(void *t) { return checkpoint(t); }
 
-/* Rank 0's checkpoint; when it fails (a full disk), the cause is said, the next try put off
- * and training goes on (role.c). */
+/* Rank 0's checkpoint between steps: a snapshot the writer's thread writes while the ring
+ * goes on (the other members would wait for a write here at the next sum). When it fails (a
+ * full disk), the cause is said, the next try put off and training goes on (role.c). */
 static void checkpoint_or_defer(trainer *t) {
-    dt__ckpt_retry_after(&t->ckpt_retry, t->r, t->step, checkpoint(t));
+    take_write(t, 1);
+    if (!t->writer && !t->writer_off) {
+        dt_shape input;
+        dt_err e = dt__train_input_shape(t->r->spec, t->train, &input);
+        if (!e) e = dt__ckpt_writer_start(&t->writer, t->r, &input, &t->oc);
+        if (e) {
+            fprintf(t->r->log, "%s: checkpoints are written between steps (%s)\n", t->r->name,
+                    dt_errmsg());
+            fflush(t->r->log);
+            dt_err_clear();
+            t->writer_off = 1;
+        }
+    }
+    if (!t->writer) {
+        dt__ckpt_retry_after(&t->ckpt_retry, t->r, t->step, checkpoint(t));
+        return;
+    }
+    dt_train_state st = train_state(t);
+    dt__ckpt_writer_put(t->writer, t->model, t->optim, &st);
+    t->ckpt_before = t->last_ckpt_step;
+    t->last_ckpt_step = t->step;
+    t->last_ckpt_time = dt__mono_s();
 }
 
 static int checkpoint_due(const trainer *t) {
@@ -591,6 +637,8 @@ static void leave_ring(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+    take_write(t, 1); /* a failure said */
+    dt__ckpt_writer_end(t->writer);
     if (t->tb_open) dt__tb_close(&t->tb);
     pthread_mutex_lock(&t->mu);
     t->comm_stop = 1;
@@ -964,6 +1012,7 @@ static dt_err step(trainer *t, int *ring_failed, int *end) {
     tensorboard_step(t, nb_total ? loss_sum / (double)nb_total : 0, (int64_t)total);
     dt__role_progress_step(t->sc, &t->progress, t->step, t->epoch + 1,
                            nb_total ? loss_sum / (double)nb_total : NAN, t->samples);
+    take_write(t, 0);
     if (t->rz.rank == 0 && checkpoint_due(t)) checkpoint_or_defer(t);
     return DT_OK;
 }
@@ -1005,6 +1054,7 @@ static void stop_here(trainer *t) {
     int sig = dt__stop_signal();
     int finished = t->have_shard && t->pos >= t->sh.count;
     /* before the report: a shard reported done is never trained again */
+    take_write(t, 1); /* the newest checkpoint on disk, or its failure known */
     if (saves_at_stop(t)) dt__role_stop_checkpoint(r, &t->step, checkpoint_cb, t);
     dt__prefetch_quiet(&t->pf); /* a shard it fetched is held until this replica exits: re-queued */
     if (finished) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "core/path-impl.h"
+#include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
 #include "dtrain/job.h"
 #include "dtrain/nn.h"
@@ -90,6 +91,25 @@ dt_err dt__role_final_checkpoint(const dt__role *r, dt_err (*save)(void *ctx), v
  * outcome said either way, at *step as it is after the save. */
 void dt__role_stop_checkpoint(const dt__role *r, const int64_t *step,
                               dt_err (*save)(void *ctx), void *ctx);
+
+/* Checkpoints written by a thread of their own from a snapshot (ckpt_writer.c), so the step
+ * that takes one goes on at once. The writer's shadow model and optimizer are built from the
+ * role's spec for the model's per-sample input shape and the optimizer settings oc. */
+typedef struct dt__ckpt_writer dt__ckpt_writer;
+dt_err dt__ckpt_writer_start(dt__ckpt_writer **w, const dt__role *r, const dt_shape *input,
+                             const dt_optim_conf *oc);
+/* Copy m's values, o's slots and steps and st now, and write them to r->ckpt_dir on the
+ * thread; waits first for the write in flight. The last write's result must have been
+ * taken. */
+void dt__ckpt_writer_put(dt__ckpt_writer *w, dt_model *m, dt_optim *o, const dt_train_state *st);
+/* The result of the write that finished since the last take: *step its step (-1: none
+ * finished, DT_OK) and its error (message recorded). With wait, waits for the write in
+ * flight first. w may be NULL (nothing finished). */
+dt_err dt__ckpt_writer_take(dt__ckpt_writer *w, int wait, int64_t *step);
+/* A write in flight or finished and not taken? */
+int dt__ckpt_writer_busy(dt__ckpt_writer *w);
+/* Finish the write in flight, stop the thread and free w (NULL: nothing). */
+void dt__ckpt_writer_end(dt__ckpt_writer *w);
 
 dt_err dt__role_ps(dt__role *r);
 dt_err dt__role_allreduce(dt__role *r);
