@@ -292,16 +292,22 @@ ckptfull_case() {
     # written while it filled, and the old one its rotation then deletes, leave room
     # that the next checkpoint would take forever after (seen on a fast machine).
     fill() { head -c 2m /dev/zero >>job-$name/checkpoints/filler 2>/dev/null; true; }
-    failed() { fill; cat $logs | grep -q "checkpoint at step [0-9]* failed: .*No space left on device.*training goes on"; }
+    failed() { fill; grep -qs "checkpoint at step [0-9]* failed: .*No space left on device.*training goes on" $logs; }
     WAIT_POLLS=600 wait_for failed && pass "ckptfull $strategy: the writer says its checkpoint failed, and why" ||
         fail "ckptfull $strategy: $(tail -q -n 3 $logs)"
     rm -f "job-$name/checkpoints/filler"
-    again() { cat $logs | awk '/checkpoint at step [0-9]+ failed/ { f = 1 } f && /checkpoint at step [0-9]+ written/ { w = 1 } END { exit !w }'; }
+    again() { # in the log that said the failure
+        local l
+        for l in $logs; do
+            [ -f "$l" ] && awk '/checkpoint at step [0-9]+ failed/ { f = 1 } f && /checkpoint at step [0-9]+ written/ { w = 1 } END { exit !w }' "$l" && return 0
+        done
+        return 1
+    }
     WAIT_POLLS=1200 wait_for again && pass "ckptfull $strategy: with room again, the next try wrote it" ||
         fail "ckptfull $strategy: $(tail -q -n 3 $logs)"
     [ "$(cat $logs | grep -c -- '--- dtrain: .* attempt')" -eq "$(echo $logs | wc -w)" ] &&
         pass "ckptfull $strategy: the writer was never restarted" ||
-        fail "ckptfull $strategy: $(cat $logs | grep -- '--- dtrain')"
+        fail "ckptfull $strategy: $(grep -h -- '--- dtrain' $logs)"
     expect_exit 0 "$name-stop" -- "$DTRAIN" stop "job-$name"
     umount "job-$name/checkpoints" || umount -l "job-$name/checkpoints"
 }

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/assert-impl.h"
@@ -38,6 +39,7 @@
 #define FORMAT_VERSION "1"
 #define OPT_PREFIX "optimizer/"
 #define NAME_MAX_LEN 128
+#define STALE_TEMP_S 600.0 /* seconds a crashed save's temporary file is left alone */
 
 /* ---- metadata values ---- */
 
@@ -297,7 +299,9 @@ static int64_t ckpt_step(const char *name) {
 /* A crashed save's temporary file: "." + a checkpoint name + ".tmp-XXXXXX", of a step
  * before `saved` (one of this step or a later one may be another trainer's save in progress:
  * the chief and rank 0 of an all-reduce ring, or several members stopped at once, write the
- * same step). */
+ * same step) and untouched for STALE_TEMP_S (rank 0 of a ring writes its checkpoints from a
+ * thread while the ring goes on, so another member's later save can meet an earlier step's
+ * write in flight: its file's time moves with every write). */
 static int is_stale_temp(const char *name, int64_t saved) {
     const char *tmp = strstr(name, ".tmp-");
     if (name[0] != '.' || !tmp) return 0;
@@ -392,7 +396,9 @@ dt_err dt_checkpoint_dir_save(const char *dir, int keep, dt_model *m, dt_optim *
             char *tmp = malloc(strlen(dir) + strlen(e->d_name) + 2);
             if (!tmp) break;
             sprintf(tmp, "%s/%s", dir, e->d_name);
-            unlink(tmp); /* best effort */
+            struct stat st;
+            if (stat(tmp, &st) == 0 && difftime(time(NULL), st.st_mtime) > STALE_TEMP_S)
+                unlink(tmp); /* best effort */
             free(tmp);
         }
         closedir(d);

@@ -1,6 +1,8 @@
 /* checkpoint_test.c - training checkpoints and checkpoint directories (needs dt_model). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dtrain/checkpoint.h"
@@ -333,9 +335,16 @@ static void test_checkpoint_dir(void) {
     snprintf(other, sizeof other, "%s/notes.txt", dir);
     FILE *f = fopen(other, "w");
     DT_CHECK(f && fclose(f) == 0);
-    /* a crashed save's temporary file gets cleaned up */
+    /* a crashed save's temporary file (untouched for an hour) gets cleaned up */
     snprintf(other, sizeof other, "%s/.ckpt-0000000007.safetensors.tmp-AbC123", dir);
     f = fopen(other, "w");
+    DT_CHECK(f && fclose(f) == 0);
+    struct timespec hour_ago[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
+    DT_CHECK(utimensat(AT_FDCWD, other, hour_ago, 0) == 0);
+    /* ... not one just written to: another process's save of an earlier step in flight */
+    char fresh[700];
+    snprintf(fresh, sizeof fresh, "%s/.ckpt-0000000008.safetensors.tmp-Fresh1", dir);
+    f = fopen(fresh, "w");
     DT_CHECK(f && fclose(f) == 0);
     /* ... but not one of a later step than the save's: another trainer may be writing it */
     char live[700];
@@ -358,6 +367,9 @@ static void test_checkpoint_dir(void) {
     DT_CHECK(dir_has(dir, "notes.txt"));
     DT_CHECK(dir_has(dir, ".ckpt-99999999999.safetensors.tmp-Live01"));
     DT_CHECK(unlink(live) == 0);
+    DT_CHECK(!dir_has(dir, ".ckpt-0000000007.safetensors.tmp-AbC123"));
+    DT_CHECK(dir_has(dir, ".ckpt-0000000008.safetensors.tmp-Fresh1"));
+    DT_CHECK(unlink(fresh) == 0);
     DT_CHECK(dir_count(dir) == 3); /* and no other temporary files */
     DT_CHECK_OK(dt_checkpoint_dir_latest(dir, latest, sizeof latest));
     DT_CHECK(strstr(latest, "ckpt-12345678901.safetensors"));

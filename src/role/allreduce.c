@@ -448,8 +448,8 @@ static void checkpoint_or_defer(trainer *t) {
         dt_err e = dt__train_input_shape(t->r->spec, t->train, &input);
         if (!e) e = dt__ckpt_writer_start(&t->writer, t->r, &input, &t->oc);
         if (e) {
-            fprintf(t->r->log, "%s: checkpoints are written between steps (%s)\n", t->r->name,
-                    dt_errmsg());
+            fprintf(t->r->log, "%s: checkpoints are written on the step's thread: the writer's "
+                    "thread could not start (%s)\n", t->r->name, dt_errmsg());
             fflush(t->r->log);
             dt_err_clear();
             t->writer_off = 1;
@@ -637,7 +637,8 @@ static void leave_ring(trainer *t) {
 }
 
 static void teardown(trainer *t) {
-    take_write(t, 1); /* a failure said */
+    /* the write in flight is finished; its outcome was taken already unless the role is
+     * failing (whose message must stay the recorded error) */
     dt__ckpt_writer_end(t->writer);
     if (t->tb_open) dt__tb_close(&t->tb);
     pthread_mutex_lock(&t->mu);

@@ -108,14 +108,6 @@ dt_err dt__ckpt_writer_take(dt__ckpt_writer *w, int wait, int64_t *step) {
     return e;
 }
 
-int dt__ckpt_writer_busy(dt__ckpt_writer *w) {
-    if (!w) return 0;
-    pthread_mutex_lock(&w->mu);
-    int busy = w->busy || w->done;
-    pthread_mutex_unlock(&w->mu);
-    return busy;
-}
-
 void dt__ckpt_writer_put(dt__ckpt_writer *w, dt_model *m, dt_optim *o, const dt_train_state *st) {
     pthread_mutex_lock(&w->mu);
     while (w->busy)

@@ -106,8 +106,6 @@ void dt__ckpt_writer_put(dt__ckpt_writer *w, dt_model *m, dt_optim *o, const dt_
  * finished, DT_OK) and its error (message recorded). With wait, waits for the write in
  * flight first. w may be NULL (nothing finished). */
 dt_err dt__ckpt_writer_take(dt__ckpt_writer *w, int wait, int64_t *step);
-/* A write in flight or finished and not taken? */
-int dt__ckpt_writer_busy(dt__ckpt_writer *w);
 /* Finish the write in flight, stop the thread and free w (NULL: nothing). */
 void dt__ckpt_writer_end(dt__ckpt_writer *w);
 
