@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/stop-impl.h"
+#include "core/thread-impl.h"
 
 static atomic_int stop_sig;
 static atomic_int watching;
@@ -15,6 +16,7 @@ static sigset_t stop_set;
 
 static void *watch_main(void *arg) {
     (void)arg;
+    dt__thread_name("dt-stop-watch");
     int sig = 0;
     /* the first one counts; later ones change nothing (the process is stopping already) */
     while (sigwait(&stop_set, &sig) == 0) {

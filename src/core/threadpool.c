@@ -20,6 +20,7 @@
 #include "core/assert-impl.h"
 #include "core/fpenv-impl.h"
 #include "core/futex-impl.h"
+#include "core/thread-impl.h"
 
 #define SPIN_ITERS 20000
 
@@ -48,6 +49,7 @@ static void *worker_main(void *varg) {
     int ith = wa->ith;
     free(wa);
     (void)dt__fp_flush_denormals(); /* for good: this thread runs only kernels */
+    dt__thread_name("dt-pool");
     unsigned seen = 0;
     for (;;) {
         unsigned g;

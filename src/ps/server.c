@@ -113,6 +113,7 @@
 #include "core/futex-impl.h"
 #include "core/path-impl.h"
 #include "core/shm-impl.h"
+#include "core/thread-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ps.h"
 #include "net/sock-impl.h"
@@ -1159,6 +1160,7 @@ static int handle(conn *c, const dt__ps_hdr *h) {
 
 static void *conn_main(void *arg) {
     conn *c = arg;
+    dt__thread_name("dt-ps-conn");
     dt_ps_server *s = c->s;
     int hello = 0, lane_type = 0;
     for (;;) {
@@ -1295,6 +1297,7 @@ static int evict_oldest_locked(dt_ps_server *s) {
 
 static void *accept_main(void *arg) {
     dt_ps_server *s = arg;
+    dt__thread_name("dt-ps-accept");
     for (;;) {
         struct sockaddr_storage sa;
         socklen_t sl = sizeof sa;

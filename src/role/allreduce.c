@@ -52,13 +52,13 @@
  * a member with nothing to do yet contributes zeros and keeps stepping with its ring. A
  * shard is reported done only after the step that used its last batch completed. A fetch
  * costs about a millisecond on a busy host (the master must be scheduled), and every other
- * member of the ring waits it out at the next sum; so a prefetcher thread asks for the next
- * shard PREFETCH_STEPS steps before the one in hand ends (while the member waits for the
- * ring's sum), and reports the finished shard as soon as the next one is taken: both off the
- * step's path. A member holds one shard ahead only for those last steps (unless it leaves
- * its ring meanwhile: it keeps it while it joins the next), so the epoch's last shards stay
- * spread over the members. A prefetch that finds nothing to hand out yet is dropped and the
- * member asks again itself when its shard ends.
+ * member of the ring waits it out at the next sum; so a prefetcher thread (prefetch.c)
+ * reports the finished shard as soon as the next one is taken, and fetches the one after it
+ * in the same request: both off the step's path. A member thus holds one shard ahead; not in
+ * the last epoch, where the member asks for it PREFETCH_STEPS steps before the shard in hand
+ * ends, so the last shards stay spread over the members. A member that leaves its ring keeps
+ * the shard ahead while it joins the next. A prefetch that finds nothing to hand out yet is
+ * dropped and the member asks again itself when its shard ends.
  *
  * Duties: rank 0 writes whole-model checkpoints (with the optimizer state) every
  * checkpoint.every_steps, every allreduce.checkpointSeconds and at each epoch's end - a
@@ -82,6 +82,7 @@
 #include "core/file-impl.h"
 #include "core/path-impl.h"
 #include "core/stop-impl.h"
+#include "core/thread-impl.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/optim.h"
 #include "dtrain/rendezvous.h"
@@ -351,6 +352,7 @@ static void reduce_bucket(trainer *t, int b, int spin_us) {
 
 static void *comm_main(void *arg) {
     trainer *t = arg;
+    dt__thread_name("dt-ring-comm");
     pthread_mutex_lock(&t->mu);
     for (;;) {
         while (!t->comm_stop && t->done >= t->ready)
@@ -387,6 +389,7 @@ static dt_err finish_buckets(trainer *t) {
 
 static void *watch_main(void *arg) {
     trainer *t = arg;
+    dt__thread_background("dt-ring-watch");
     for (;;) {
         pthread_mutex_lock(&t->mu);
         int stop = t->watch_stop;
@@ -815,11 +818,11 @@ static dt_err fetch_shard(trainer *t) {
 }
 
 /* The next shard: the prefetcher's when it brought one (the prefetcher then reports the
- * finished shard, in a request of its own), else fetched here with the finished shard's
- * report in the same request. Never blocks on the data. */
+ * finished shard, with the fetch of the one after in the same request), else fetched here
+ * with the finished shard's report in the same request. Never blocks on the data. */
 static dt_err next_shard(trainer *t) {
     int got;
-    dt_err e = dt__prefetch_take(&t->pf, &t->sh, t->have_shard, &got);
+    dt_err e = dt__prefetch_take(&t->pf, &t->sh, t->have_shard, !dt__stop_signal(), &got);
     if (e) return e;
     if (got) { /* the prefetcher reports the finished shard right away */
         t->have_shard = 1;

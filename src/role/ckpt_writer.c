@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/assert-impl.h"
+#include "core/thread-impl.h"
 #include "dtrain/checkpoint.h"
 #include "role/role-impl.h"
 
@@ -40,6 +41,7 @@ struct dt__ckpt_writer {
 
 static void *writer_main(void *arg) {
     dt__ckpt_writer *w = arg;
+    dt__thread_background("dt-ckpt-writer");
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->busy && !w->stop)

@@ -28,6 +28,7 @@ typedef struct dt__prefetch {
     char msg[1024];
     dt_shard done; /* finished: to be reported (have_done) */
     int have_done;
+    int64_t last_epoch; /* the dataset's: no shard is fetched ahead in it */
     dt_shard rep; /* the one being reported (reporting) */
     int reporting;
 } dt__prefetch;
@@ -46,8 +47,11 @@ void dt__prefetch_end(dt__prefetch *p);
 void dt__prefetch_ask(dt__prefetch *p);
 /* Wait for the fetch in flight, if any, and take its answer: *got = 1 when it brought a
  * shard, which is swapped into *sh; with `finished`, what *sh held before is a finished
- * shard, reported by the prefetcher right away. The fetch's failure is this call's. */
-dt_err dt__prefetch_take(dt__prefetch *p, dt_shard *sh, int finished, int *got);
+ * shard, reported by the prefetcher right away - with `ahead`, unless the shard taken is of
+ * the dataset's last epoch, in the same request as the fetch of the shard after it (held
+ * until the next take; a "wait" answer brings none and the trainer asks again, with
+ * dt__prefetch_ask). The fetch's failure is this call's. */
+dt_err dt__prefetch_take(dt__prefetch *p, dt_shard *sh, int finished, int ahead, int *got);
 /* Wait until the report handed over is sent and the fetch in flight answered: before a
  * request of the caller's own (one of a replica's at a time), at a stop, at the end. */
 void dt__prefetch_quiet(dt__prefetch *p);

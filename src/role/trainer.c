@@ -279,7 +279,7 @@ static void dropped(trainer *t, const dt_shard *sh) {
  * request. A stop request ends a wait for one (*st is then DT_SHARD_FETCH_WAIT). */
 static dt_err next_shard(trainer *t, dt_shard *sh, int report, dt_shard_fetch_status *st) {
     int got;
-    dt_err e = dt__prefetch_take(&t->pf, sh, report, &got);
+    dt_err e = dt__prefetch_take(&t->pf, sh, report, !dt__stop_signal(), &got);
     if (!e && got) {
         *st = DT_SHARD_FETCH_SHARD;
         return DT_OK;

@@ -31,6 +31,7 @@
  * client's urllib.parse.quote(safe="") does.
  */
 #include "core/clock-impl.h"
+#include "core/thread-impl.h"
 #include "dtrain/data.h"
 #include "dtrain/shard.h"
 
@@ -213,6 +214,7 @@ const char *dt__shard_client_job_q(const dt_shard_client *c) { return c->job_q; 
 
 static void *heartbeat_main(void *arg) {
     dt_shard_client *c = arg;
+    dt__thread_background("dt-heartbeat");
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until = dt__mono_after_ms(c->heartbeat_ms);
