@@ -818,8 +818,9 @@ static dt_err fetch_shard(trainer *t) {
 }
 
 /* The next shard: the prefetcher's when it brought one (the prefetcher then reports the
- * finished shard, with the fetch of the one after in the same request), else fetched here
- * with the finished shard's report in the same request. Never blocks on the data. */
+ * finished shard, with the fetch of the one after in the same request unless the one taken
+ * is of the last epoch or this member stops), else fetched here with the finished shard's
+ * report in the same request. Never blocks on the data. */
 static dt_err next_shard(trainer *t) {
     int got;
     dt_err e = dt__prefetch_take(&t->pf, &t->sh, t->have_shard, !dt__stop_signal(), &got);

@@ -54,24 +54,22 @@ static void report(dt__prefetch *p) {
 }
 
 /* The report of p->rep and the fetch of the next shard into p->sh, in one request (mu not
- * held); 1 when a shard came. A report refused or failed is said as report() says it, and
- * nothing is fetched: the trainer asks later. */
-static int report_fetch(dt__prefetch *p, dt_shard_fetch_status *st) {
+ * held): 1 when a shard came, 0 when none (a "wait" or "end" answer; a report refused, said
+ * as report() says it: nothing was fetched, the trainer asks later), -1 when the request
+ * failed (its error is then the next take's, as a prefetch's: the master may have recorded
+ * both, and this replica's exit gives the shard it may hold back; *err is the error). */
+static int report_fetch(dt__prefetch *p, dt_shard_fetch_status *st, dt_err *err) {
     int n = 0;
     dt_err e = dt_shard_fetch_many(p->sc, p->dataset, &p->rep, 1, &p->sh, 1, &n, st);
+    *err = DT_OK;
     if (!e) return *st == DT_SHARD_FETCH_SHARD && n == 1;
+    *st = DT_SHARD_FETCH_WAIT;
     if (e == DT_ERR_STATE) {
         dt__shard_dropped(p->log, p->name, &p->rep);
-    } else {
-        fprintf(p->log, "%s: the report of shard %lld of epoch %lld, with the next fetch, "
-                "failed (%s): unless the master recorded it, it goes back to the queue when "
-                "this replica exits\n", p->name, (long long)p->rep.id,
-                (long long)p->rep.epoch + 1, dt_errmsg());
-        fflush(p->log);
+        return 0;
     }
-    dt_err_clear();
-    *st = DT_SHARD_FETCH_WAIT;
-    return 0;
+    *err = e; /* its message in dt_errmsg */
+    return -1;
 }
 
 static void *prefetch_main(void *arg) {
@@ -90,15 +88,19 @@ static void *prefetch_main(void *arg) {
             pthread_mutex_unlock(&p->mu);
             dt_shard_fetch_status st = DT_SHARD_FETCH_WAIT;
             int got = 0;
+            dt_err e = DT_OK;
             if (ahead)
-                got = report_fetch(p, &st);
+                got = report_fetch(p, &st, &e);
             else
                 report(p);
             pthread_mutex_lock(&p->mu);
             if (ahead) {
-                p->err = DT_OK;
+                p->err = e;
+                if (e) snprintf(p->msg, sizeof p->msg, "%s", dt_errmsg());
+                dt_err_clear();
                 p->status = st;
-                p->state = got ? DT__PF_DONE : DT__PF_IDLE; /* no shard: the trainer asks */
+                /* no shard: the trainer asks; a failure: the take returns it */
+                p->state = got != 0 ? DT__PF_DONE : DT__PF_IDLE;
             }
             p->reporting = 0;
             pthread_cond_broadcast(&p->cv);
