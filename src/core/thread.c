@@ -5,14 +5,11 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <string.h>
+#include <stdio.h>
 
 void dt__thread_name(const char *name) {
-    char n[16]; /* the kernel keeps 15 bytes and the terminator */
-    size_t len = strlen(name);
-    if (len > sizeof n - 1) len = sizeof n - 1;
-    memcpy(n, name, len);
-    n[len] = '\0';
+    char n[16]; /* the kernel keeps 15 bytes and the terminator: longer names fail */
+    snprintf(n, sizeof n, "%s", name);
     (void)pthread_setname_np(pthread_self(), n);
 }
 

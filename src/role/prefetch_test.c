@@ -35,7 +35,8 @@ static int take(dt__prefetch *p, dt_shard *sh, int finished, int ahead, int ask)
  * report brings the shard after the one taken, through the first shard of epoch 2 (the last
  * epoch), after which every shard needs an ask; the last one is reported by the trainer's own
  * client, and the dataset then ends. */
-static void ahead_until_last_epoch(const job *j, dt__prefetch *p, dt_shard *sh) {
+static void ahead_until_last_epoch(const job *j, dt__prefetch *p, dt_shard *sh, FILE *log) {
+    (void)log;
     DT_CHECK(take(p, sh, 0, 1, 1) == 1);
     int seen[2][4] = {{0}};
     seen[sh->epoch][sh->id]++;
@@ -76,7 +77,9 @@ static void ahead_until_last_epoch(const job *j, dt__prefetch *p, dt_shard *sh) 
 }
 
 /* ahead = 0 (the trainer is stopping): the report goes alone. */
-static void not_ahead_when_told(dt__prefetch *p, dt_shard *sh) {
+static void not_ahead_when_told(const job *j, dt__prefetch *p, dt_shard *sh, FILE *log) {
+    (void)j;
+    (void)log;
     DT_CHECK(take(p, sh, 0, 1, 1) == 1);
     DT_CHECK(take(p, sh, 1, 0, 1) == 1);
     DT_CHECK(take(p, sh, 1, 1, 0) == 0); /* nothing was fetched with the report */
@@ -85,7 +88,8 @@ static void not_ahead_when_told(dt__prefetch *p, dt_shard *sh) {
 
 /* A finished shard whose report the master refuses (a lease it never gave): the prefetcher
  * says the shard is dropped, and fetches nothing with that report. */
-static void refused_report(dt__prefetch *p, dt_shard *sh, FILE *log) {
+static void refused_report(const job *j, dt__prefetch *p, dt_shard *sh, FILE *log) {
+    (void)j;
     DT_CHECK(take(p, sh, 0, 1, 1) == 1);
     sh->lease += 1000;
     DT_CHECK(take(p, sh, 1, 1, 1) == 1);
@@ -99,17 +103,17 @@ static void refused_report(dt__prefetch *p, dt_shard *sh, FILE *log) {
     DT_CHECK(strstr(text, "late report refused") && strstr(text, "dropped (re-queued"));
 }
 
-/* Each case with a prefetcher of its own on dataset `name` (size 40 in shards of 10), which
- * is ended whether the case passes or fails. */
+/* A case: a body run with a prefetcher of its own on dataset `name` (size 40 in shards of
+ * 10), which is ended whether the body passes or fails. */
+typedef void case_body(const job *j, dt__prefetch *p, dt_shard *sh, FILE *log);
+
 static void with_prefetcher(const job *j, const char *name, int64_t epochs, FILE *log,
-                            int which) {
+                            case_body *body) {
     dt_dataset_spec d = spec_of(name, 40, 10, epochs, 1);
     dt__prefetch p;
     dt_shard sh = {0};
     dt_err e = dt__prefetch_start(&p, &d, "worker-0", log);
-    if (!e && which == 0) ahead_until_last_epoch(j, &p, &sh);
-    if (!e && which == 1) not_ahead_when_told(&p, &sh);
-    if (!e && which == 2) refused_report(&p, &sh, log);
+    if (!e) body(j, &p, &sh, log);
     dt__prefetch_end(&p);
     dt_shard_free(&sh);
     DT_CHECK_OK(e);
@@ -121,9 +125,9 @@ static void test_prefetch(void) {
     job_env(&j, "worker-0"); /* the prefetcher's client takes its master from there */
     FILE *log = tmpfile();
     if (log) {
-        with_prefetcher(&j, "ahead", 2, log, 0);
-        with_prefetcher(&j, "told", 3, log, 1);
-        with_prefetcher(&j, "refused", 3, log, 2);
+        with_prefetcher(&j, "ahead", 2, log, ahead_until_last_epoch);
+        with_prefetcher(&j, "told", 3, log, not_ahead_when_told);
+        with_prefetcher(&j, "refused", 3, log, refused_report);
         fclose(log);
     }
     job_stop(&j);
