@@ -35,7 +35,8 @@
 # ps: 1}, one epoch); its figure is the sum of the workers' samples_per_sec in
 # DIR/result.json (replicas.worker-*.result), else their samples / the job's wall seconds.
 # If the job cannot run (yet), the script says so and goes on. build/ps_roundtrip (the data
-# plane's round-trip benchmark) is run too when it exists.
+# plane's round-trip benchmark) is run too when it exists, and build/core_link (what moving
+# data between two CPUs costs on this machine) first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -117,7 +118,12 @@ sed -e 's/^\(  name:\).*/\1 fashion-mnist-mlp-allreduce-tcp/' \
 echo "== ps_bench: Fashion-MNIST MLP 784-256-128-10, Adam lr 1e-3, batch 64, 1 thread per process =="
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset: OpenBLAS picks)}"
 echo "dtrain: $("$BIN" version 2>&1 | tr '\n' ' ')"
-echo "cores: $(nproc)"
+echo "cores: $(nproc); cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+# what moving data between two CPUs costs here (bench/core_link.c): the jobs pay it, the
+# independent runs do not
+if [ -x build/core_link ] && [ "$(nproc)" -ge 2 ]; then
+    timeout 120 build/core_link 2>&1 | sed 's/^/  /' || echo "  core_link failed (exit $?)"
+fi
 
 # (a) two independent single-process runs at the same time: run_indep sets $indep (empty when
 # a run failed)
