@@ -118,7 +118,8 @@ sed -e 's/^\(  name:\).*/\1 fashion-mnist-mlp-allreduce-tcp/' \
 echo "== ps_bench: Fashion-MNIST MLP 784-256-128-10, Adam lr 1e-3, batch 64, 1 thread per process =="
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset: OpenBLAS picks)}"
 echo "dtrain: $("$BIN" version 2>&1 | tr '\n' ' ')"
-echo "cores: $(nproc); cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+echo "cores: $(nproc); cpu: ${cpu_model:-$(uname -m)}"
 # what moving data between two CPUs costs here (bench/core_link.c): the jobs pay it, the
 # independent runs do not
 if [ -x build/core_link ] && [ "$(nproc)" -ge 2 ]; then
