@@ -29,7 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/clock-impl.h"
 
 #define PINGS 100000 /* round trips per batch */
 #define BATCHES 9
@@ -46,12 +47,6 @@ typedef struct pair {
     _Atomic int b_ready;            /* B's pin: 1 done, -1 failed (its error in b_err) */
     int b_err;
 } pair;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int pin(int cpu) {
     cpu_set_t set;
@@ -202,13 +197,13 @@ int main(int argc, char **argv) {
     /* the cache line's round trip: A writes odd, B answers even */
     double trip[BATCHES];
     for (int b = 0; b < BATCHES; b++) {
-        double t0 = now();
+        double t0 = dt__mono_s();
         for (long i = (long)b * PINGS; i < (long)(b + 1) * PINGS; i++) {
             atomic_store_explicit(&p.flag, 2 * i + 1, memory_order_release);
             while (atomic_load_explicit(&p.flag, memory_order_acquire) != 2 * i + 2) {
             }
         }
-        trip[b] = (now() - t0) / PINGS;
+        trip[b] = (dt__mono_s() - t0) / PINGS;
     }
 
     /* copy rounds, alternating: what B just wrote, then what A just wrote */
@@ -217,18 +212,19 @@ int main(int argc, char **argv) {
         while (atomic_load_explicit(&p.turn, memory_order_acquire) != 4 * r + 1) {
         }
         fill(p.scratch, n, r); /* A's caches as before its own round's copy */
-        double t0 = now();
+        double t0 = dt__mono_s();
         memcpy(p.dst, p.src, p.bytes);
-        cross[r] = now() - t0;
+        cross[r] = dt__mono_s() - t0;
         atomic_store_explicit(&p.turn, 4 * r + 2, memory_order_release);
         fill(p.src, n, r);
-        t0 = now();
+        t0 = dt__mono_s();
         memcpy(p.dst, p.src, p.bytes);
-        own[r] = now() - t0;
+        own[r] = dt__mono_s() - t0;
         atomic_store_explicit(&p.turn, 4 * r + 4, memory_order_release);
     }
     pthread_join(tb, NULL);
 
+    /* median() sorts: trip[0] and trip[BATCHES - 1] are then the fastest and slowest batch */
     double tc = median(cross, p.rounds), to = median(own, p.rounds), rt = median(trip, BATCHES);
     printf("core_link: CPUs %d and %d, %zu bytes, medians of %ld rounds of each kind\n",
            p.cpu_a, p.cpu_b, p.bytes, p.rounds);
